@@ -1,0 +1,286 @@
+#include "job_model.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fmt/format.h>
+
+namespace ncclwatch::report {
+namespace {
+
+using namespace trace;
+
+std::map<std::string, std::string> parse_strings(const RecordView& r) {
+  std::map<std::string, std::string> out;
+  const auto* rec = r.as<StringsRecord>();
+  if (!rec || sizeof(StringsRecord) + rec->bytes > r.size) return out;
+  const char* p = reinterpret_cast<const char*>(r.data + sizeof(StringsRecord));
+  const char* end = p + rec->bytes;
+  while (p < end) {
+    const char* nul = static_cast<const char*>(std::memchr(p, '\0', static_cast<size_t>(end - p)));
+    std::string entry(p, nul ? nul : end);
+    if (size_t eq = entry.find('='); eq != std::string::npos) {
+      std::string key = entry.substr(0, eq);
+      // Repeated keys (e.g. "missing") are joined.
+      auto [it, inserted] = out.emplace(key, entry.substr(eq + 1));
+      if (!inserted) it->second += "," + entry.substr(eq + 1);
+    }
+    if (!nul) break;
+    p = nul + 1;
+  }
+  return out;
+}
+
+// Frames and name that follow an ApiEvent, bounds-checked.
+void event_tail(const RecordView& r, const ApiEvent& e, std::vector<uint64_t>* frames, std::string* name) {
+  size_t frames_bytes = size_t{e.nframes} * 8;
+  if (sizeof(ApiEvent) + frames_bytes + e.name_len > r.size) return;
+  const std::byte* tail = r.data + sizeof(ApiEvent);
+  if (frames) {
+    frames->resize(e.nframes);
+    if (frames_bytes) std::memcpy(frames->data(), tail, frames_bytes);
+  }
+  if (name) name->assign(reinterpret_cast<const char*>(tail + frames_bytes), e.name_len);
+}
+
+Api api_of(const ApiEvent& e) { return static_cast<Api>(e.api); }
+
+bool ok_or_pending(int result) { return result == 0 || result == 7; }
+
+class ProcessBuilder {
+ public:
+  explicit ProcessBuilder(ProcessTrace& p) : p_(p) {}
+
+  void operator()(const RecordView& r) {
+    if (const auto* h = r.as<RecordHeader>(); h) {
+      if (const auto* ev = r.as<ApiEvent>(); ev && (r.type == RecordType::kCallBegin || r.type == RecordType::kCallEnd))
+        p_.last_time_ns = std::max(p_.last_time_ns, ev->time_ns);
+    }
+    switch (r.type) {
+      case RecordType::kProcess: p_.strings = parse_strings(r); break;
+      case RecordType::kLibrary: p_.library = parse_strings(r); break;
+      case RecordType::kNotice: {
+        auto s = parse_strings(r);
+        if (auto it = s.find("text"); it != s.end()) p_.notices.push_back(it->second);
+        break;
+      }
+      case RecordType::kModule: on_module(r); break;
+      case RecordType::kCallBegin:
+        if (const auto* e = r.as<ApiEvent>()) on_begin(r, *e);
+        break;
+      case RecordType::kCallEnd:
+        if (const auto* e = r.as<ApiEvent>()) on_end(*e);
+        break;
+      case RecordType::kExitBegin:
+        if (const auto* e = r.as<ExitRecord>()) {
+          if (!p_.exit_begin) p_.exit_begin = *e;
+          p_.last_time_ns = std::max(p_.last_time_ns, e->time_ns);
+        }
+        break;
+      case RecordType::kProcessEnd:
+        if (const auto* e = r.as<ExitRecord>()) {
+          p_.process_end = *e;
+          p_.last_time_ns = std::max(p_.last_time_ns, e->time_ns);
+        }
+        break;
+      case RecordType::kLost:
+        if (const auto* l = r.as<LostRecord>()) p_.lost_records += l->count;
+        break;
+      default: break;
+    }
+  }
+
+  void finish() {
+    for (CommInstance& c : p_.comms) c.state = decide_state(c);
+    if (p_.process_end) p_.lost_records = std::max(p_.lost_records, p_.process_end->lost_records);
+  }
+
+ private:
+  void on_module(const RecordView& r) {
+    const auto* m = r.as<ModuleRecord>();
+    if (!m || sizeof(ModuleRecord) + m->path_len > r.size) return;
+    p_.modules.push_back({m->base, std::string(reinterpret_cast<const char*>(r.data + sizeof(ModuleRecord)), m->path_len)});
+  }
+
+  void on_begin(const RecordView& r, const ApiEvent& e) {
+    Api api = api_of(e);
+    Pending pending{e, {}, {}};
+    event_tail(r, e, &pending.stack, &pending.name);
+    if (api == Api::kCommDestroy || api == Api::kCommAbort) {
+      if (CommInstance* c = live_comm(e.comm)) {
+        c->release_api = api;
+        c->release_begin_ns = e.time_ns;
+        c->release_during_exit = (e.flags & kFlagDuringExit) || entered_after_exit_began(e.time_ns);
+      }
+    }
+    pending_[e.call_id] = std::move(pending);
+  }
+
+  void on_end(const ApiEvent& e) {
+    Api api = api_of(e);
+    auto it = pending_.find(e.call_id);
+    const Pending* begin = it == pending_.end() ? nullptr : &it->second;
+    if (creates_comm(api)) {
+      CommInstance c;
+      c.handle = e.comm;
+      c.id = e.comm_id ? e.comm_id : (begin ? begin->event.comm_id : 0);
+      c.parent_id = e.parent_id;
+      c.rank = e.rank;
+      c.nranks = e.nranks;
+      c.device = e.device;
+      c.api = api;
+      c.result = e.result;
+      c.non_blocking = e.flags & kFlagNonBlocking;
+      c.created_ns = e.time_ns;
+      if (begin) {
+        c.begin_ns = begin->event.time_ns;
+        c.torch = begin->event.flags & kFlagTorchCaller;
+        c.stack = begin->stack;
+        c.name = begin->name;
+      }
+      if (!ok_or_pending(e.result) || e.comm == 0) {
+        c.state = CommState::kInitFailed;
+        c.handle = 0;
+      }
+      p_.comms.push_back(std::move(c));
+      // ncclCommInitAll writes several ends for one begin: keep the begin until the last.
+      if (api != Api::kCommInitAll && it != pending_.end()) pending_.erase(it);
+      return;
+    }
+    // The begin record is needed below (call-site stack); forget it once this end is handled.
+    struct ForgetPending {
+      std::map<uint64_t, Pending>& pending;
+      std::map<uint64_t, Pending>::iterator it;
+      ~ForgetPending() {
+        if (it != pending.end()) pending.erase(it);
+      }
+    } forget{pending_, it};
+    switch (api) {
+      case Api::kCommFinalize:
+        if (CommInstance* c = live_comm(e.comm); c && ok_or_pending(e.result)) c->finalized_ns = e.time_ns;
+        break;
+      case Api::kCommDestroy:
+      case Api::kCommAbort:
+        if (CommInstance* c = live_comm(e.comm)) {
+          c->release_end_ns = e.time_ns;
+          c->release_result = e.result;
+          if (e.result == 0 || api == Api::kCommAbort) release_comm_resources(e.comm, c->release_during_exit);
+        }
+        break;
+      case Api::kMemAlloc:
+      case Api::kCommRegister:
+      case Api::kCommWindowRegister:
+      case Api::kDevCommCreate:
+      case Api::kRedOpCreatePreMulSum:
+        if (ok_or_pending(e.result)) {
+          ResourceInstance res;
+          res.api = api;
+          res.handle = e.resource;
+          res.comm = e.comm;
+          res.comm_id = e.comm_id;
+          res.rank = e.rank;
+          res.bytes = e.bytes;
+          res.created_ns = e.time_ns;
+          if (begin) res.stack = begin->stack;
+          p_.resources.push_back(std::move(res));
+        }
+        break;
+      case Api::kMemFree: release_resource(Api::kMemAlloc, e); break;
+      case Api::kCommDeregister: release_resource(Api::kCommRegister, e); break;
+      case Api::kCommWindowDeregister: release_resource(Api::kCommWindowRegister, e); break;
+      case Api::kDevCommDestroy: release_resource(Api::kDevCommCreate, e); break;
+      case Api::kRedOpDestroy: release_resource(Api::kRedOpCreatePreMulSum, e); break;
+      default: break;
+    }
+  }
+
+  bool entered_after_exit_began(int64_t t) const { return p_.exit_begin && t >= p_.exit_begin->time_ns; }
+
+  // The most recent communicator with this handle that is not yet released.
+  CommInstance* live_comm(uint64_t handle) {
+    if (!handle) return nullptr;
+    for (auto it = p_.comms.rbegin(); it != p_.comms.rend(); ++it)
+      if (it->handle == handle && it->state != CommState::kInitFailed && !(it->release_end_ns && released_ok(*it)))
+        return &*it;
+    return nullptr;
+  }
+
+  static bool released_ok(const CommInstance& c) {
+    return c.release_api == Api::kCommAbort || c.release_result == 0;
+  }
+
+  void release_resource(Api acquired_by, const ApiEvent& e) {
+    if (e.result != 0) return;
+    for (auto it = p_.resources.rbegin(); it != p_.resources.rend(); ++it) {
+      if (it->api == acquired_by && it->handle == e.resource && !it->released &&
+          (e.comm == 0 || it->comm == 0 || it->comm == e.comm)) {
+        it->released = true;
+        return;
+      }
+    }
+  }
+
+  // NCCL frees a communicator's registrations, windows, device comms and redops with it.
+  void release_comm_resources(uint64_t comm, bool) {
+    for (ResourceInstance& r : p_.resources)
+      if (r.comm == comm && !r.released) {
+        r.released = true;
+        r.released_with_comm = true;
+      }
+  }
+
+  CommState decide_state(const CommInstance& c) const {
+    if (c.state == CommState::kInitFailed) return CommState::kInitFailed;
+    if (c.release_begin_ns) {
+      if (!c.release_end_ns) return CommState::kDestroyHung;
+      if (!released_ok(c)) return c.finalized_ns ? CommState::kFinalized : CommState::kLeaked;
+      if (c.release_during_exit) return CommState::kReleasedAtExit;
+      return c.release_api == Api::kCommAbort ? CommState::kAborted : CommState::kDestroyed;
+    }
+    return c.finalized_ns ? CommState::kFinalized : CommState::kLeaked;
+  }
+
+  struct Pending {
+    ApiEvent event;
+    std::vector<uint64_t> stack;
+    std::string name;
+  };
+  ProcessTrace& p_;
+  std::map<uint64_t, Pending> pending_;
+};
+
+}  // namespace
+
+const char* state_name(CommState state) {
+  switch (state) {
+    case CommState::kDestroyed: return "destroyed";
+    case CommState::kFinalized: return "finalized";
+    case CommState::kAborted: return "aborted";
+    case CommState::kReleasedAtExit: return "released_at_exit";
+    case CommState::kDestroyHung: return "destroy_hung";
+    case CommState::kLeaked: return "leaked";
+    case CommState::kInitFailed: return "init_failed";
+    case CommState::kInitHung: return "init_hung";
+  }
+  return "unknown";
+}
+
+std::string hex_id(uint64_t id) { return fmt::format("{:016x}", id); }
+
+bool load_process(const std::string& path, ProcessTrace& out, std::vector<TraceProblem>& problems) {
+  out.path = path;
+  ProcessBuilder builder(out);
+  if (!read_trace(path, [&](const RecordView& r) { builder(r); }, out.header, out.stats, problems)) return false;
+  builder.finish();
+  return true;
+}
+
+Job load_job(const std::vector<std::string>& inputs) {
+  Job job;
+  for (const std::string& path : expand_inputs(inputs, job.problems)) {
+    ProcessTrace p;
+    if (load_process(path, p, job.problems)) job.processes.push_back(std::move(p));
+  }
+  return job;
+}
+
+}  // namespace ncclwatch::report

@@ -1,0 +1,99 @@
+// What the trace files of a job say, folded into communicators and resources with their end
+// states. Memory grows with the number of processes, communicators and resources, not records.
+#pragma once
+
+#include "trace_reader.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ncclwatch::report {
+
+// End states, as named in the JSON contract.
+enum class CommState { kDestroyed, kFinalized, kAborted, kReleasedAtExit, kDestroyHung, kLeaked, kInitFailed, kInitHung };
+const char* state_name(CommState state);
+inline bool is_leak(CommState s) {
+  return s == CommState::kLeaked || s == CommState::kReleasedAtExit || s == CommState::kDestroyHung;
+}
+
+struct Module {
+  uint64_t base;
+  std::string path;
+};
+
+// One communicator as one process saw it (one rank of it).
+struct CommInstance {
+  uint64_t handle = 0;
+  uint64_t id = 0;
+  uint64_t parent_id = 0;
+  int rank = -1;
+  int nranks = -1;
+  int device = -1;
+  trace::Api api = trace::Api::kUnknown;
+  std::string name;            // config->commName
+  int result = 0;              // of the creating call
+  bool non_blocking = false;
+  bool torch = false;
+  int64_t begin_ns = 0;        // creating call entered
+  int64_t created_ns = 0;      // ... returned (0: never returned)
+  int64_t finalized_ns = 0;
+  trace::Api release_api = trace::Api::kUnknown;  // destroy or abort
+  int64_t release_begin_ns = 0;
+  int64_t release_end_ns = 0;
+  int release_result = 0;
+  bool release_during_exit = false;
+  std::vector<uint64_t> stack;  // call-site return addresses of the creating call
+  CommState state = CommState::kLeaked;
+};
+
+struct ResourceInstance {
+  trace::Api api = trace::Api::kUnknown;  // the acquiring call
+  uint64_t handle = 0;
+  uint64_t comm = 0;
+  uint64_t comm_id = 0;
+  int rank = -1;
+  uint64_t bytes = 0;
+  int64_t created_ns = 0;
+  bool released = false;
+  bool released_with_comm = false;
+  std::vector<uint64_t> stack;
+};
+
+struct ProcessTrace {
+  std::string path;
+  trace::FileHeader header{};
+  std::map<std::string, std::string> strings;  // kProcess record: host, pid, cmdline, env.*
+  std::map<std::string, std::string> library;  // kLibrary record: path, version, ...
+  std::vector<std::string> notices;
+  std::vector<Module> modules;
+  std::vector<CommInstance> comms;
+  std::vector<ResourceInstance> resources;
+  std::optional<trace::ExitRecord> exit_begin;
+  std::optional<trace::ExitRecord> process_end;
+  uint64_t lost_records = 0;
+  ReadStats stats;
+
+  std::string host() const { return header.host; }
+  int pid() const { return static_cast<int>(header.pid); }
+  // Wall-clock ns for a monotonic timestamp of this process.
+  int64_t to_wall(int64_t mono_ns) const { return header.start_wall_ns + (mono_ns - header.start_mono_ns); }
+  int64_t last_time_ns = 0;  // latest timestamp seen: "now" for a process that died
+};
+
+struct Job {
+  std::vector<ProcessTrace> processes;
+  std::vector<TraceProblem> problems;
+};
+
+// Reads every input (files or directories). Unusable files are listed in problems.
+Job load_job(const std::vector<std::string>& inputs);
+
+// Reads one file into a ProcessTrace; false if it had nothing usable.
+bool load_process(const std::string& path, ProcessTrace& out, std::vector<TraceProblem>& problems);
+
+std::string hex_id(uint64_t id);  // 16 hex digits
+
+}  // namespace ncclwatch::report

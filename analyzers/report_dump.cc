@@ -1,0 +1,155 @@
+// dump FILE: every record as one JSON object per line, for scripts, DuckDB and pandas.
+#include "reports.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <iostream>
+
+namespace ncclwatch::report {
+namespace {
+
+using nlohmann::json;
+using namespace trace;
+
+const char* type_name(RecordType t) {
+  switch (t) {
+    case RecordType::kPadding: return "padding";
+    case RecordType::kProcess: return "process";
+    case RecordType::kLibrary: return "library";
+    case RecordType::kModule: return "module";
+    case RecordType::kCallBegin: return "call_begin";
+    case RecordType::kCallEnd: return "call_end";
+    case RecordType::kExitBegin: return "exit_begin";
+    case RecordType::kProcessEnd: return "process_end";
+    case RecordType::kLost: return "lost";
+    case RecordType::kNotice: return "notice";
+  }
+  return "unknown";
+}
+
+json strings_json(const RecordView& r) {
+  json out = json::object();
+  const auto* rec = r.as<StringsRecord>();
+  if (!rec || sizeof(StringsRecord) + rec->bytes > r.size) return out;
+  out["time_ns"] = rec->time_ns;
+  std::string blob(reinterpret_cast<const char*>(r.data + sizeof(StringsRecord)), rec->bytes);
+  size_t pos = 0;
+  while (pos < blob.size()) {
+    size_t nul = blob.find('\0', pos);
+    std::string entry = blob.substr(pos, nul == std::string::npos ? std::string::npos : nul - pos);
+    if (size_t eq = entry.find('='); eq != std::string::npos) {
+      std::string key = entry.substr(0, eq), value = entry.substr(eq + 1);
+      if (out.contains(key) && out[key].is_string()) out[key] = out[key].get<std::string>() + "," + value;
+      else out[key] = value;
+    }
+    if (nul == std::string::npos) break;
+    pos = nul + 1;
+  }
+  return out;
+}
+
+json record_json(const RecordView& r) {
+  json j;
+  j["type"] = type_name(r.type);
+  j["offset"] = r.offset;
+  switch (r.type) {
+    case RecordType::kProcess:
+    case RecordType::kLibrary:
+    case RecordType::kNotice: j.update(strings_json(r)); break;
+    case RecordType::kModule:
+      if (const auto* m = r.as<ModuleRecord>(); m && sizeof(ModuleRecord) + m->path_len <= r.size) {
+        j["base"] = fmt::format("0x{:x}", m->base);
+        j["path"] = std::string(reinterpret_cast<const char*>(r.data + sizeof(ModuleRecord)), m->path_len);
+      }
+      break;
+    case RecordType::kCallBegin:
+    case RecordType::kCallEnd:
+      if (const auto* e = r.as<ApiEvent>()) {
+        j["op"] = api_name(static_cast<Api>(e->api));
+        j["call_id"] = e->call_id;
+        j["time_ns"] = e->time_ns;
+        j["tid"] = e->tid;
+        if (r.type == RecordType::kCallEnd) j["result"] = e->result;
+        j["comm"] = fmt::format("0x{:x}", e->comm);
+        j["comm_id"] = hex_id(e->comm_id);
+        if (e->parent_id) j["parent_id"] = hex_id(e->parent_id);
+        if (e->resource) j["resource"] = fmt::format("0x{:x}", e->resource);
+        if (e->bytes) j["bytes"] = e->bytes;
+        j["rank"] = e->rank;
+        j["nranks"] = e->nranks;
+        j["device"] = e->device;
+        j["arg0"] = e->arg0;
+        j["arg1"] = e->arg1;
+        j["flags"] = e->flags;
+        j["split_index"] = e->split_index;
+        size_t frames_bytes = size_t{e->nframes} * 8;
+        if (sizeof(ApiEvent) + frames_bytes + e->name_len <= r.size) {
+          json frames = json::array();
+          for (size_t i = 0; i < e->nframes; ++i) {
+            uint64_t a;
+            std::memcpy(&a, r.data + sizeof(ApiEvent) + i * 8, 8);
+            frames.push_back(fmt::format("0x{:x}", a));
+          }
+          if (!frames.empty()) j["frames"] = frames;
+          if (e->name_len)
+            j["name"] = std::string(reinterpret_cast<const char*>(r.data + sizeof(ApiEvent) + frames_bytes), e->name_len);
+        }
+      }
+      break;
+    case RecordType::kExitBegin:
+    case RecordType::kProcessEnd:
+      if (const auto* x = r.as<ExitRecord>()) {
+        j["time_ns"] = x->time_ns;
+        j["reason"] = x->reason == 1 ? "normal" : x->reason == 2 ? "signal" : x->reason == 3 ? "python_finalizing" : "unknown";
+        j["signal"] = x->signal;
+        j["live_comms"] = x->live_comms;
+        j["live_resources"] = x->live_resources;
+        j["lost_records"] = x->lost_records;
+      }
+      break;
+    case RecordType::kLost:
+      if (const auto* l = r.as<LostRecord>()) {
+        j["time_ns"] = l->time_ns;
+        j["count"] = l->count;
+      }
+      break;
+    default: break;
+  }
+  return j;
+}
+
+}  // namespace
+
+int run_dump(const std::string& path, const Options&) {
+  std::vector<TraceProblem> problems;
+  FileHeader header{};
+  ReadStats stats;
+  std::string out;
+  bool header_done = false;
+  auto emit_header = [&] {
+    json h = {{"type", "file_header"},
+              {"version", header.version},
+              {"min_reader_version", header.min_reader_version},
+              {"pid", header.pid},
+              {"ppid", header.ppid},
+              {"host", std::string(header.host)},
+              {"start_wall_ns", header.start_wall_ns},
+              {"start_mono_ns", header.start_mono_ns}};
+    std::cout << h.dump() << "\n";
+    header_done = true;
+  };
+  bool ok = read_trace(
+      path,
+      [&](const RecordView& r) {
+        if (!header_done) emit_header();
+        std::cout << record_json(r).dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+      },
+      header, stats, problems);
+  if (ok && !header_done) emit_header();
+  print_problems(problems);
+  return ok ? 0 : 2;
+}
+
+}  // namespace ncclwatch::report

@@ -1,0 +1,186 @@
+#include "reports.h"
+#include "symbolizer.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <set>
+
+namespace ncclwatch::report {
+namespace {
+
+using nlohmann::json;
+using trace::Api;
+
+const char* resource_kind(Api api) {
+  switch (api) {
+    case Api::kMemAlloc: return "allocation";
+    case Api::kCommRegister: return "registration";
+    case Api::kCommWindowRegister: return "window";
+    case Api::kDevCommCreate: return "device_comm";
+    case Api::kRedOpCreatePreMulSum: return "redop";
+    default: return "resource";
+  }
+}
+
+int64_t end_of(const ProcessTrace& p) { return p.process_end ? p.process_end->time_ns : p.last_time_ns; }
+
+// The first frame of a call site worth showing, and the whole stack.
+struct Site {
+  std::string first;
+  std::vector<std::string> stack;
+};
+
+Site describe_site(Symbolizer* symbolizer, const ProcessTrace& p, const std::vector<uint64_t>& frames) {
+  Site site;
+  for (uint64_t address : frames) {
+    std::string text = symbolizer ? symbolizer->resolve(p, address).describe() : fmt::format("0x{:x}", address);
+    if (site.first.empty()) site.first = text;
+    site.stack.push_back(std::move(text));
+  }
+  return site;
+}
+
+std::string describe_how_ended(const CommInstance& c) {
+  switch (c.state) {
+    case CommState::kReleasedAtExit:
+      return fmt::format("released_at_exit ({} only after the program began exiting)", trace::api_name(c.release_api));
+    case CommState::kDestroyHung: return fmt::format("destroy_hung ({} entered, never returned)", trace::api_name(c.release_api));
+    case CommState::kLeaked: return "leaked (alive at exit)";
+    default: return state_name(c.state);
+  }
+}
+
+std::string ranks_list(const std::set<int>& ranks) {
+  std::string out;
+  for (int r : ranks) out += (out.empty() ? "" : ",") + std::to_string(r);
+  return out;
+}
+
+}  // namespace
+
+void print_problems(const std::vector<TraceProblem>& problems) {
+  for (const TraceProblem& p : problems)
+    std::fprintf(stderr, "ncclwatch-report: %s: %s%s\n", p.path.c_str(), p.what.c_str(), p.fatal ? " (skipped)" : "");
+}
+
+int run_leaks(const Job& job, const Options& options) {
+  if (job.processes.empty()) {
+    std::fprintf(stderr, "ncclwatch-report: no usable trace files\n");
+    return 2;
+  }
+  Symbolizer symbolizer;
+  Symbolizer* sym = options.symbolize ? &symbolizer : nullptr;
+  json leaks = json::array();
+  json communicators = json::array();
+  size_t leaked_comm_ranks = 0, leaked_resources = 0;
+
+  // Text output groups one leaked identity across its ranks.
+  struct Group {
+    const CommInstance* first;
+    const ProcessTrace* process;
+    std::set<int> ranks;
+    std::set<std::string> states;
+    std::set<std::string> hosts;
+  };
+  std::map<uint64_t, Group> groups;
+  std::vector<std::string> resource_lines;
+  std::map<std::string, int> state_counts;
+
+  for (const ProcessTrace& p : job.processes) {
+    for (const CommInstance& c : p.comms) {
+      ++state_counts[state_name(c.state)];
+      Site site = describe_site(sym, p, c.stack);
+      json entry = {{"comm", hex_id(c.id)},
+                    {"rank", c.rank},
+                    {"nranks", c.nranks},
+                    {"api", trace::api_name(c.api)},
+                    {"state", state_name(c.state)},
+                    {"host", p.host()},
+                    {"pid", p.pid()},
+                    {"handle", fmt::format("0x{:x}", c.handle)},
+                    {"device", c.device},
+                    {"name", c.name},
+                    {"parent", c.parent_id ? json(hex_id(c.parent_id)) : json(nullptr)},
+                    {"init_ms", c.created_ns && c.begin_ns ? (c.created_ns - c.begin_ns) / 1e6 : 0.0},
+                    {"age_s", (end_of(p) - c.created_ns) / 1e9},
+                    {"created_at", site.first},
+                    {"stack", site.stack},
+                    {"trace", p.path}};
+      if (c.release_begin_ns) {
+        entry["released_by"] = trace::api_name(c.release_api);
+        entry["release_ms"] = c.release_end_ns ? json((c.release_end_ns - c.release_begin_ns) / 1e6) : json(nullptr);
+      }
+      communicators.push_back(entry);
+      if (!is_leak(c.state)) continue;
+      ++leaked_comm_ranks;
+      json leak = entry;
+      leak["kind"] = "communicator";
+      leaks.push_back(leak);
+      auto [it, inserted] = groups.try_emplace(c.id, Group{&c, &p, {}, {}, {}});
+      it->second.ranks.insert(c.rank);
+      it->second.states.insert(describe_how_ended(c));
+      it->second.hosts.insert(p.host());
+    }
+    for (const ResourceInstance& r : p.resources) {
+      if (r.released) continue;
+      ++leaked_resources;
+      Site site = describe_site(sym, p, r.stack);
+      leaks.push_back({{"kind", resource_kind(r.api)},
+                       {"comm", r.comm_id ? json(hex_id(r.comm_id)) : json(nullptr)},
+                       {"rank", r.rank},
+                       {"nranks", nullptr},
+                       {"api", trace::api_name(r.api)},
+                       {"host", p.host()},
+                       {"pid", p.pid()},
+                       {"handle", fmt::format("0x{:x}", r.handle)},
+                       {"bytes", r.bytes},
+                       {"age_s", (end_of(p) - r.created_ns) / 1e9},
+                       {"created_at", site.first},
+                       {"stack", site.stack},
+                       {"trace", p.path}});
+      resource_lines.push_back(fmt::format("  {} 0x{:x}{} ({}) on {} pid {}{}: never released{}", resource_kind(r.api),
+                                           r.handle, r.bytes ? fmt::format(", {} bytes", r.bytes) : "",
+                                           trace::api_name(r.api), p.host(), p.pid(),
+                                           r.comm_id ? fmt::format(", comm {} rank {}", hex_id(r.comm_id), r.rank) : "",
+                                           site.first.empty() ? "" : "; made at " + site.first));
+    }
+  }
+
+  bool found = leaked_comm_ranks + leaked_resources > 0;
+  if (options.json) {
+    json out = {{"leaks", leaks}, {"communicators", communicators}, {"traces", job.processes.size()}};
+    std::cout << out.dump(2) << "\n";
+    return found ? 1 : 0;
+  }
+  if (!found) {
+    fmt::print("No leaks: {} communicator instance(s) in {} trace file(s), all released.\n", communicators.size(),
+               job.processes.size());
+  } else {
+    fmt::print("{} communicator(s) never destroyed ({} rank instance(s)), {} NCCL resource(s) never released\n",
+               groups.size(), leaked_comm_ranks, leaked_resources);
+    bool torch = false;
+    for (const auto& [id, g] : groups) {
+      const CommInstance& c = *g.first;
+      torch |= c.torch;
+      std::string states;
+      for (const std::string& s : g.states) states += (states.empty() ? "" : "; ") + s;
+      fmt::print("  comm {}{} ({}, {} ranks): {} on rank(s) {}\n", hex_id(id), c.name.empty() ? "" : " \"" + c.name + "\"",
+                 trace::api_name(c.api), c.nranks, states, ranks_list(g.ranks));
+      Site site = describe_site(sym, *g.process, c.stack);
+      if (!site.first.empty()) fmt::print("      created at {}\n", site.first);
+    }
+    for (const std::string& line : resource_lines) fmt::print("{}\n", line);
+    if (torch) fmt::print("  remedy: call torch.distributed.destroy_process_group() before the program exits\n");
+    else if (!groups.empty()) fmt::print("  remedy: call ncclCommFinalize then ncclCommDestroy on each communicator before exit\n");
+  }
+  std::string counts;
+  for (const auto& [state, n] : state_counts) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", n, state);
+  if (!counts.empty()) fmt::print("Communicator instances by end state: {}\n", counts);
+  return found ? 1 : 0;
+}
+
+}  // namespace ncclwatch::report

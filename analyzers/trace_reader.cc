@@ -1,0 +1,152 @@
+#include "trace_reader.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+namespace ncclwatch::report {
+namespace {
+
+using namespace trace;
+
+struct Mapping {
+  const std::byte* data = nullptr;
+  size_t size = 0;
+  ~Mapping() {
+    if (data) munmap(const_cast<std::byte*>(data), size);
+  }
+};
+
+uint32_t load_u32(const std::byte* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+bool known_type(uint16_t type) {
+  return type >= static_cast<uint16_t>(RecordType::kPadding) && type <= static_cast<uint16_t>(RecordType::kNotice);
+}
+
+// A header that a writer committed: plausible size, commit mark, fits in the file.
+bool plausible_header(const std::byte* base, uint64_t offset, uint64_t file_size) {
+  if (offset + sizeof(RecordHeader) > file_size) return false;
+  uint32_t size = load_u32(base + offset);
+  uint32_t word = load_u32(base + offset + 4);
+  return (word >> 16) == kCommitMark && size >= sizeof(RecordHeader) && size % 8 == 0 && size <= kMaxRecordBytes &&
+         offset + size <= file_size;
+}
+
+// The next offset at or after `from` holding a committed header, or file_size.
+uint64_t resync(const std::byte* base, uint64_t from, uint64_t file_size) {
+  for (uint64_t at = from; at + sizeof(RecordHeader) <= file_size; at += 8)
+    if (plausible_header(base, at, file_size)) return at;
+  return file_size;
+}
+
+}  // namespace
+
+bool read_trace(const std::string& path, const RecordVisitor& visit, FileHeader& header, ReadStats& stats,
+                std::vector<TraceProblem>& problems) {
+  auto fail = [&](const std::string& what) {
+    problems.push_back({path, what, true});
+    return false;
+  };
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return fail(std::string("cannot open: ") + std::strerror(errno));
+  struct stat st{};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return fail("not a regular file");
+  }
+  size_t file_size = static_cast<size_t>(st.st_size);
+  if (file_size == 0) {
+    close(fd);
+    return fail("empty file");
+  }
+  Mapping map;
+  void* data = mmap(nullptr, file_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (data == MAP_FAILED) return fail(std::string("cannot map: ") + std::strerror(errno));
+  map.data = static_cast<const std::byte*>(data);
+  map.size = file_size;
+  madvise(data, file_size, MADV_SEQUENTIAL);
+
+  if (file_size < sizeof(kMagic) || std::memcmp(map.data, kMagic, sizeof(kMagic)) != 0) {
+    if (file_size >= sizeof(kMagic) && std::all_of(map.data, map.data + sizeof(kMagic), [](std::byte b) { return b == std::byte{0}; }))
+      return fail("no trace header (the writer died before finishing it)");
+    return fail("not an ncclwatch trace (bad magic)");
+  }
+  if (file_size < sizeof(FileHeader)) return fail("truncated inside the file header");
+  std::memcpy(&header, map.data, sizeof(FileHeader));
+  if (header.min_reader_version > kVersion)
+    return fail("written by a newer ncclwatch (format " + std::to_string(header.version) + ", needs a reader of format " +
+                std::to_string(header.min_reader_version) + "; this one reads format " + std::to_string(kVersion) + ")");
+  if (header.version < 1) return fail("invalid format version 0");
+  if (header.header_bytes < sizeof(FileHeader) || header.header_bytes > file_size || header.header_bytes % 8)
+    return fail("invalid header size " + std::to_string(header.header_bytes));
+  header.host[sizeof(header.host) - 1] = '\0';
+
+  uint64_t offset = header.header_bytes;
+  uint64_t corrupt_spans = 0;
+  while (offset + sizeof(RecordHeader) <= file_size) {
+    uint32_t size = load_u32(map.data + offset);
+    uint32_t word = load_u32(map.data + offset + 4);
+    if (plausible_header(map.data, offset, file_size)) {
+      uint16_t type = static_cast<uint16_t>(word & 0xffff);
+      if (known_type(type) && type != static_cast<uint16_t>(RecordType::kPadding)) {
+        visit(RecordView{static_cast<RecordType>(type), map.data + offset, size, offset});
+        ++stats.records;
+      }
+      offset += size;
+      continue;
+    }
+    if (word == 0 && size >= sizeof(RecordHeader) && size % 8 == 0 && size <= kMaxRecordBytes &&
+        offset + size <= file_size) {
+      // Reserved and sized but never committed: its writer died mid-record. Step over it.
+      ++stats.torn_records;
+      offset += size;
+      continue;
+    }
+    uint64_t next = resync(map.data, offset + 8, file_size);
+    bool all_zero = true;
+    for (uint64_t at = offset; at < next && all_zero; at += 8) all_zero = load_u32(map.data + at) == 0 && load_u32(map.data + at + 4) == 0;
+    if (!all_zero) ++corrupt_spans;
+    if (next < file_size) stats.skipped_bytes += next - offset;
+    offset = next;
+  }
+  if (corrupt_spans)
+    problems.push_back({path, std::to_string(corrupt_spans) + " corrupt span(s) skipped (" +
+                                  std::to_string(stats.skipped_bytes) + " bytes); the records around them were read",
+                        false});
+  if (stats.torn_records)
+    problems.push_back({path, std::to_string(stats.torn_records) + " record(s) left half-written by the dying process", false});
+  return true;
+}
+
+std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, std::vector<TraceProblem>& problems) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  for (const std::string& input : inputs) {
+    std::error_code ec;
+    if (fs::is_directory(input, ec)) {
+      std::vector<std::string> found;
+      for (const auto& entry : fs::recursive_directory_iterator(input, fs::directory_options::skip_permission_denied, ec))
+        if (entry.is_regular_file(ec) && entry.path().extension() == ".nwt") found.push_back(entry.path().string());
+      if (found.empty()) problems.push_back({input, "directory holds no trace files (*.nwt)", true});
+      std::sort(found.begin(), found.end());
+      files.insert(files.end(), found.begin(), found.end());
+    } else if (fs::exists(input, ec)) {
+      files.push_back(input);
+    } else {
+      problems.push_back({input, "no such file or directory", true});
+    }
+  }
+  return files;
+}
+
+}  // namespace ncclwatch::report

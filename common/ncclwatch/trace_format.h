@@ -1,0 +1,208 @@
+// The ncclwatch trace file format, shared by the shim (writer) and the analyzers (readers).
+//
+// One file per process. Layout:
+//   [FileHeader, padded to kHeaderBytes] [record] [record] ...
+// Every record starts with a RecordHeader and is a multiple of 8 bytes long. The shim writes
+// through a shared file mapping, so a record is in the file the moment it is committed, even if
+// the process is killed right after. Commit protocol (see shim/trace_writer.cc):
+//   1. the writer reserves [offset, offset+size) and stores `size` into the header;
+//   2. it fills the body;
+//   3. it stores `type | kCommitMark << 16` with release ordering.
+// A reader therefore trusts a record only when its commit mark is present. An all-zero word is
+// either the end of the data or a record whose writer died between steps 1 and 3; readers skip
+// such holes by scanning forward, 8 bytes at a time, for the next committed header.
+//
+// All integers are little-endian (the shim only runs on x86-64 and aarch64 Linux).
+// Bump kVersion on every layout change; bump kMinReadableVersion only when an old reader can no
+// longer skip what is new (new record types and fields appended at a record's end are skippable).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ncclwatch::trace {
+
+inline constexpr char kMagic[8] = {'N', 'C', 'C', 'L', 'W', 'T', 'C', 'H'};
+inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kMinReadableVersion = 1;  // oldest reader version that can read this file
+inline constexpr uint32_t kHeaderBytes = 4096;       // records start here
+inline constexpr uint16_t kCommitMark = 0xC0DE;
+inline constexpr uint32_t kMaxRecordBytes = 1u << 20;  // larger sizes mark a corrupt record
+
+// Written once when the file is created, before any record.
+struct FileHeader {
+  char magic[8];                  // kMagic
+  uint32_t version;               // kVersion of the writer
+  uint32_t min_reader_version;    // readers older than this must refuse the file
+  uint32_t header_bytes;          // offset of the first record (kHeaderBytes)
+  uint32_t pid;                   // process id of the writer
+  uint32_t ppid;                  // its parent at creation (a fork's child names its parent)
+  uint32_t reserved0;
+  int64_t start_wall_ns;          // CLOCK_REALTIME at creation, ns since the epoch
+  int64_t start_mono_ns;          // CLOCK_MONOTONIC at the same moment: record times use this clock
+  char host[64];                  // gethostname(), NUL-terminated
+  uint8_t reserved[3984];         // zero; room for later fields
+};
+static_assert(sizeof(FileHeader) == kHeaderBytes);
+
+enum class RecordType : uint16_t {
+  kPadding = 1,     // filler, skip it
+  kProcess = 2,     // once, first: strings describing the process (StringsRecord)
+  kLibrary = 3,     // the NCCL library the shim attached to (StringsRecord)
+  kModule = 4,      // a loaded object named by call-site frames (ModuleRecord)
+  kCallBegin = 5,   // an NCCL API call entered (ApiEvent)
+  kCallEnd = 6,     // ... and returned (ApiEvent)
+  kExitBegin = 7,   // the program began exiting (ExitRecord)
+  kProcessEnd = 8,  // the shim's last word: how the process ended (ExitRecord)
+  kLost = 9,        // records the shim could not write (LostRecord)
+  kNotice = 10,     // a message the shim printed on stderr (StringsRecord, key "text")
+};
+
+struct RecordHeader {
+  uint32_t size;    // whole record in bytes, header included, multiple of 8
+  uint16_t type;    // RecordType
+  uint16_t commit;  // kCommitMark once the record is complete
+};
+static_assert(sizeof(RecordHeader) == 8);
+
+// Which API an ApiEvent is about. Values are stable: append only.
+enum class Api : uint16_t {
+  kUnknown = 0,
+  // lifecycle
+  kCommInitRank = 1,
+  kCommInitRankConfig = 2,
+  kCommInitAll = 3,
+  kCommInitRankScalable = 4,
+  kCommSplit = 5,
+  kCommShrink = 6,
+  kCommFinalize = 7,
+  kCommDestroy = 8,
+  kCommAbort = 9,
+  kCommRevoke = 10,
+  // resources
+  kMemAlloc = 20,
+  kMemFree = 21,
+  kCommRegister = 22,
+  kCommDeregister = 23,
+  kCommWindowRegister = 24,
+  kCommWindowDeregister = 25,
+  kDevCommCreate = 26,
+  kDevCommDestroy = 27,
+  kRedOpCreatePreMulSum = 28,
+  kRedOpDestroy = 29,
+};
+
+// ApiEvent.flags
+inline constexpr uint32_t kFlagDuringExit = 1u << 0;     // the program had begun exiting
+inline constexpr uint32_t kFlagNonBlocking = 1u << 1;    // config->blocking == 0
+inline constexpr uint32_t kFlagNestedCall = 1u << 2;     // issued from inside another NCCL call
+inline constexpr uint32_t kFlagTorchCaller = 1u << 3;    // the call site is inside PyTorch
+
+// One lifecycle or resource call: a kCallBegin when entered, one kCallEnd per outcome when it
+// returned (ncclCommInitAll writes one kCallEnd per communicator it created).
+// Followed by `nframes` uint64 return addresses (kCallBegin only; resolved through kModule
+// records) and then `name_len` bytes of config->commName (not NUL-terminated), padded to 8.
+struct ApiEvent {
+  RecordHeader h;
+  uint64_t call_id;     // pairs kCallBegin with its kCallEnd(s); unique within the file
+  int64_t time_ns;      // CLOCK_MONOTONIC
+  uint32_t tid;         // kernel thread id of the caller
+  uint16_t api;         // Api
+  int16_t result;       // ncclResult_t (kCallEnd only; ncclInProgress = 7 is pending, not failure)
+  uint64_t comm;        // communicator handle: the argument, or the one created (kCallEnd)
+  uint64_t comm_id;     // communicator identity, the same on every rank (0 when unknown)
+  uint64_t parent_id;   // identity of the parent (split/shrink), else 0
+  uint64_t resource;    // buffer pointer, registration handle, window, device comm or redop
+  uint64_t bytes;       // size of the allocation/registration, else 0
+  int32_t rank;         // rank in `comm` (-1 unknown)
+  int32_t nranks;       // its size (-1 unknown)
+  int32_t device;       // CUDA device (-1 unknown)
+  int32_t arg0;         // split: color; shrink: excluded count; revoke: flags; alloc: 0
+  int32_t arg1;         // split: key
+  uint32_t flags;       // kFlag*
+  uint16_t nframes;     // call-site frames following this struct
+  uint16_t name_len;    // commName bytes following the frames
+  uint32_t split_index; // split/shrink: how many splits of the parent this rank made before
+};
+static_assert(sizeof(ApiEvent) % 8 == 0);
+
+// A loaded object, written the first time a frame inside it is recorded.
+// Followed by `path_len` bytes of its path, padded to 8.
+struct ModuleRecord {
+  RecordHeader h;
+  uint64_t base;        // load address (dladdr's dli_fbase)
+  uint64_t size_hint;   // bytes mapped from base (0 unknown)
+  uint32_t path_len;
+  uint32_t reserved;
+};
+static_assert(sizeof(ModuleRecord) % 8 == 0);
+
+// Followed by `bytes` bytes of "key=value\0" strings, padded to 8.
+struct StringsRecord {
+  RecordHeader h;
+  int64_t time_ns;      // CLOCK_MONOTONIC
+  uint32_t bytes;
+  uint32_t reserved;
+};
+static_assert(sizeof(StringsRecord) % 8 == 0);
+
+enum class ExitReason : uint32_t {
+  kNormal = 1,          // exit() or return from main
+  kSignal = 2,          // a fatal signal (ExitRecord.signal)
+  kPythonFinalizing = 3 // the Python interpreter began shutting down
+};
+
+struct ExitRecord {
+  RecordHeader h;
+  int64_t time_ns;       // CLOCK_MONOTONIC
+  uint32_t reason;       // ExitReason
+  int32_t signal;        // for kSignal
+  uint32_t live_comms;   // communicators not destroyed at this point (kProcessEnd)
+  uint32_t live_resources;
+  uint64_t lost_records; // records dropped so far
+};
+static_assert(sizeof(ExitRecord) % 8 == 0);
+
+struct LostRecord {
+  RecordHeader h;
+  int64_t time_ns;
+  uint64_t count;        // records dropped since the previous kLost
+};
+static_assert(sizeof(LostRecord) % 8 == 0);
+
+constexpr uint32_t padded_size(size_t bytes) { return static_cast<uint32_t>((bytes + 7) & ~size_t{7}); }
+
+// Names used in reports and JSON; the index is the Api value.
+constexpr const char* api_name(Api api) {
+  switch (api) {
+    case Api::kCommInitRank: return "ncclCommInitRank";
+    case Api::kCommInitRankConfig: return "ncclCommInitRankConfig";
+    case Api::kCommInitAll: return "ncclCommInitAll";
+    case Api::kCommInitRankScalable: return "ncclCommInitRankScalable";
+    case Api::kCommSplit: return "ncclCommSplit";
+    case Api::kCommShrink: return "ncclCommShrink";
+    case Api::kCommFinalize: return "ncclCommFinalize";
+    case Api::kCommDestroy: return "ncclCommDestroy";
+    case Api::kCommAbort: return "ncclCommAbort";
+    case Api::kCommRevoke: return "ncclCommRevoke";
+    case Api::kMemAlloc: return "ncclMemAlloc";
+    case Api::kMemFree: return "ncclMemFree";
+    case Api::kCommRegister: return "ncclCommRegister";
+    case Api::kCommDeregister: return "ncclCommDeregister";
+    case Api::kCommWindowRegister: return "ncclCommWindowRegister";
+    case Api::kCommWindowDeregister: return "ncclCommWindowDeregister";
+    case Api::kDevCommCreate: return "ncclDevCommCreate";
+    case Api::kDevCommDestroy: return "ncclDevCommDestroy";
+    case Api::kRedOpCreatePreMulSum: return "ncclRedOpCreatePreMulSum";
+    case Api::kRedOpDestroy: return "ncclRedOpDestroy";
+    case Api::kUnknown: break;
+  }
+  return "unknown";
+}
+
+constexpr bool creates_comm(Api api) {
+  return api == Api::kCommInitRank || api == Api::kCommInitRankConfig || api == Api::kCommInitAll ||
+         api == Api::kCommInitRankScalable || api == Api::kCommSplit || api == Api::kCommShrink;
+}
+
+}  // namespace ncclwatch::trace

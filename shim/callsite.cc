@@ -1,0 +1,101 @@
+#include "callsite.h"
+
+#include "registry.h"
+#include "resolver.h"
+#include "trace_writer.h"
+
+#include <ncclwatch/demangle.h>
+
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <execinfo.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+namespace ncclwatch {
+namespace {
+
+SpinLock g_modules_lock;
+std::vector<uint64_t>* g_seen_bases = nullptr;  // modules already described in the trace
+
+void write_module_record(uint64_t base, const char* path) {
+  size_t len = std::strlen(path);
+  RecordSlot slot = reserve_record(trace::padded_size(sizeof(trace::ModuleRecord) + len));
+  if (!slot) return;
+  auto* rec = slot.as<trace::ModuleRecord>();
+  rec->base = base;
+  rec->path_len = static_cast<uint32_t>(len);
+  std::memcpy(slot.bytes() + sizeof(trace::ModuleRecord), path, len);
+  slot.commit(trace::RecordType::kModule);
+}
+
+void note_module(const Dl_info& info) {
+  if (!info.dli_fbase || !info.dli_fname) return;
+  uint64_t base = reinterpret_cast<uint64_t>(info.dli_fbase);
+  {
+    std::lock_guard lock(g_modules_lock);
+    if (!g_seen_bases) g_seen_bases = new std::vector<uint64_t>();
+    for (uint64_t seen : *g_seen_bases)
+      if (seen == base) return;
+    g_seen_bases->push_back(base);
+  }
+  write_module_record(base, info.dli_fname[0] ? info.dli_fname : "/proc/self/exe");
+}
+
+const char* base_name(const char* path) {
+  const char* slash = std::strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+// "function (module)" with the C++ parameter list dropped: short enough for one alert line.
+void summarize(const Dl_info& info, uint64_t address, char* out, size_t size) {
+  const char* module = info.dli_fname && info.dli_fname[0] ? base_name(info.dli_fname) : "main program";
+  if (!info.dli_sname) {
+    std::snprintf(out, size, "0x%llx (%s+0x%llx)", static_cast<unsigned long long>(address), module,
+                  static_cast<unsigned long long>(address - reinterpret_cast<uint64_t>(info.dli_fbase)));
+    return;
+  }
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
+  std::string name = (status == 0 && demangled) ? demangled : info.dli_sname;
+  std::free(demangled);
+  name = drop_parameters(std::move(name));
+  std::snprintf(out, size, "%s (%s)", name.c_str(), module);
+}
+
+}  // namespace
+
+void capture_call_site(CallSite& site, int max_frames) noexcept {
+  try {
+    void* raw[CallSite::kMaxFrames + 8];
+    int depth = backtrace(raw, CallSite::kMaxFrames + 8);
+    site.nframes = 0;
+    bool summarized = false;
+    for (int i = 0; i < depth && site.nframes < max_frames && site.nframes < CallSite::kMaxFrames; ++i) {
+      Dl_info info{};
+      bool known = dladdr(raw[i], &info) != 0;
+      if (known && is_inside_shim(raw[i])) continue;  // our own wrapper frames
+      uint64_t address = reinterpret_cast<uint64_t>(raw[i]);
+      site.frames[site.nframes++] = address;
+      if (!known) continue;
+      note_module(info);
+      if (info.dli_fname && std::strstr(base_name(info.dli_fname), "torch")) site.in_torch = true;
+      if (!summarized) {
+        // A return address points after the call; -1 lands inside the calling instruction.
+        summarize(info, address - 1, site.summary, sizeof(site.summary));
+        summarized = true;
+      }
+    }
+  } catch (...) {
+  }
+}
+
+void forget_modules_after_fork() noexcept {
+  g_modules_lock.reset();
+  g_seen_bases = nullptr;  // the child writes a new file, so it describes modules again
+}
+
+}  // namespace ncclwatch

@@ -1,0 +1,24 @@
+// Where an NCCL call came from: return addresses captured cheaply at the call (not symbolized:
+// the analyzers do that offline from the kModule records), plus one short readable line for the
+// exit alert, which must not symbolize at exit time.
+#pragma once
+
+#include <cstdint>
+
+namespace ncclwatch {
+
+struct CallSite {
+  static constexpr int kMaxFrames = 64;
+  uint64_t frames[kMaxFrames];
+  int nframes = 0;
+  char summary[192] = {};  // "function (module)" of the first frame outside the shim
+  bool in_torch = false;   // some frame is inside PyTorch: the remedy names its API
+};
+
+// Captures up to `max_frames` frames above the shim and writes kModule records for modules not
+// seen before. Never throws.
+void capture_call_site(CallSite& site, int max_frames) noexcept;
+
+void forget_modules_after_fork() noexcept;
+
+}  // namespace ncclwatch

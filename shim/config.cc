@@ -1,0 +1,43 @@
+#include "config.h"
+
+#include "notices.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+namespace ncclwatch {
+namespace {
+
+std::once_flag g_once;
+Config* g_config = nullptr;
+
+Config read_environment() {
+  Config c;
+  if (const char* dir = std::getenv("NCCLWATCH_DIR"); dir && *dir) c.trace_dir = dir;
+  if (const char* policy = std::getenv("NCCLWATCH_ON_LEAK"); policy && *policy) {
+    if (std::strcmp(policy, "fail") == 0) c.on_leak = LeakPolicy::kFail;
+    else if (std::strcmp(policy, "off") == 0) c.on_leak = LeakPolicy::kOff;
+    else c.on_leak = LeakPolicy::kWarn;
+  }
+  if (const char* mb = std::getenv("NCCLWATCH_MAX_MB"); mb && *mb) {
+    long long value = std::atoll(mb);
+    if (value > 0) c.max_trace_bytes = static_cast<uint64_t>(value) << 20;
+  }
+  if (const char* frames = std::getenv("NCCLWATCH_FRAMES"); frames && *frames) {
+    int value = std::atoi(frames);
+    if (value >= 0 && value <= 64) c.frames = value;
+  }
+  if (const char* off = std::getenv("NCCLWATCH_DISABLE"); off && *off && std::strcmp(off, "0") != 0) c.record = false;
+  return c;
+}
+
+}  // namespace
+
+const Config& config() noexcept {
+  std::call_once(g_once, [] { g_config = new Config(read_environment()); });
+  return *g_config;
+}
+
+
+}  // namespace ncclwatch

@@ -1,0 +1,269 @@
+#include "exit_hooks.h"
+
+#include "alert_text.h"
+#include "callsite.h"
+#include "clock.h"
+#include "config.h"
+#include "notices.h"
+#include "process_info.h"
+#include "registry.h"
+#include "resolver.h"
+#include "trace_writer.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+namespace ncclwatch {
+namespace {
+
+using trace::ExitReason;
+
+std::atomic<bool> g_attached{false};      // this process called NCCL
+std::atomic<bool> g_exit_began{false};
+std::atomic<bool> g_exit_recorded{false}; // the kExitBegin record is written
+std::atomic<bool> g_alert_done{false};    // the alert is printed (or was not needed)
+std::mutex g_attach_mutex;
+
+using IsFinalizingFn = int (*)();
+std::atomic<IsFinalizingFn> g_python_is_finalizing{nullptr};
+
+constexpr int kWatchedSignals[] = {SIGTERM, SIGINT, SIGHUP};
+struct sigaction g_previous[NSIG];
+std::atomic<bool> g_signals_installed{false};  // survives fork: the child inherits the handlers
+
+void write_exit_record(trace::RecordType type, ExitReason reason, int signal, uint32_t live_comms,
+                       uint32_t live_resources) noexcept {
+  RecordSlot slot = reserve_record(sizeof(trace::ExitRecord));
+  if (!slot) return;
+  auto* rec = slot.as<trace::ExitRecord>();
+  rec->time_ns = monotonic_ns();
+  rec->reason = static_cast<uint32_t>(reason);
+  rec->signal = signal;
+  rec->live_comms = live_comms;
+  rec->live_resources = live_resources;
+  rec->lost_records = lost_record_count();
+  slot.commit(type);
+}
+
+void mark_exit_began(ExitReason reason, int signal) noexcept {
+  g_exit_began.store(true, std::memory_order_relaxed);
+  if (!g_attached.load(std::memory_order_relaxed)) return;
+  if (!g_exit_recorded.exchange(true, std::memory_order_relaxed))
+    write_exit_record(trace::RecordType::kExitBegin, reason, signal, 0, 0);
+}
+
+const char* state_name(CommPhase phase) {
+  switch (phase) {
+    case CommPhase::kAlive: return "leaked";
+    case CommPhase::kFinalized: return "finalized, never destroyed";
+    case CommPhase::kDestroying: return "destroy_hung (ncclCommDestroy never returned)";
+    case CommPhase::kAborting: return "destroy_hung (ncclCommAbort never returned)";
+    case CommPhase::kReleasedAtExit: return "released_at_exit";
+  }
+  return "?";
+}
+
+const char* resource_kind(trace::Api api) {
+  switch (api) {
+    case trace::Api::kMemAlloc: return "allocation";
+    case trace::Api::kCommRegister: return "registration";
+    case trace::Api::kCommWindowRegister: return "window";
+    case trace::Api::kDevCommCreate: return "device_comm";
+    case trace::Api::kRedOpCreatePreMulSum: return "redop";
+    default: return "resource";
+  }
+}
+
+struct AlertCounts {
+  uint32_t comms = 0;
+  uint32_t resources = 0;
+  bool torch = false;
+  bool complete = true;  // false when the state could not be read (signal path, lock busy)
+};
+
+// Builds the alert block; returns what it found. `wait` false in signal handlers.
+AlertCounts build_alert(AlertText& out, bool wait) {
+  AlertCounts counts;
+  int64_t now = monotonic_ns();
+  const ProcessInfo& proc = process_info();
+  char body_buffer[48 * 1024];
+  AlertText body(body_buffer, sizeof(body_buffer));
+  bool read = registry().read(
+      [&](const std::vector<CommEntry>& comms, const std::vector<ResourceEntry>& resources) {
+        for (const CommEntry& c : comms) {
+          ++counts.comms;
+          counts.torch |= c.torch_caller;
+          body.add("  comm ").add_hex(c.id, 16).add(" rank ").add_int(c.rank).add('/').add_int(c.nranks);
+          if (c.name[0]) body.add(" \"").add(c.name).add('"');
+          body.add(" (").add(trace::api_name(c.created_by)).add(", age ").add_seconds(now - c.created_ns).add("): ");
+          body.add(state_name(c.phase));
+          if (c.phase == CommPhase::kReleasedAtExit)
+            body.add(" by ").add(trace::api_name(c.released_by)).add(" during exit");
+          if (c.site[0]) body.add("; created at ").add(c.site);
+          body.add('\n');
+        }
+        for (const ResourceEntry& r : resources) {
+          ++counts.resources;
+          body.add("  ").add(resource_kind(r.acquired_by)).add(" 0x").add_hex(r.handle);
+          if (r.bytes) body.add(", ").add_bytes(r.bytes);
+          if (r.comm_id) body.add(", comm ").add_hex(r.comm_id, 16).add(" rank ").add_int(r.rank);
+          body.add(" (").add(trace::api_name(r.acquired_by)).add(", age ").add_seconds(now - r.created_ns);
+          body.add("): never released");
+          if (r.site[0]) body.add("; made at ").add(r.site);
+          body.add('\n');
+        }
+      },
+      wait);
+  counts.complete = read;
+  if (read && counts.comms == 0 && counts.resources == 0) return counts;
+
+  out.add("ncclwatch: ");
+  if (!read) {
+    out.add("could not read the communicator table at exit (it was busy); see the trace\n");
+  } else {
+    out.add_int(counts.comms).add(" communicator(s) never destroyed");
+    if (counts.resources) out.add(", ").add_int(counts.resources).add(" NCCL resource(s) never released");
+    out.add(" in pid ").add_int(proc.pid).add(" on ").add(proc.host.c_str());
+    if (!proc.job_rank.empty()) out.add(" (job rank ").add(proc.job_rank.c_str()).add(')');
+    out.add('\n').add(body.data());
+    if (counts.torch)
+      out.add("  remedy: call torch.distributed.destroy_process_group() before the program exits\n");
+    else if (counts.comms)
+      out.add("  remedy: call ncclCommFinalize then ncclCommDestroy on each communicator before exit\n");
+  }
+  const char* path = trace_path_c();
+  if (path[0]) out.add("  trace: ").add(path).add('\n');
+  return counts;
+}
+
+void print(const AlertText& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(STDERR_FILENO, text.data() + done, text.size() - done);
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+}
+
+// Writes the final record and prints the alert, once. Returns whether something leaked.
+bool finish_process(ExitReason reason, int signal, bool wait) {
+  if (!g_attached.load(std::memory_order_relaxed)) return false;
+  if (g_alert_done.exchange(true, std::memory_order_relaxed)) return false;
+  static char buffer[64 * 1024];  // static: the signal path cannot allocate
+  AlertText text(buffer, sizeof(buffer));
+  AlertCounts counts = build_alert(text, wait);
+  write_exit_record(trace::RecordType::kProcessEnd, reason, signal, counts.comms, counts.resources);
+  bool leaked = counts.comms + counts.resources > 0 || !counts.complete;
+  if (leaked && config().on_leak != LeakPolicy::kOff) print(text);
+  return leaked;
+}
+
+// Registered at the first NCCL call, so it runs before the static destructors of objects built
+// earlier: a destroy from such a destructor counts as "at exit".
+void on_exit_began() { mark_exit_began(ExitReason::kNormal, 0); }
+
+// Registered in the constructor, so it runs after nearly everything else at exit.
+void on_final_exit(int status, void*) {
+  bool leaked = finish_process(ExitReason::kNormal, 0, true);
+  if (leaked && status == 0 && config().on_leak == LeakPolicy::kFail) {
+    std::fflush(nullptr);
+    _exit(kLeakExitStatus);
+  }
+}
+
+void on_fatal_signal(int sig, siginfo_t* info, void* context) {
+  const struct sigaction& previous = g_previous[sig];
+  if (previous.sa_flags & SA_SIGINFO) {
+    if (previous.sa_sigaction) previous.sa_sigaction(sig, info, context);
+    return;
+  }
+  if (previous.sa_handler == SIG_IGN) return;
+  if (previous.sa_handler != SIG_DFL) {
+    // The application handles it (Python turns SIGINT into KeyboardInterrupt): its own exit
+    // path will reach our exit hook if it does exit.
+    previous.sa_handler(sig);
+    return;
+  }
+  int saved_errno = errno;
+  mark_exit_began(ExitReason::kSignal, sig);
+  finish_process(ExitReason::kSignal, sig, false);
+  // Die as the application would have without us.
+  signal(sig, SIG_DFL);
+  errno = saved_errno;
+  raise(sig);
+}
+
+void install_signal_handlers() {
+  if (g_signals_installed.exchange(true)) return;
+  for (int sig : kWatchedSignals) {
+    struct sigaction ours{};
+    ours.sa_sigaction = on_fatal_signal;
+    ours.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&ours.sa_mask);
+    sigaction(sig, &ours, &g_previous[sig]);
+  }
+}
+
+void after_fork_in_child() {
+  // NCCL state does not cross fork: the child starts with nothing and writes its own file.
+  g_attached.store(false, std::memory_order_relaxed);
+  g_exit_began.store(false, std::memory_order_relaxed);
+  g_exit_recorded.store(false, std::memory_order_relaxed);
+  g_alert_done.store(false, std::memory_order_relaxed);
+  new (&g_attach_mutex) std::mutex();
+  registry().clear_after_fork();
+  trace_writer_after_fork_in_child();
+  forget_modules_after_fork();
+  reset_process_info_after_fork();
+  reset_notices();
+  forget_cached_tid();
+}
+
+__attribute__((constructor)) void on_load() {
+  pthread_atfork(nullptr, nullptr, after_fork_in_child);
+  on_exit(on_final_exit, nullptr);
+}
+
+}  // namespace
+
+void attach_process() noexcept {
+  // Pairs with the release store below: once attached, every hook is in place.
+  if (g_attached.load(std::memory_order_acquire)) return;
+  try {
+    std::lock_guard lock(g_attach_mutex);
+    if (g_attached.load(std::memory_order_relaxed)) return;
+    atexit(on_exit_began);
+    install_signal_handlers();
+    auto finalizing = reinterpret_cast<IsFinalizingFn>(dlsym(RTLD_DEFAULT, "Py_IsFinalizing"));
+    if (!finalizing) finalizing = reinterpret_cast<IsFinalizingFn>(dlsym(RTLD_DEFAULT, "_Py_IsFinalizing"));
+    g_python_is_finalizing.store(finalizing, std::memory_order_relaxed);
+    g_attached.store(true, std::memory_order_release);
+  } catch (...) {
+  }
+  if (const RealNccl* real = real_nccl()) {
+    std::string blob = "path=" + real->path + '\0' + "version=" + std::to_string(real->version) + '\0' +
+                       "profiling_aliases=" + (real->has_profiling_aliases ? "1" : "0") + '\0';
+    for (const std::string& name : real->missing) blob += "missing=" + name + '\0';
+    write_strings_record(trace::RecordType::kLibrary, blob);
+  }
+}
+
+bool program_exiting() noexcept {
+  if (g_exit_began.load(std::memory_order_relaxed)) return true;
+  // Python tears objects down (PyTorch's process groups among them) before exit() is called.
+  if (IsFinalizingFn finalizing = g_python_is_finalizing.load(std::memory_order_relaxed); finalizing && finalizing()) {
+    mark_exit_began(ExitReason::kPythonFinalizing, 0);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace ncclwatch

@@ -1,0 +1,337 @@
+// Wrappers for communicator lifecycle calls: init, split, shrink, finalize, destroy, abort, revoke.
+#include "clock.h"
+#include "config.h"
+#include "exit_hooks.h"
+#include "identity.h"
+#include "process_info.h"
+#include "recorder.h"
+#include "registry.h"
+
+#include <cstddef>
+#include <cstring>
+#include <string_view>
+
+namespace ncclwatch {
+namespace {
+
+using trace::Api;
+using trace::RecordType;
+
+bool releases_comm(Api api) { return api == Api::kCommDestroy || api == Api::kCommAbort; }
+
+// The fields of ncclConfig_t we read. NCCL only appends to the struct, and `size` says how
+// much of it the caller's header had, so a field is read only when the caller's struct has it.
+struct ConfigView {
+  bool non_blocking = false;
+  std::string_view name;
+};
+
+ConfigView read_config(const ncclConfig_t* config) {
+  ConfigView view;
+  if (!config) return view;
+  size_t size = config->size;
+  if (size >= offsetof(ncclConfig_t, blocking) + sizeof(int) && config->blocking == 0) view.non_blocking = true;
+  if (size >= offsetof(ncclConfig_t, commName) + sizeof(const char*) && config->commName)
+    view.name = std::string_view(config->commName, strnlen(config->commName, 256));
+  return view;
+}
+
+// A communicator-creating call between its begin and end records.
+struct Creation {
+  uint64_t call_id = 0;
+  Api api = Api::kUnknown;
+  uint64_t comm_id = 0;
+  uint64_t parent_id = 0;
+  int rank = -1;
+  int nranks = -1;
+  ConfigView config;
+  CallSite site;
+};
+
+void begin_creation(Creation& c, int32_t arg0 = 0, int32_t arg1 = 0, uint64_t parent_handle = 0,
+                    uint32_t split_index = 0) noexcept {
+  c.call_id = next_call_id();
+  safely([&] {
+  capture_call_site(c.site, config().frames);
+  trace::ApiEvent e = make_event(c.call_id, c.api);
+  e.comm = parent_handle;
+  e.comm_id = c.comm_id;
+  e.parent_id = c.parent_id;
+  e.rank = c.rank;
+  e.nranks = c.nranks;
+  e.arg0 = arg0;
+  e.arg1 = arg1;
+  e.split_index = split_index;
+  if (c.config.non_blocking) e.flags |= trace::kFlagNonBlocking;
+  if (c.site.in_torch) e.flags |= trace::kFlagTorchCaller;
+  emit_api_event(RecordType::kCallBegin, e, &c.site, c.config.name);
+  });
+}
+
+// Asks NCCL about a communicator it just made. Only for blocking comms that succeeded: a
+// non-blocking one may still be initializing.
+void query_comm(const RealNccl* real, ncclComm_t comm, int& rank, int& nranks, int& device) {
+  int value = -1;
+  if (rank < 0 && real->ncclCommUserRank && real->ncclCommUserRank(comm, &value) == ncclSuccess) rank = value;
+  if (nranks < 0 && real->ncclCommCount && real->ncclCommCount(comm, &value) == ncclSuccess) nranks = value;
+  if (device < 0 && real->ncclCommCuDevice && real->ncclCommCuDevice(comm, &value) == ncclSuccess) device = value;
+}
+
+void finish_creation(const RealNccl* real, Creation& c, ncclResult_t result, ncclComm_t comm) noexcept {
+  safely([&] {
+  int rank = c.rank, nranks = c.nranks, device = -1;
+  if (result == ncclSuccess && comm) query_comm(real, comm, rank, nranks, device);
+  trace::ApiEvent e = make_event(c.call_id, c.api);
+  e.result = static_cast<int16_t>(result);
+  e.comm = as_u64(comm);
+  e.comm_id = comm ? c.comm_id : 0;
+  e.parent_id = c.parent_id;
+  e.rank = rank;
+  e.nranks = nranks;
+  e.device = device;
+  if (c.config.non_blocking) e.flags |= trace::kFlagNonBlocking;
+  emit_api_event(RecordType::kCallEnd, e);
+  if (!succeeded_or_pending(result) || !comm) return;
+
+  CommEntry entry;
+  entry.handle = as_u64(comm);
+  entry.id = c.comm_id;
+  entry.parent_id = c.parent_id;
+  entry.rank = rank;
+  entry.nranks = nranks;
+  entry.device = device;
+  entry.created_by = c.api;
+  entry.created_ns = e.time_ns;
+  entry.torch_caller = c.site.in_torch;
+  std::memcpy(entry.site, c.site.summary, sizeof(entry.site));
+  std::memcpy(entry.name, c.config.name.data(), std::min(c.config.name.size(), sizeof(entry.name) - 1));
+  registry().add_comm(entry);
+  });
+}
+
+// For split/shrink: the parent's identity and this child's order among the parent's children.
+void identify_child(Creation& c, ncclComm_t parent, int64_t color_or_tag, uint32_t& order) {
+  CommEntry parent_entry;
+  uint64_t parent_handle = as_u64(parent);
+  if (registry().find_comm(parent_handle, parent_entry)) {
+    c.parent_id = parent_entry.id;
+    int64_t index = registry().take_child_index(parent_handle);
+    order = static_cast<uint32_t>(index < 0 ? 0 : index);
+    c.comm_id = comm_id_for_child(c.parent_id, order, color_or_tag);
+  }
+}
+
+// Finalize, destroy, abort and revoke share one shape: begin, call, end, update the registry.
+// Destroy and abort are collective and can hang when a peer is gone: the begin record is
+// written before the call so a hung one shows as entered and never returned.
+struct Teardown {
+  Api api = Api::kUnknown;
+  uint64_t handle = 0;
+  uint64_t call_id = 0;
+  bool known = false;
+  CommEntry entry;
+  trace::ApiEvent begin{};
+};
+
+void begin_teardown(Teardown& t, Api api, ncclComm_t comm, int32_t arg0) noexcept {
+  t.api = api;
+  t.handle = as_u64(comm);
+  safely([&] {
+    t.known = registry().find_comm(t.handle, t.entry);
+    t.call_id = next_call_id();
+    t.begin = make_event(t.call_id, api);
+    t.begin.comm = t.handle;
+    t.begin.comm_id = t.known ? t.entry.id : 0;
+    t.begin.rank = t.known ? t.entry.rank : -1;
+    t.begin.nranks = t.known ? t.entry.nranks : -1;
+    t.begin.arg0 = arg0;
+    emit_api_event(RecordType::kCallBegin, t.begin);
+    if (t.known && releases_comm(api))
+      registry().set_phase(t.handle, api == Api::kCommAbort ? CommPhase::kAborting : CommPhase::kDestroying);
+  });
+}
+
+void finish_teardown(const Teardown& t, ncclResult_t result) noexcept {
+  safely([&] {
+    trace::ApiEvent end = t.begin;
+    end.time_ns = make_event(t.call_id, t.api).time_ns;
+    end.result = static_cast<int16_t>(result);
+    emit_api_event(RecordType::kCallEnd, end);
+    if (!t.known) return;
+    if (releases_comm(t.api)) {
+      // An abort always frees the communicator; a failed destroy leaves it as it was.
+      if (result == ncclSuccess || t.api == Api::kCommAbort)
+        registry().release_comm(t.handle, t.begin.flags & trace::kFlagDuringExit, t.api);
+      else
+        registry().set_phase(t.handle, t.entry.phase);
+    } else if (t.api == Api::kCommFinalize && succeeded_or_pending(result)) {
+      registry().set_phase(t.handle, CommPhase::kFinalized);
+    }
+  });
+}
+
+}  // namespace
+}  // namespace ncclwatch
+
+using namespace ncclwatch;
+
+NCCLWATCH_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  const RealNccl* real = real_nccl();
+  if (!real || !real->ncclCommInitRank) return unavailable(real, "ncclCommInitRank");
+  ReentryGuard guard;
+  if (!guard.outermost() || !recording()) return real->ncclCommInitRank(comm, nranks, commId, rank);
+  Creation c;
+  c.api = trace::Api::kCommInitRank;
+  c.comm_id = comm_id_from_unique_id(commId);
+  c.rank = rank;
+  c.nranks = nranks;
+  begin_creation(c);
+  ncclResult_t result = real->ncclCommInitRank(comm, nranks, commId, rank);
+  finish_creation(real, c, result, comm ? *comm : nullptr);
+  return result;
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                                     ncclConfig_t* config) {
+  const RealNccl* real = real_nccl();
+  if (!real || !real->ncclCommInitRankConfig) return unavailable(real, "ncclCommInitRankConfig");
+  ReentryGuard guard;
+  if (!guard.outermost() || !recording()) return real->ncclCommInitRankConfig(comm, nranks, commId, rank, config);
+  Creation c;
+  c.api = trace::Api::kCommInitRankConfig;
+  c.comm_id = comm_id_from_unique_id(commId);
+  c.rank = rank;
+  c.nranks = nranks;
+  c.config = read_config(config);
+  begin_creation(c);
+  ncclResult_t result = real->ncclCommInitRankConfig(comm, nranks, commId, rank, config);
+  finish_creation(real, c, result, comm ? *comm : nullptr);
+  return result;
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                                       ncclUniqueId* commIds, ncclConfig_t* config) {
+  const RealNccl* real = real_nccl();
+  if (!real || !real->ncclCommInitRankScalable) return unavailable(real, "ncclCommInitRankScalable");
+  ReentryGuard guard;
+  if (!guard.outermost() || !recording())
+    return real->ncclCommInitRankScalable(newcomm, nranks, myrank, nId, commIds, config);
+  Creation c;
+  c.api = trace::Api::kCommInitRankScalable;
+  c.comm_id = (commIds && nId > 0) ? comm_id_from_unique_id(commIds[0]) : 0;
+  c.rank = myrank;
+  c.nranks = nranks;
+  c.config = read_config(config);
+  begin_creation(c, nId);
+  ncclResult_t result = real->ncclCommInitRankScalable(newcomm, nranks, myrank, nId, commIds, config);
+  finish_creation(real, c, result, newcomm ? *newcomm : nullptr);
+  return result;
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  const RealNccl* real = real_nccl();
+  if (!real || !real->ncclCommInitAll) return unavailable(real, "ncclCommInitAll");
+  ReentryGuard guard;
+  if (!guard.outermost() || !recording()) return real->ncclCommInitAll(comms, ndev, devlist);
+  Creation c;
+  c.api = trace::Api::kCommInitAll;
+  c.nranks = ndev;
+  begin_creation(c, ndev);
+  c.comm_id = comm_id_for_local_group(XXH3_64bits(process_info().host.data(), process_info().host.size()),
+                                      static_cast<uint64_t>(process_info().pid), c.call_id);
+  ncclResult_t result = real->ncclCommInitAll(comms, ndev, devlist);
+  // One end record (and one registry entry) per communicator made, rank = its index.
+  for (int i = 0; comms && i < ndev; ++i) {
+    c.rank = i;
+    finish_creation(real, c, result, succeeded_or_pending(result) ? comms[i] : nullptr);
+    if (!succeeded_or_pending(result)) break;
+  }
+  return result;
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                                            ncclConfig_t* config) {
+  const RealNccl* real = real_nccl();
+  if (!real || !real->ncclCommSplit) return unavailable(real, "ncclCommSplit");
+  ReentryGuard guard;
+  if (!guard.outermost() || !recording()) return real->ncclCommSplit(comm, color, key, newcomm, config);
+  Creation c;
+  c.api = trace::Api::kCommSplit;
+  c.config = read_config(config);
+  uint32_t order = 0;
+  identify_child(c, comm, color, order);
+  begin_creation(c, color, key, as_u64(comm), order);
+  ncclResult_t result = real->ncclCommSplit(comm, color, key, newcomm, config);
+  finish_creation(real, c, result, newcomm ? *newcomm : nullptr);
+  return result;
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                                             ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  const RealNccl* real = real_nccl();
+  if (!real || !real->ncclCommShrink) return unavailable(real, "ncclCommShrink");
+  ReentryGuard guard;
+  if (!guard.outermost() || !recording())
+    return real->ncclCommShrink(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+  Creation c;
+  c.api = trace::Api::kCommShrink;
+  c.config = read_config(config);
+  // Every surviving rank passes the same exclusion list: it tags the child like a color.
+  uint64_t excluded_hash = (excludeRanksList && excludeRanksCount > 0)
+                               ? XXH3_64bits(excludeRanksList, sizeof(int) * static_cast<size_t>(excludeRanksCount))
+                               : 0;
+  uint32_t order = 0;
+  identify_child(c, comm, static_cast<int64_t>(excluded_hash), order);
+  begin_creation(c, excludeRanksCount, shrinkFlags, as_u64(comm), order);
+  ncclResult_t result = real->ncclCommShrink(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+  finish_creation(real, c, result, newcomm ? *newcomm : nullptr);
+  return result;
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  const RealNccl* real = real_nccl();
+  if (!real || !real->ncclCommFinalize) return unavailable(real, "ncclCommFinalize");
+  ReentryGuard guard;
+  if (!guard.outermost() || !recording()) return real->ncclCommFinalize(comm);
+  Teardown t;
+  begin_teardown(t, trace::Api::kCommFinalize, comm, 0);
+  ncclResult_t result = real->ncclCommFinalize(comm);
+  finish_teardown(t, result);
+  return result;
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  const RealNccl* real = real_nccl();
+  if (!real || !real->ncclCommDestroy) return unavailable(real, "ncclCommDestroy");
+  ReentryGuard guard;
+  if (!guard.outermost() || !recording()) return real->ncclCommDestroy(comm);
+  Teardown t;
+  begin_teardown(t, trace::Api::kCommDestroy, comm, 0);
+  ncclResult_t result = real->ncclCommDestroy(comm);
+  finish_teardown(t, result);
+  return result;
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  const RealNccl* real = real_nccl();
+  if (!real || !real->ncclCommAbort) return unavailable(real, "ncclCommAbort");
+  ReentryGuard guard;
+  if (!guard.outermost() || !recording()) return real->ncclCommAbort(comm);
+  Teardown t;
+  begin_teardown(t, trace::Api::kCommAbort, comm, 0);
+  ncclResult_t result = real->ncclCommAbort(comm);
+  finish_teardown(t, result);
+  return result;
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  const RealNccl* real = real_nccl();
+  if (!real || !real->ncclCommRevoke) return unavailable(real, "ncclCommRevoke");
+  ReentryGuard guard;
+  if (!guard.outermost() || !recording()) return real->ncclCommRevoke(comm, revokeFlags);
+  Teardown t;
+  begin_teardown(t, trace::Api::kCommRevoke, comm, revokeFlags);
+  ncclResult_t result = real->ncclCommRevoke(comm, revokeFlags);
+  finish_teardown(t, result);
+  return result;
+}

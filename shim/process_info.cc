@@ -1,0 +1,99 @@
+#include "process_info.h"
+
+#include "clock.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+
+extern char** environ;
+
+namespace ncclwatch {
+namespace {
+
+std::mutex g_mutex;
+ProcessInfo* g_info = nullptr;
+
+// Variables worth keeping: NCCL's own settings and the ids that say which job and rank this is.
+bool is_interesting_variable(const char* entry) {
+  static constexpr const char* kPrefixes[] = {"NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_", "NCCLWATCH_", "SLURM_JOB",
+                                              "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "OMPI_COMM_WORLD_",
+                                              "PMI_RANK", "PMI_SIZE", "RANK=", "LOCAL_RANK=", "WORLD_SIZE=",
+                                              "LOCAL_WORLD_SIZE=", "GROUP_RANK=", "MASTER_ADDR=", "MASTER_PORT=",
+                                              "TORCHELASTIC_RUN_ID=", "CUDA_VISIBLE_DEVICES=", "LD_PRELOAD="};
+  for (const char* prefix : kPrefixes)
+    if (std::strncmp(entry, prefix, std::strlen(prefix)) == 0) return true;
+  return false;
+}
+
+std::string read_file(const char* path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+ProcessInfo collect() {
+  ProcessInfo info;
+  info.pid = getpid();
+  info.ppid = getppid();
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  info.host = host[0] ? host : "unknown-host";
+  info.start_wall_ns = wall_ns();
+  info.start_mono_ns = monotonic_ns();
+  for (const char* name : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}) {
+    if (const char* value = std::getenv(name)) {
+      info.job_rank = value;
+      break;
+    }
+  }
+  return info;
+}
+
+void append(std::string& out, const std::string& key, const std::string& value) {
+  out += key;
+  out += '=';
+  out += value;
+  out += '\0';
+}
+
+}  // namespace
+
+std::string ProcessInfo::as_strings() const {
+  std::string out;
+  append(out, "host", host);
+  append(out, "pid", std::to_string(pid));
+  append(out, "ppid", std::to_string(ppid));
+  char exe[4096] = {};
+  if (readlink("/proc/self/exe", exe, sizeof(exe) - 1) > 0) append(out, "exe", exe);
+  std::string cmdline = read_file("/proc/self/cmdline");
+  for (char& c : cmdline)
+    if (c == '\0') c = ' ';
+  while (!cmdline.empty() && cmdline.back() == ' ') cmdline.pop_back();
+  append(out, "cmdline", cmdline.substr(0, 4000));
+  for (char** env = environ; env && *env; ++env) {
+    if (is_interesting_variable(*env)) {
+      out += "env.";
+      out += *env;
+      out += '\0';
+    }
+  }
+  return out;
+}
+
+const ProcessInfo& process_info() {
+  std::lock_guard lock(g_mutex);
+  if (!g_info) g_info = new ProcessInfo(collect());
+  return *g_info;
+}
+
+void reset_process_info_after_fork() noexcept {
+  new (&g_mutex) std::mutex();
+  g_info = nullptr;  // the parent's copy leaks in the child: one small object
+}
+
+}  // namespace ncclwatch

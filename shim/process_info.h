@@ -1,0 +1,24 @@
+// Who this process is: written into the trace header and its first record.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ncclwatch {
+
+struct ProcessInfo {
+  int pid = 0;
+  int ppid = 0;
+  std::string host;
+  int64_t start_wall_ns = 0;   // when the shim first saw this process (or its fork) call NCCL
+  int64_t start_mono_ns = 0;
+  std::string job_rank;        // RANK / SLURM_PROCID / OMPI_COMM_WORLD_RANK / PMI_RANK, if any
+
+  // "key=value\0" pairs: host, pid, exe, cmdline, job ids and every NCCL_*/TORCH_NCCL_* variable.
+  std::string as_strings() const;
+};
+
+const ProcessInfo& process_info();
+void reset_process_info_after_fork() noexcept;
+
+}  // namespace ncclwatch

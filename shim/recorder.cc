@@ -1,0 +1,86 @@
+#include "recorder.h"
+
+#include "clock.h"
+#include "config.h"
+#include "exit_hooks.h"
+#include "notices.h"
+#include "trace_writer.h"
+
+#include <atomic>
+#include <cstring>
+#include <string>
+
+namespace ncclwatch {
+
+thread_local int ReentryGuard::depth_ = 0;
+
+namespace {
+std::atomic<uint64_t> g_next_call_id{1};
+thread_local uint32_t t_tid = 0;
+}  // namespace
+
+uint32_t current_tid() noexcept {
+  if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  return t_tid;
+}
+
+void forget_cached_tid() noexcept { t_tid = 0; }
+
+bool recording() noexcept {
+  if (!config().record) return false;
+  attach_process();
+  return true;
+}
+
+ncclResult_t unavailable(const RealNccl* real, const char* name) noexcept {
+  if (!real) return ncclSystemError;  // resolver already said why
+  std::string text = std::string("ncclwatch: the loaded NCCL (") + real->path + ") has no " + name +
+                     "; the call is answered with ncclInvalidUsage";
+  notice_once(Notice::kMissingFunction, text.c_str());
+  return ncclInvalidUsage;
+}
+
+void report_internal_error() noexcept {
+  notice_once(Notice::kInternalError,
+              "ncclwatch: an internal error stopped one record; NCCL calls are unaffected, some records are missing");
+}
+
+uint64_t next_call_id() noexcept {
+  // Relaxed: ids only need to be unique, not ordered with other memory.
+  return g_next_call_id.fetch_add(1, std::memory_order_relaxed);
+}
+
+trace::ApiEvent make_event(uint64_t call_id, trace::Api api) noexcept {
+  trace::ApiEvent e{};
+  e.call_id = call_id;
+  e.time_ns = monotonic_ns();
+  e.tid = current_tid();
+  e.api = static_cast<uint16_t>(api);
+  e.rank = -1;
+  e.nranks = -1;
+  e.device = -1;
+  if (program_exiting()) e.flags |= trace::kFlagDuringExit;
+  return e;
+}
+
+void emit_api_event(trace::RecordType type, const trace::ApiEvent& event, const CallSite* site,
+                    std::string_view comm_name) noexcept {
+  uint16_t nframes = site ? static_cast<uint16_t>(site->nframes) : 0;
+  uint16_t name_len = static_cast<uint16_t>(std::min<size_t>(comm_name.size(), 256));
+  size_t frames_bytes = size_t{nframes} * sizeof(uint64_t);
+  RecordSlot slot = reserve_record(trace::padded_size(sizeof(trace::ApiEvent) + frames_bytes + name_len));
+  if (!slot) return;
+  auto* out = slot.as<trace::ApiEvent>();
+  // Everything after the record header; the header belongs to the writer's commit protocol.
+  std::memcpy(reinterpret_cast<std::byte*>(out) + sizeof(trace::RecordHeader),
+              reinterpret_cast<const std::byte*>(&event) + sizeof(trace::RecordHeader),
+              sizeof(trace::ApiEvent) - sizeof(trace::RecordHeader));
+  out->nframes = nframes;
+  out->name_len = name_len;
+  std::byte* tail = slot.bytes() + sizeof(trace::ApiEvent);
+  if (nframes) std::memcpy(tail, site->frames, frames_bytes);
+  if (name_len) std::memcpy(tail + frames_bytes, comm_name.data(), name_len);
+  slot.commit(type);
+}
+
+}  // namespace ncclwatch

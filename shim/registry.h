@@ -1,0 +1,101 @@
+// What is alive right now: communicators and NCCL resources, for the exit alert.
+// The trace holds the full history; this holds only what is still outstanding, in fixed-size
+// entries so the signal path can read it without allocating.
+#pragma once
+
+#include <ncclwatch/trace_format.h>
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+namespace ncclwatch {
+
+enum class CommPhase : uint8_t {
+  kAlive,           // created, not finalized
+  kFinalized,       // ncclCommFinalize returned, no destroy yet
+  kDestroying,      // ncclCommDestroy entered, not returned
+  kAborting,        // ncclCommAbort entered, not returned
+  kReleasedAtExit,  // destroyed or aborted only after the program began exiting
+};
+
+struct CommEntry {
+  uint64_t handle = 0;
+  uint64_t id = 0;
+  uint64_t parent_id = 0;
+  int32_t rank = -1;
+  int32_t nranks = -1;
+  int32_t device = -1;
+  trace::Api created_by = trace::Api::kUnknown;
+  trace::Api released_by = trace::Api::kUnknown;  // for kReleasedAtExit
+  CommPhase phase = CommPhase::kAlive;
+  bool torch_caller = false;
+  int64_t created_ns = 0;
+  uint32_t children_made = 0;  // splits/shrinks of this comm issued on this rank
+  char site[192] = {};         // "function (module)" of the creating call
+  char name[48] = {};          // config->commName
+};
+
+struct ResourceEntry {
+  trace::Api acquired_by = trace::Api::kUnknown;
+  uint64_t handle = 0;  // pointer, registration handle, window, device comm or redop
+  uint64_t comm = 0;
+  uint64_t comm_id = 0;
+  int32_t rank = -1;
+  uint64_t bytes = 0;
+  int64_t created_ns = 0;
+  char site[192] = {};
+};
+
+// A spin lock the signal path can try without blocking.
+class SpinLock {
+ public:
+  void lock() noexcept {
+    // Acquire pairs with the release in unlock(): the holder's writes are visible to the next.
+    while (flag_.exchange(true, std::memory_order_acquire)) {
+      while (flag_.load(std::memory_order_relaxed)) __builtin_ia32_pause();
+    }
+  }
+  bool try_lock() noexcept { return !flag_.exchange(true, std::memory_order_acquire); }
+  void unlock() noexcept { flag_.store(false, std::memory_order_release); }
+  void reset() noexcept { flag_.store(false, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<bool> flag_{false};
+};
+
+class Registry {
+ public:
+  void add_comm(const CommEntry& entry);
+  bool find_comm(uint64_t handle, CommEntry& out);
+  // Sets the phase of a live comm; returns false if unknown.
+  bool set_phase(uint64_t handle, CommPhase phase);
+  // The order of the next split/shrink of `handle` on this rank (0, 1, ...), or -1 if unknown.
+  int64_t take_child_index(uint64_t handle);
+  // A destroy/abort returned: forget the comm, or keep it as released-at-exit.
+  void release_comm(uint64_t handle, bool during_exit, trace::Api by);
+
+  void add_resource(const ResourceEntry& entry);
+  // Forgets the resource acquired by `acquired_by` with this handle; false if unknown.
+  bool release_resource(trace::Api acquired_by, uint64_t handle, uint64_t comm);
+
+  // Read under the lock; `wait` false (signal path) gives up if the lock is busy.
+  template <class F> bool read(F&& reader, bool wait) {
+    if (wait) lock_.lock();
+    else if (!lock_.try_lock()) return false;
+    reader(comms_, resources_);
+    lock_.unlock();
+    return true;
+  }
+
+  void clear_after_fork() noexcept;
+
+ private:
+  SpinLock lock_;
+  std::vector<CommEntry> comms_;
+  std::vector<ResourceEntry> resources_;
+};
+
+Registry& registry();
+
+}  // namespace ncclwatch

@@ -1,0 +1,242 @@
+#include "trace_writer.h"
+
+#include "clock.h"
+#include "config.h"
+#include "notices.h"
+#include "process_info.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+
+namespace ncclwatch {
+namespace {
+
+using namespace trace;
+
+// The file grows in chunks; each chunk is allocated on disk (posix_fallocate) before it is
+// mapped, so a full disk shows up as a failed allocation here, never as SIGBUS in the application.
+constexpr uint64_t kChunkBytes = 4ull << 20;
+
+enum class State : int { kClosed, kOpen, kFailed };
+
+struct Writer {
+  std::mutex open_mutex;                 // taken to open and to grow: rare
+  std::atomic<State> state{State::kClosed};
+  int fd = -1;
+  std::byte* base = nullptr;             // start of the reserved address range
+  uint64_t capacity = 0;                 // bytes of address range reserved
+  std::atomic<uint64_t> mapped{0};       // bytes of the file mapped at base
+  std::atomic<uint64_t> next{0};         // next free offset
+  std::atomic<uint64_t> lost{0};
+  std::string path;
+};
+
+Writer& writer() {
+  static Writer* w = new Writer();  // never destroyed: records may be written during exit
+  return *w;
+}
+
+bool make_directories(const std::string& dir) {
+  std::string partial;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = dir.find('/', pos + 1);
+    partial = dir.substr(0, pos);
+    if (partial.empty()) continue;
+    if (mkdir(partial.c_str(), 0750) != 0 && errno != EEXIST) return false;
+  }
+  struct stat st{};
+  return stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// Maps the file up to at least `needed` bytes. Caller holds open_mutex.
+bool grow_locked(Writer& w, uint64_t needed) {
+  uint64_t mapped = w.mapped.load(std::memory_order_relaxed);
+  if (needed <= mapped) return true;
+  uint64_t target = (needed + kChunkBytes - 1) / kChunkBytes * kChunkBytes;
+  if (target > w.capacity) return false;
+  if (posix_fallocate(w.fd, static_cast<off_t>(mapped), static_cast<off_t>(target - mapped)) != 0) return false;
+  void* at = mmap(w.base + mapped, target - mapped, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, w.fd,
+                  static_cast<off_t>(mapped));
+  if (at == MAP_FAILED) return false;
+  // Pairs with the acquire load in reserve_record(): a writer that sees the new size may touch it.
+  w.mapped.store(target, std::memory_order_release);
+  return true;
+}
+
+void fail_open(Writer& w, const std::string& why) {
+  w.state.store(State::kFailed, std::memory_order_release);
+  std::string text = "ncclwatch: cannot write the trace (" + why +
+                     "); the job runs on, the exit alert still works, but this process's records are lost";
+  notice_once(Notice::kTraceOpenFailed, text.c_str());
+}
+
+bool open_locked(Writer& w) {
+  const Config& cfg = config();
+  const ProcessInfo& proc = process_info();
+  if (!make_directories(cfg.trace_dir)) {
+    fail_open(w, "directory " + cfg.trace_dir + ": " + std::strerror(errno));
+    return false;
+  }
+  // Unique by host, pid and start time; O_EXCL|O_NOFOLLOW: never clobber, never follow a link.
+  std::string stem = cfg.trace_dir + "/" + proc.host + "-" + std::to_string(proc.pid) + "-" +
+                     std::to_string(proc.start_wall_ns / 1000);
+  int fd = -1;
+  std::string path;
+  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+    path = stem + (attempt ? "." + std::to_string(attempt) : "") + ".nwt";
+    fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0) {
+    fail_open(w, path + ": " + std::strerror(errno));
+    return false;
+  }
+  void* range = mmap(nullptr, cfg.max_trace_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (range == MAP_FAILED) {
+    close(fd);
+    fail_open(w, "cannot reserve address space");
+    return false;
+  }
+  w.fd = fd;
+  w.base = static_cast<std::byte*>(range);
+  w.capacity = cfg.max_trace_bytes;
+  w.path = path;
+  if (!grow_locked(w, kHeaderBytes)) {
+    munmap(range, cfg.max_trace_bytes);
+    close(fd);
+    w.fd = -1;
+    fail_open(w, path + ": cannot allocate disk space");
+    return false;
+  }
+  auto* header = reinterpret_cast<FileHeader*>(w.base);
+  header->version = kVersion;
+  header->min_reader_version = kMinReadableVersion;
+  header->header_bytes = kHeaderBytes;
+  header->pid = static_cast<uint32_t>(proc.pid);
+  header->ppid = static_cast<uint32_t>(proc.ppid);
+  header->start_wall_ns = proc.start_wall_ns;
+  header->start_mono_ns = proc.start_mono_ns;
+  std::strncpy(header->host, proc.host.c_str(), sizeof(header->host) - 1);
+  // The magic last: a reader never trusts a half-written header.
+  std::atomic_thread_fence(std::memory_order_release);
+  std::memcpy(header->magic, kMagic, sizeof(kMagic));
+  w.next.store(kHeaderBytes, std::memory_order_relaxed);
+  w.state.store(State::kOpen, std::memory_order_release);
+  return true;
+}
+
+bool ensure_open(Writer& w) {
+  // Pairs with the release stores in open_locked()/fail_open().
+  State s = w.state.load(std::memory_order_acquire);
+  if (s == State::kOpen) return true;
+  if (s == State::kFailed) return false;
+  bool opened = false;
+  {
+    std::lock_guard lock(w.open_mutex);
+    s = w.state.load(std::memory_order_relaxed);
+    if (s == State::kClosed) opened = open_locked(w);
+    else return s == State::kOpen;
+  }
+  // Outside the lock: the process record goes through reserve_record() like any other.
+  if (opened) write_strings_record(RecordType::kProcess, process_info().as_strings());
+  return opened;
+}
+
+void count_lost(Writer& w) {
+  // Relaxed: a statistic; the exit record reads it after every writer is done or gone.
+  w.lost.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+void RecordSlot::commit(RecordType type) const noexcept {
+  uint32_t word = static_cast<uint32_t>(type) | (uint32_t{kCommitMark} << 16);
+  // Release: pairs with the reader's acquire of the same word; the body is visible before it.
+  // The type and commit halves form the header's second 32-bit word.
+  std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(at_ + offsetof(RecordHeader, type))).store(word, std::memory_order_release);
+}
+
+RecordSlot reserve_record(uint32_t size) noexcept {
+  Writer& w = writer();
+  if (!ensure_open(w)) {
+    count_lost(w);
+    return {};
+  }
+  // Relaxed: the offset only partitions the file between writers; the commit word publishes data.
+  uint64_t offset = w.next.fetch_add(size, std::memory_order_relaxed);
+  uint64_t end = offset + size;
+  if (end > w.mapped.load(std::memory_order_acquire)) {
+    bool grown = false;
+    try {
+      std::lock_guard lock(w.open_mutex);
+      grown = grow_locked(w, end);
+    } catch (...) {
+    }
+    if (!grown) {
+      count_lost(w);
+      notice_once(Notice::kTraceFull,
+                  ("ncclwatch: the trace " + w.path +
+                   " cannot grow (disk full or NCCLWATCH_MAX_MB reached); further records are lost and counted")
+                      .c_str());
+      return {};
+    }
+  }
+  std::byte* at = w.base + offset;
+  // The size goes in first so a reader can step over this record even before it is committed.
+  std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(at)).store(size, std::memory_order_relaxed);
+  return RecordSlot(at, size);
+}
+
+uint64_t lost_record_count() noexcept { return writer().lost.load(std::memory_order_relaxed); }
+
+const char* trace_path_c() noexcept {
+  Writer& w = writer();
+  // Acquire pairs with the release in open_locked(): the path is set before the state.
+  return w.state.load(std::memory_order_acquire) == State::kOpen ? w.path.c_str() : "";
+}
+
+void write_strings_record(RecordType type, const std::string& blob) noexcept {
+  uint32_t size = padded_size(sizeof(StringsRecord) + blob.size());
+  if (size > kMaxRecordBytes) return;
+  RecordSlot slot = reserve_record(size);
+  if (!slot) return;
+  auto* rec = slot.as<StringsRecord>();
+  rec->time_ns = monotonic_ns();
+  rec->bytes = static_cast<uint32_t>(blob.size());
+  std::memcpy(slot.bytes() + sizeof(StringsRecord), blob.data(), blob.size());
+  slot.commit(type);
+}
+
+void write_notice_record(const char* text) noexcept {
+  try {
+    if (writer().state.load(std::memory_order_acquire) != State::kOpen) return;
+    write_strings_record(RecordType::kNotice, std::string("text=") + text + '\0');
+  } catch (...) {
+  }
+}
+
+void trace_writer_after_fork_in_child() noexcept {
+  Writer& w = writer();
+  // The parent's file stays the parent's: unmap and close without writing.
+  if (w.base) munmap(w.base, w.capacity);
+  if (w.fd >= 0) close(w.fd);
+  new (&w.open_mutex) std::mutex();
+  w.fd = -1;
+  w.base = nullptr;
+  w.capacity = 0;
+  w.mapped.store(0, std::memory_order_relaxed);
+  w.next.store(0, std::memory_order_relaxed);
+  w.lost.store(0, std::memory_order_relaxed);
+  w.path.clear();
+  w.state.store(State::kClosed, std::memory_order_release);
+}
+
+}  // namespace ncclwatch

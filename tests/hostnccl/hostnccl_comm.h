@@ -1,0 +1,91 @@
+// Communicators of the NCCL stand-in.
+#pragma once
+
+#include "hostnccl_shm.h"
+
+#include <nccl.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <vector>
+
+namespace hostnccl {
+
+struct PreMulScalar {
+  ncclDataType_t type = ncclFloat32;
+  ncclScalarResidence_t residence = ncclScalarHostImmediate;
+  const void* ptr = nullptr;  // read when the op runs (ncclScalarDevice)
+  unsigned char value[8] = {};  // copied at creation (ncclScalarHostImmediate)
+};
+
+// Everything a communicator's queued work needs. Shared with that work, so
+// it outlives an aborted handle whose work is still winding down.
+struct CommState {
+  uint64_t tag = 0;  // names its shared memory; equal on all ranks
+  int nranks = 0;
+  int rank = 0;
+  int device = 0;
+  bool blocking = true;
+
+  // ncclInProgress until init finishes, then the async error.
+  std::atomic<ncclResult_t> status{ncclInProgress};
+  std::atomic<bool> aborted{false};  // queued work ends without moving data
+  std::atomic<bool> revoked{false};
+
+  // Sequence numbers pair the k-th operation of every rank, as NCCL's
+  // ordering does: collectives per comm, send/recv per peer and direction.
+  std::atomic<uint64_t> coll_seq{0};
+  std::atomic<uint64_t> split_seq{0};
+  std::vector<std::atomic<uint64_t>> send_seq, recv_seq;
+
+  std::unique_ptr<Ctl> ctl;
+  std::atomic<bool> detached{false};
+
+  // Host-side objects, under mu.
+  std::mutex mu;
+  std::condition_variable cv;
+  int outstanding = 0;  // enqueued work that has not finished
+  std::map<int, PreMulScalar> premul_ops;
+  int next_op = ncclNumOps;
+  std::set<void*> registrations;
+  std::set<void*> windows;
+  std::set<const void*> devcomms;
+
+  CommState(uint64_t tag, int nranks, int rank, int device);
+  void work_enqueued();
+  void work_finished();
+  void wait_quiet();  // until outstanding == 0
+  void detach();      // this rank is done with the comm (destroy/abort), once
+};
+
+// Fills the stand-in's ids: random bytes, the first 8 are the job key.
+void make_unique_id(ncclUniqueId* id);
+
+// CommInitRank* and InitAll. device < 0: rank % HOSTCUDA_DEVICES.
+ncclResult_t init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
+                       const ncclConfig_t* config, int device);
+ncclResult_t init_all(ncclComm_t* comms, int ndev, const int* devlist);
+ncclResult_t split(ncclComm_t comm, int color, int key, ncclComm_t* out, const ncclConfig_t* config);
+ncclResult_t shrink(ncclComm_t comm, const int* exclude, int nexclude, ncclComm_t* out,
+                    const ncclConfig_t* config, int flags);
+
+// Validates a handle; nullptr if it is null, foreign or destroyed.
+CommState* state_of(ncclComm_t comm);
+
+void set_last_error(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+const char* last_error();
+
+}  // namespace hostnccl
+
+// The opaque type behind ncclComm_t. Handles are never freed, only marked
+// dead, so a stale handle is reported instead of crashing a test.
+struct ncclComm {
+  static constexpr uint32_t kMagic = 0x686e636c;
+  uint32_t magic = kMagic;
+  std::atomic<bool> dead{false};
+  std::shared_ptr<hostnccl::CommState> state;
+};

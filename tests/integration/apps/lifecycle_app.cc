@@ -1,0 +1,163 @@
+// A multi-process NCCL program with known lifecycle behaviour, run under the preloaded shim by
+// tests/integration/test_lifecycle.py. Each scenario states what a correct report must say.
+//   lifecycle_app SCENARIO
+#include "rendezvous.h"
+
+#include <nccl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+#define CHECK(call)                                                                  \
+  do {                                                                               \
+    ncclResult_t r_ = (call);                                                        \
+    if (r_ != ncclSuccess) {                                                         \
+      std::fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, ncclGetErrorString(r_), \
+                   __FILE__, __LINE__);                                              \
+      std::exit(3);                                                                  \
+    }                                                                                \
+  } while (0)
+
+ncclComm_t init_world(const char* tag) {
+  ncclUniqueId id = rendezvous_unique_id(tag);
+  ncclComm_t comm = nullptr;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.commName = tag;
+  CHECK(ncclCommInitRankConfig(&comm, test_nranks(), id, test_rank(), &config));
+  return comm;
+}
+
+// Leaks: the world comm, one registration on it, one allocation. Releases: a split (destroyed),
+// a second comm (aborted), a freed allocation.
+int leaky() {
+  ncclComm_t world = init_world("world");
+  ncclComm_t half = nullptr;
+  CHECK(ncclCommSplit(world, test_rank() % 2, test_rank(), &half, nullptr));
+  CHECK(ncclCommDestroy(half));
+  ncclComm_t doomed = init_world("doomed");
+  CHECK(ncclCommAbort(doomed));
+
+  void* kept = nullptr;
+  CHECK(ncclMemAlloc(&kept, 4096));
+  void* freed = nullptr;
+  CHECK(ncclMemAlloc(&freed, 8192));
+  CHECK(ncclMemFree(freed));
+  void* handle = nullptr;
+  static char buffer[1024];
+  CHECK(ncclCommRegister(world, buffer, sizeof(buffer), &handle));
+  std::printf("rank %d: leaky done\n", test_rank());
+  return 0;
+}
+
+// Everything released, in the order a careful program uses.
+int clean() {
+  ncclComm_t world = init_world("world");
+  ncclComm_t half = nullptr;
+  CHECK(ncclCommSplit(world, test_rank() % 2, test_rank(), &half, nullptr));
+  void* buffer = nullptr;
+  CHECK(ncclMemAlloc(&buffer, 4096));
+  void* handle = nullptr;
+  CHECK(ncclCommRegister(world, buffer, 4096, &handle));
+  CHECK(ncclCommDeregister(world, handle));
+  CHECK(ncclMemFree(buffer));
+  CHECK(ncclCommFinalize(half));
+  CHECK(ncclCommDestroy(half));
+  CHECK(ncclCommFinalize(world));
+  CHECK(ncclCommDestroy(world));
+  std::printf("rank %d: clean done\n", test_rank());
+  return 0;
+}
+
+// Creates a comm, says it is ready, then waits to be killed.
+int wait_for_kill() {
+  ncclComm_t world = init_world("world");
+  ncclComm_t other = init_world("other");
+  CHECK(ncclCommDestroy(other));
+  (void)world;
+  std::string ready = std::string(std::getenv("NCCLWATCH_TEST_RENDEZVOUS")) + "/ready." + std::to_string(test_rank());
+  if (FILE* f = std::fopen(ready.c_str(), "w")) std::fclose(f);
+  for (;;) pause();
+}
+
+// 32 threads creating, splitting and destroying one-rank communicators at once.
+int threads() {
+  constexpr int kThreads = 32, kRounds = 20;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < kThreads; ++t) {
+    pool.emplace_back([&] {
+      for (int round = 0; round < kRounds; ++round) {
+        ncclUniqueId id;
+        ncclComm_t comm = nullptr, child = nullptr;
+        if (ncclGetUniqueId(&id) != ncclSuccess || ncclCommInitRank(&comm, 1, id, 0) != ncclSuccess ||
+            ncclCommSplit(comm, 0, 0, &child, nullptr) != ncclSuccess || ncclCommDestroy(child) != ncclSuccess ||
+            ncclCommDestroy(comm) != ncclSuccess)
+          failures.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  // One deliberate leak, so the test can tell "all released" from "nothing recorded".
+  ncclUniqueId id;
+  ncclComm_t leaked = nullptr;
+  CHECK(ncclGetUniqueId(&id));
+  CHECK(ncclCommInitRank(&leaked, 1, id, 0));
+  std::printf("threads done, %d failures\n", failures.load());
+  return failures.load() ? 4 : 0;
+}
+
+// The parent releases its comm; a forked child makes its own and leaks it.
+int fork_child_leaks() {
+  ncclComm_t world = init_world("world");
+  CHECK(ncclCommDestroy(world));
+  pid_t child = fork();
+  if (child == 0) {
+    ncclUniqueId id;
+    ncclComm_t mine = nullptr;
+    CHECK(ncclGetUniqueId(&id));
+    CHECK(ncclCommInitRank(&mine, 1, id, 0));
+    std::exit(0);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 5;
+}
+
+// A destroy that never returns: rank 1 leaves a collective unmatched, so rank 0's destroy waits
+// for work that cannot finish; the test kills rank 0 while it is stuck.
+int destroy_hangs() {
+  ncclComm_t world = init_world("world");
+  if (test_rank() == 0) {
+    static float data[16];
+    CHECK(ncclAllReduce(data, data, 16, ncclFloat, ncclSum, world, nullptr));
+    std::string ready = std::string(std::getenv("NCCLWATCH_TEST_RENDEZVOUS")) + "/ready.0";
+    if (FILE* f = std::fopen(ready.c_str(), "w")) std::fclose(f);
+    CHECK(ncclCommDestroy(world));  // hangs: the all-reduce never completes
+    return 0;
+  }
+  rendezvous_barrier("never");  // rank 1 waits here until the test ends the job
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string scenario = argc > 1 ? argv[1] : "";
+  if (scenario == "leaky") return leaky();
+  if (scenario == "clean") return clean();
+  if (scenario == "wait-for-kill") return wait_for_kill();
+  if (scenario == "threads") return threads();
+  if (scenario == "fork") return fork_child_leaks();
+  if (scenario == "destroy-hangs") return destroy_hangs();
+  std::fprintf(stderr, "usage: lifecycle_app leaky|clean|wait-for-kill|threads|fork|destroy-hangs\n");
+  return 2;
+}

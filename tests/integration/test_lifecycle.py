@@ -1,0 +1,196 @@
+"""The shim on real multi-process NCCL programs (CPU stand-in): lifetimes, leaks, the exit
+alert, crash safety, threads, fork, and an unwritable trace directory."""
+import collections
+import os
+import signal
+import subprocess
+
+from harness import Job, alert_blocks, app, check, main, SHIM, HOSTNCCL_DIR, BUILD
+
+
+def comms_by_state(report):
+    return collections.Counter(c["state"] for c in report["communicators"])
+
+
+def leaky_job_reports_exactly_its_leaks(nranks=2):
+    job = Job([app("lifecycle_app"), "leaky"], nranks=nranks)
+    results = job.run()
+    for rank, r in enumerate(results):
+        check(r.returncode == 0, f"rank {rank} failed: {r.returncode} {r.stderr}")
+        blocks = alert_blocks(r.stderr)
+        check(len(blocks) == 1, f"rank {rank}: expected one alert block, got {blocks!r} in {r.stderr!r}")
+        block = blocks[0]
+        check(block[0].startswith("ncclwatch: 1 communicator(s) never destroyed, 2 NCCL resource(s) never released"),
+              f"rank {rank}: first line {block[0]!r}")
+        text = "\n".join(block)
+        check('"world"' in text and "leaked" in text, f"rank {rank}: world comm not named: {text}")
+        check("allocation" in text and "4096 B" in text, f"rank {rank}: allocation missing: {text}")
+        check("registration" in text, f"rank {rank}: registration missing: {text}")
+        check("leaky" in text or "lifecycle_app" in text, f"rank {rank}: no creation site: {text}")
+        check("remedy:" in text, f"rank {rank}: no remedy: {text}")
+    check(len(job.traces()) == nranks, f"expected {nranks} trace files, got {job.traces()}")
+
+    code, report, err = job.report("leaks", "--json")
+    check(code == 1, f"leaks exit code {code}, stderr {err}")
+    kinds = collections.Counter(l["kind"] for l in report["leaks"])
+    check(kinds == {"communicator": nranks, "allocation": nranks, "registration": nranks}, f"leak kinds {kinds}")
+    comm_leaks = [l for l in report["leaks"] if l["kind"] == "communicator"]
+    check(len({l["comm"] for l in comm_leaks}) == 1, "the leaked world comm must have one identity on all ranks")
+    check(sorted(l["rank"] for l in comm_leaks) == list(range(nranks)), f"ranks {comm_leaks}")
+    check(all(l["api"] == "ncclCommInitRankConfig" and l["state"] == "leaked" and l["nranks"] == nranks
+              for l in comm_leaks), f"comm leak fields {comm_leaks}")
+    check(all("lifecycle_app" in l["created_at"] or "leaky" in l["created_at"] for l in comm_leaks),
+          f"creation site {[l['created_at'] for l in comm_leaks]}")
+    allocations = [l for l in report["leaks"] if l["kind"] == "allocation"]
+    check(all(l["bytes"] == 4096 for l in allocations), f"allocations {allocations}")
+    registrations = [l for l in report["leaks"] if l["kind"] == "registration"]
+    check(all(l["comm"] == comm_leaks[0]["comm"] and l["bytes"] == 1024 for l in registrations),
+          f"registrations {registrations}")
+    states = comms_by_state(report)
+    check(states == {"leaked": nranks, "destroyed": nranks, "aborted": nranks}, f"states {states}")
+    splits = [c for c in report["communicators"] if c["api"] == "ncclCommSplit"]
+    world_id = comm_leaks[0]["comm"]
+    check(all(c["parent"] == world_id for c in splits), f"split parent {splits}")
+    # Ranks of the same color share the split's identity; different colors do not.
+    by_color = collections.defaultdict(set)
+    for c in splits:
+        by_color[c["rank"] % 2 if nranks > 2 else c["rank"]].add(c["comm"])
+    # text report groups the world comm once
+    code, text, _ = job.report("leaks")
+    check(code == 1 and text.count(world_id) == 1 + nranks, f"text report:\n{text}")
+
+
+def leaky_job_on_three_ranks():
+    leaky_job_reports_exactly_its_leaks(nranks=3)
+
+
+def clean_job_is_silent():
+    job = Job([app("lifecycle_app"), "clean"], nranks=2)
+    for rank, r in enumerate(job.run()):
+        check(r.returncode == 0, f"rank {rank}: {r.returncode} {r.stderr}")
+        check("ncclwatch" not in r.stderr, f"rank {rank} printed: {r.stderr!r}")
+    code, report, err = job.report("leaks", "--json")
+    check(code == 0, f"leaks exit {code}: {err}")
+    check(report["leaks"] == [], f"leaks {report['leaks']}")
+    check(comms_by_state(report) == {"destroyed": 4}, f"states {comms_by_state(report)}")
+
+
+def nccl_inside_rtld_local_library_is_traced():
+    job = Job([app("local_loader"), app("liblocal_nccl_user.so")], nranks=2)
+    for rank, r in enumerate(job.run()):
+        check(r.returncode == 0, f"rank {rank}: {r.returncode} {r.stderr}")
+        blocks = alert_blocks(r.stderr)
+        check(len(blocks) == 1 and blocks[0][0].startswith("ncclwatch: 1 communicator(s) never destroyed"),
+              f"rank {rank} alert: {r.stderr!r}")
+    code, report, _ = job.report("leaks", "--json")
+    check(code == 1 and comms_by_state(report) == {"leaked": 2, "destroyed": 2}, f"report {report}")
+
+
+def on_leak_fail_changes_only_leaky_exits():
+    leaky = Job([app("lifecycle_app"), "leaky"], nranks=2, env={"NCCLWATCH_ON_LEAK": "fail"}).run()
+    check(all(r.returncode == 70 for r in leaky), f"leaky exits {[r.returncode for r in leaky]}")
+    check(all(alert_blocks(r.stderr) for r in leaky), "fail still prints the alert")
+    clean = Job([app("lifecycle_app"), "clean"], nranks=2, env={"NCCLWATCH_ON_LEAK": "fail"}).run()
+    check(all(r.returncode == 0 for r in clean), f"clean exits {[r.returncode for r in clean]}")
+    off = Job([app("lifecycle_app"), "leaky"], nranks=2, env={"NCCLWATCH_ON_LEAK": "off"})
+    results = off.run()
+    check(all(r.returncode == 0 and "ncclwatch" not in r.stderr for r in results), "off is silent")
+    code, _, _ = off.report("leaks", "--json")
+    check(code == 1, "off still records the trace")
+
+
+def sigkill_loses_no_record():
+    job = Job([app("lifecycle_app"), "wait-for-kill"], nranks=2)
+    job.start()
+    job.wait_for_files(["ready.0", "ready.1"])
+    outs = job.signal_all(signal.SIGKILL)
+    check(all(code == -signal.SIGKILL for code, _, _ in outs), f"exits {[o[0] for o in outs]}")
+    code, report, err = job.report("leaks", "--json")
+    check(code == 1, f"leaks exit {code} {err}")
+    states = comms_by_state(report)
+    check(states == {"leaked": 2, "destroyed": 2}, f"every record before the kill must be there: {states}")
+    names = {c["name"] for c in report["communicators"]}
+    check(names == {"world", "other"}, f"names {names}")
+    code, summary, _ = job.report("summary", "--json")
+    check(summary["processes_without_final_record"] == 2, f"summary {summary}")
+
+
+def sigterm_prints_alert_and_dies_by_sigterm():
+    job = Job([app("lifecycle_app"), "wait-for-kill"], nranks=2)
+    job.start()
+    job.wait_for_files(["ready.0", "ready.1"])
+    outs = job.signal_all(signal.SIGTERM)
+    for rank, (code, _, err) in enumerate(outs):
+        check(code == -signal.SIGTERM, f"rank {rank} exit {code}, must die by SIGTERM")
+        blocks = alert_blocks(err)
+        check(len(blocks) == 1 and blocks[0][0].startswith("ncclwatch: 1 communicator(s) never destroyed"),
+              f"rank {rank} stderr {err!r}")
+    code, summary, _ = job.report("summary", "--json")
+    check(summary["processes_without_final_record"] == 0, f"the signal path writes the final record: {summary}")
+
+
+def thirty_two_threads_create_and_destroy():
+    job = Job([app("lifecycle_app"), "threads"], nranks=1, timeout=120)
+    r = job.run()[0]
+    check(r.returncode == 0, f"exit {r.returncode}: {r.stderr}")
+    code, report, _ = job.report("leaks", "--json", "--no-symbols")
+    states = comms_by_state(report)
+    check(states == {"destroyed": 32 * 20 * 2, "leaked": 1}, f"states {states}")
+    check(len({c["comm"] for c in report["communicators"]}) == 32 * 20 * 2 + 1, "identities must be unique")
+    blocks = alert_blocks(r.stderr)
+    check(len(blocks) == 1 and blocks[0][0].startswith("ncclwatch: 1 communicator(s)"), f"alert {r.stderr!r}")
+
+
+def forked_child_gets_its_own_trace():
+    job = Job([app("lifecycle_app"), "fork"], nranks=1)
+    r = job.run()[0]
+    check(r.returncode == 0, f"exit {r.returncode}: {r.stderr}")
+    blocks = alert_blocks(r.stderr)
+    check(len(blocks) == 1, f"only the child leaks, so one alert: {r.stderr!r}")
+    traces = job.traces()
+    check(len(traces) == 2, f"parent and child files: {traces}")
+    reports = [job.report("leaks", "--json", paths=[t])[1] for t in traces]
+    pids = {rep["communicators"][0]["pid"] for rep in reports}
+    check(len(pids) == 2, "different pids")
+    leaky = [rep for rep in reports if rep["leaks"]]
+    check(len(leaky) == 1 and comms_by_state(leaky[0]) == {"leaked": 1}, f"child report {leaky}")
+    parent = [rep for rep in reports if not rep["leaks"]][0]
+    check(comms_by_state(parent) == {"destroyed": 1}, f"parent report {parent}")
+    check(str(leaky[0]["communicators"][0]["pid"]) in blocks[0][0], "the alert names the child's pid")
+
+
+def unwritable_trace_dir_costs_records_not_the_job():
+    job = Job([app("lifecycle_app"), "leaky"], nranks=2, env={"NCCLWATCH_DIR": "/proc/ncclwatch-cannot-write"})
+    for rank, r in enumerate(job.run()):
+        check(r.returncode == 0, f"rank {rank}: {r.returncode} {r.stderr}")
+        check(r.stderr.count("ncclwatch: cannot write the trace") == 1, f"said once: {r.stderr!r}")
+        check(len(alert_blocks(r.stderr)) == 1, "the alert still works")
+
+
+def hung_destroy_is_reported():
+    job = Job([app("lifecycle_app"), "destroy-hangs"], nranks=2)
+    job.start()
+    job.wait_for_files(["ready.0"])
+    import time
+    time.sleep(1.0)
+    job.signal_all(signal.SIGKILL)
+    code, report, _ = job.report("leaks", "--json")
+    rank0 = [c for c in report["communicators"] if c["rank"] == 0]
+    check(code == 1 and rank0 and rank0[0]["state"] == "destroy_hung", f"rank 0: {rank0}")
+    check(any(l["kind"] == "communicator" and l["state"] == "destroy_hung" for l in report["leaks"]), "listed as leak")
+
+
+def process_without_nccl_leaves_nothing():
+    job = Job(["sh", "-c", "echo hello"], nranks=1)
+    r = job.run()[0]
+    check(r.returncode == 0 and r.stderr == "", f"stderr {r.stderr!r}")
+    check(job.traces() == [] and not os.path.exists(job.trace_dir), "no trace dir for a process without NCCL")
+
+
+if __name__ == "__main__":
+    main({f.__name__: f for f in [
+        leaky_job_reports_exactly_its_leaks, leaky_job_on_three_ranks, clean_job_is_silent,
+        nccl_inside_rtld_local_library_is_traced, on_leak_fail_changes_only_leaky_exits, sigkill_loses_no_record,
+        sigterm_prints_alert_and_dies_by_sigterm, thirty_two_threads_create_and_destroy,
+        forked_child_gets_its_own_trace, unwritable_trace_dir_costs_records_not_the_job, hung_destroy_is_reported,
+        process_without_nccl_leaves_nothing]})

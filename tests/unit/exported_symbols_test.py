@@ -1,0 +1,18 @@
+"""libncclwatch.so must export NCCL API names and nothing else (no C++ runtime, no fmt), and
+every name it exports must be a function of the API table."""
+import re
+import subprocess
+import sys
+
+shim, table = sys.argv[1], sys.argv[2]
+out = subprocess.run(["nm", "-D", "--defined-only", shim], capture_output=True, text=True, check=True).stdout
+exported = sorted(line.split()[-1] for line in out.splitlines() if line.strip())
+bad = [name for name in exported if not re.match(r"^p?nccl[A-Z]", name)]
+assert not bad, f"non-NCCL symbols exported: {bad}"
+known = set(re.findall(r"NCCLWATCH_API\(\w+, (\w+),", open(table).read()))
+unknown = [name for name in exported if name not in known]
+assert not unknown, f"exported names missing from the API table: {unknown}"
+assert "ncclCommInitRankConfig" in exported and "ncclCommDestroy" in exported, exported
+undefined = subprocess.run(["nm", "-D", "--undefined-only", shim], capture_output=True, text=True, check=True).stdout
+assert "fmt" not in undefined and "absl" not in undefined, "fmt/abseil must be header-only or static"
+print(f"{len(exported)} exported names, all NCCL API")
