@@ -5,7 +5,7 @@
 //     ncclwatch run -- python3 tests/launcher/mprun.py -n 2 -- build/examples/leaky_nccl
 #include "rendezvous.h"
 
-#include <cuda_runtime_api.h>
+#include <cuda.h>
 #include <nccl.h>
 
 #include <cstdio>
@@ -20,8 +20,22 @@
     }                                                                                        \
   } while (0)
 
+// One GPU per rank: make its primary context current (the CUDA runtime inside NCCL uses it).
+void select_device(int rank) {
+  CUdevice device;
+  CUcontext context;
+  int count = 0;
+  if (cuInit(0) != CUDA_SUCCESS || cuDeviceGetCount(&count) != CUDA_SUCCESS || count == 0 ||
+      cuDeviceGet(&device, rank % count) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&context, device) != CUDA_SUCCESS ||
+      cuCtxSetCurrent(context) != CUDA_SUCCESS) {
+    std::fprintf(stderr, "rank %d: no usable CUDA device\n", rank);
+    std::exit(1);
+  }
+}
+
 int main() {
   int rank = test_rank(), nranks = test_nranks();
+  select_device(rank);
   ncclUniqueId id = rendezvous_unique_id("world");
   ncclComm_t world = nullptr, pairs = nullptr;
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;

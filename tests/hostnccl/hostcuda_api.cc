@@ -3,6 +3,7 @@
 #include "hostcuda_streams.h"
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -17,6 +18,8 @@
 #undef cuGetProcAddress
 #undef cuGraphInstantiate
 #undef cuCtxCreate
+#undef cuDevicePrimaryCtxRelease
+#undef cuDeviceGetUuid
 
 extern "C" {
 CUresult cuStreamDestroy(CUstream hStream);
@@ -35,6 +38,8 @@ CUresult cuGraphInstantiate_v2(CUgraphExec* phGraphExec, CUgraph hGraph, CUgraph
                                char* logBuffer, size_t bufferSize);
 CUresult cuCtxCreate(CUcontext* pctx, unsigned int flags, CUdevice dev);
 CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev);
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev);
+CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev);
 }
 
 // Contexts are tokens: there is no device state to hold.
@@ -49,10 +54,16 @@ using hostcuda::Worker;
 std::atomic<int> g_events_while_capturing{0};
 std::atomic<uint64_t> g_capture_ids{0};
 
-CUctx_st* primary_context() {
-  static CUctx_st* ctx = new CUctx_st{0};  // leaked: may be used during exit
-  return ctx;
+// One primary context per device, never freed (used during exit too).
+CUctx_st* primary_context(int device = 0) {
+  static std::mutex mu;
+  static auto* contexts = new std::vector<CUctx_st*>;
+  std::lock_guard<std::mutex> g(mu);
+  while (int(contexts->size()) <= device) contexts->push_back(new CUctx_st{int(contexts->size())});
+  return (*contexts)[size_t(device)];
 }
+
+bool valid_device(CUdevice dev) { return dev >= 0 && dev < hostcuda_device_count(); }
 
 thread_local CUcontext t_current = nullptr;
 thread_local bool t_current_set = false;
@@ -155,7 +166,45 @@ CUresult cuDeviceGet(CUdevice* device, int ordinal) {
   return CUDA_SUCCESS;
 }
 
+CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
+  if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  snprintf(name, size_t(len), "hostcuda CPU stand-in %d", int(dev));
+  return CUDA_SUCCESS;
+}
+
+// Distinct per device and stable across processes, like real UUIDs.
+CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
+  if (!uuid) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  memset(uuid->bytes, 0, sizeof uuid->bytes);
+  memcpy(uuid->bytes, "hostcuda", 8);
+  uuid->bytes[15] = char(dev);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) { return cuDeviceGetUuid_v2(uuid, dev); }
+
 // ------------------------------------------------------------------ contexts
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+  if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  *pctx = primary_context(dev);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  return valid_device(dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { return cuDevicePrimaryCtxRelease_v2(dev); }
+
+// Waits for every stream, as the device-wide synchronisation does.
+CUresult cuCtxSynchronize(void) {
+  for (Worker* w : hostcuda::all_workers()) w->wait_idle();
+  return CUDA_SUCCESS;
+}
 
 // Threads start with the primary context current, as after cudaSetDevice.
 CUresult cuCtxGetCurrent(CUcontext* pctx) {
@@ -180,7 +229,7 @@ CUresult cuCtxGetDevice(CUdevice* device) {
 
 CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams*, unsigned int, CUdevice dev) {
   if (!pctx) return CUDA_ERROR_INVALID_VALUE;
-  if (dev < 0 || dev >= hostcuda_device_count()) return CUDA_ERROR_INVALID_DEVICE;
+  if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
   *pctx = new CUctx_st{dev};
   return cuCtxSetCurrent(*pctx);
 }
@@ -213,8 +262,15 @@ CUresult cuStreamDestroy_v2(CUstream hStream) {
 
 CUresult cuStreamDestroy(CUstream hStream) { return cuStreamDestroy_v2(hStream); }
 
+// Streams are identified by their handle value (the default stream by 0).
+CUresult cuStreamGetId(CUstream hStream, unsigned long long* streamId) {
+  if (!streamId) return CUDA_ERROR_INVALID_VALUE;
+  *streamId = hostcuda::is_default_stream(hStream) ? 0 : reinterpret_cast<uintptr_t>(hStream);
+  return CUDA_SUCCESS;
+}
+
 CUresult cuStreamSynchronize(CUstream hStream) {
-  hostcuda::worker_for(hStream)->wait_idle();
+  if (Worker* w = hostcuda::find_worker(hStream)) w->wait_idle();  // no worker: nothing queued
   return CUDA_SUCCESS;
 }
 
@@ -492,6 +548,14 @@ const ProcEntry kProcs[] = {
     {"cuDriverGetVersion", 2020, fnptr(cuDriverGetVersion)},
     {"cuDeviceGetCount", 2000, fnptr(cuDeviceGetCount)},
     {"cuDeviceGet", 2000, fnptr(cuDeviceGet)},
+    {"cuDeviceGetName", 2000, fnptr(cuDeviceGetName)},
+    {"cuDeviceGetUuid", 9020, fnptr(cuDeviceGetUuid)},
+    {"cuDeviceGetUuid", 11040, fnptr(cuDeviceGetUuid_v2)},
+    {"cuDevicePrimaryCtxRetain", 7000, fnptr(cuDevicePrimaryCtxRetain)},
+    {"cuDevicePrimaryCtxRelease", 7000, fnptr(cuDevicePrimaryCtxRelease)},
+    {"cuDevicePrimaryCtxRelease", 11000, fnptr(cuDevicePrimaryCtxRelease_v2)},
+    {"cuCtxSynchronize", 2000, fnptr(cuCtxSynchronize)},
+    {"cuStreamGetId", 12000, fnptr(cuStreamGetId)},
     {"cuCtxGetCurrent", 4000, fnptr(cuCtxGetCurrent)},
     {"cuCtxSetCurrent", 4000, fnptr(cuCtxSetCurrent)},
     {"cuCtxGetDevice", 2000, fnptr(cuCtxGetDevice)},

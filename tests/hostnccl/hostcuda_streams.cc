@@ -4,6 +4,8 @@
 // destroyed at process exit, and exit must never wait for them.
 #include "hostcuda_streams.h"
 
+#include <pthread.h>
+
 #include <ctime>
 #include <thread>
 #include <unordered_map>
@@ -108,9 +110,19 @@ struct Registry {
   Worker* default_worker = nullptr;
 };
 
+Registry* g_registry = nullptr;
+
+// A forked child has none of the parent's worker threads: it starts over
+// with an empty registry (the parent's is abandoned, its locks included).
+void reset_after_fork() { g_registry = new Registry; }
+
 Registry& registry() {
-  static Registry* r = new Registry;  // leaked on purpose, see top of file
-  return *r;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    g_registry = new Registry;  // leaked on purpose, see top of file
+    pthread_atfork(nullptr, nullptr, reset_after_fork);
+  });
+  return *g_registry;
 }
 
 }  // namespace
@@ -137,6 +149,15 @@ Worker* find_worker(CUstream s) {
   if (is_default_stream(s)) return r.default_worker;
   auto it = r.workers.find(s);
   return it == r.workers.end() ? nullptr : it->second;
+}
+
+std::vector<Worker*> all_workers() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> g(r.mu);
+  std::vector<Worker*> out;
+  if (r.default_worker) out.push_back(r.default_worker);
+  for (const auto& [stream, w] : r.workers) out.push_back(w);
+  return out;
 }
 
 CUstream new_stream() {

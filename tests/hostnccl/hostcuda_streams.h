@@ -73,6 +73,8 @@ Worker* worker_for(CUstream stream);
 // Like worker_for but never creates one (nullptr if the stream is unknown).
 Worker* find_worker(CUstream stream);
 bool is_default_stream(CUstream stream);
+// Every worker that exists now (for cuCtxSynchronize).
+std::vector<Worker*> all_workers();
 CUstream new_stream();
 void destroy_stream(CUstream stream);
 

@@ -4,11 +4,13 @@
 #include "hostcuda.h"
 #include "hostnccl_ops.h"
 
+#include <pthread.h>
 #include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdarg>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <thread>
@@ -16,9 +18,52 @@
 
 namespace hostnccl {
 
+namespace {
+
+// Communicators of this process not yet destroyed or aborted. A process
+// exiting without destroying them still counts as done with them, so the
+// last rank to go removes their shared memory.
+struct Live {
+  std::mutex mu;
+  std::set<CommState*> comms;
+};
+
+Live* g_live = new Live;  // leaked: used at exit
+
+Live& live() { return *g_live; }
+
+// A forked child does not own its parent's communicators: exiting must not
+// count it as one of their ranks being done.
+void forget_after_fork() { g_live = new Live; }
+
+void detach_all_at_exit() {
+  Live& l = live();
+  std::set<CommState*> comms;
+  {
+    std::lock_guard<std::mutex> g(l.mu);
+    comms.swap(l.comms);
+  }
+  for (CommState* c : comms) c->detach();
+}
+
+}  // namespace
+
 CommState::CommState(uint64_t t, int n, int r, int dev)
     : tag(t), nranks(n), rank(r), device(dev), send_seq(size_t(n)), recv_seq(size_t(n)),
-      ctl(std::make_unique<Ctl>(t)) {}
+      ctl(std::make_unique<Ctl>(t)) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    atexit(detach_all_at_exit);
+    pthread_atfork(nullptr, nullptr, forget_after_fork);
+  });
+  std::lock_guard<std::mutex> g(live().mu);
+  live().comms.insert(this);
+}
+
+CommState::~CommState() {
+  std::lock_guard<std::mutex> g(live().mu);
+  live().comms.erase(this);
+}
 
 void CommState::work_enqueued() {
   std::lock_guard<std::mutex> g(mu);
@@ -36,6 +81,10 @@ void CommState::wait_quiet() {
 }
 
 void CommState::detach() {
+  {
+    std::lock_guard<std::mutex> g(live().mu);
+    live().comms.erase(this);
+  }
   if (!detached.exchange(true)) ctl->detach(nranks);
 }
 

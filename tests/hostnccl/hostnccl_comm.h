@@ -56,10 +56,13 @@ struct CommState {
   std::set<const void*> devcomms;
 
   CommState(uint64_t tag, int nranks, int rank, int device);
+  ~CommState();
+  CommState(const CommState&) = delete;
+  CommState& operator=(const CommState&) = delete;
   void work_enqueued();
   void work_finished();
   void wait_quiet();  // until outstanding == 0
-  void detach();      // this rank is done with the comm (destroy/abort), once
+  void detach();      // this rank is done with the comm (destroy/abort/exit), once
 };
 
 // Fills the stand-in's ids: random bytes, the first 8 are the job key.

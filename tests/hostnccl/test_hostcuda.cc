@@ -77,6 +77,30 @@ TEST_CASE("context is current by default and can be set per thread") {
   CHECK(again == c);
 }
 
+TEST_CASE("each device has one primary context, a name and a distinct uuid") {
+  CUcontext c0 = nullptr, c0again = nullptr, c1 = nullptr;
+  REQUIRE(cuDevicePrimaryCtxRetain(&c0, 0) == CUDA_SUCCESS);
+  REQUIRE(cuDevicePrimaryCtxRetain(&c0again, 0) == CUDA_SUCCESS);
+  REQUIRE(cuDevicePrimaryCtxRetain(&c1, 1) == CUDA_SUCCESS);
+  CHECK(c0 == c0again);
+  CHECK(c0 != c1);
+  CHECK(cuDevicePrimaryCtxRetain(&c1, 99) == CUDA_ERROR_INVALID_DEVICE);
+  std::thread([c1] {
+    REQUIRE(cuCtxSetCurrent(c1) == CUDA_SUCCESS);
+    CUdevice d = -1;
+    REQUIRE(cuCtxGetDevice(&d) == CUDA_SUCCESS);
+    CHECK(d == 1);
+  }).join();
+  CHECK(cuDevicePrimaryCtxRelease(0) == CUDA_SUCCESS);
+  char name[64];
+  REQUIRE(cuDeviceGetName(name, sizeof name, 1) == CUDA_SUCCESS);
+  CHECK(std::string(name).size() > 0);
+  CUuuid u0, u1;
+  REQUIRE(cuDeviceGetUuid(&u0, 0) == CUDA_SUCCESS);
+  REQUIRE(cuDeviceGetUuid(&u1, 1) == CUDA_SUCCESS);
+  CHECK(memcmp(u0.bytes, u1.bytes, sizeof u0.bytes) != 0);
+}
+
 TEST_CASE("a stream runs its work in FIFO order on one thread") {
   CUstream s = fresh_stream();
   struct Log {
@@ -338,7 +362,9 @@ TEST_CASE("plain and versioned driver symbols are all exported") {
       "cuStreamGetCaptureInfo_v3", "cuStreamBeginCapture", "cuStreamBeginCapture_v2", "cuStreamEndCapture",
       "cuGraphInstantiate", "cuGraphInstantiate_v2", "cuGraphInstantiateWithFlags", "cuGraphLaunch",
       "cuGraphDestroy", "cuGraphExecDestroy", "cuGetErrorString", "cuGetErrorName", "cuGetProcAddress",
-      "cuGetProcAddress_v2", "cuCtxCreate", "cuCtxCreate_v2", "cuCtxCreate_v4",
+      "cuGetProcAddress_v2", "cuCtxCreate", "cuCtxCreate_v2", "cuCtxCreate_v4", "cuDevicePrimaryCtxRetain",
+      "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", "cuDeviceGetUuid", "cuDeviceGetUuid_v2",
+      "cuCtxSynchronize", "cuStreamGetId", "cuLaunchHostFunc", "cuStreamWaitEvent",
       "hostcuda_enqueue", "hostcuda_pending", "hostcuda_events_recorded_while_capturing"};
   for (const char* n : names) {
     INFO(n);
@@ -379,4 +405,36 @@ TEST_CASE("a worker blocked forever does not keep the process from exiting") {
   }
   CHECK(done == pid);
   CHECK(WIFEXITED(status));
+}
+
+TEST_CASE("a forked child gets fresh stream workers") {
+  CUstream s = fresh_stream();
+  std::atomic<int> n{0};
+  hostcuda_enqueue(s, increment, &n);
+  hostcuda_enqueue(nullptr, increment, &n);
+  REQUIRE(cuStreamSynchronize(s) == CUDA_SUCCESS);
+  REQUIRE(cuStreamSynchronize(nullptr) == CUDA_SUCCESS);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    std::atomic<int> m{0};
+    hostcuda_enqueue(s, increment, &m);
+    hostcuda_enqueue(nullptr, increment, &m);
+    cuStreamSynchronize(s);
+    cuStreamSynchronize(nullptr);
+    _exit(m == 2 ? 0 : 1);
+  }
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 500 && done == 0; ++i) {
+    done = waitpid(pid, &status, WNOHANG);
+    if (done == 0) std::this_thread::sleep_for(10ms);
+  }
+  if (done == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  CHECK(done == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
