@@ -73,7 +73,12 @@ void capture_call_site(CallSite& site, int max_frames) noexcept {
     void* raw[CallSite::kMaxFrames + 8];
     int depth = backtrace(raw, CallSite::kMaxFrames + 8);
     site.nframes = 0;
+    // The summary names the caller. Libraries such as libtorch_cuda.so hide most internal
+    // functions, so when the first frame has no symbol, a few frames up in the same module
+    // may; else the first frame stays as module+offset (the analyzers symbolize it offline).
+    constexpr int kSummaryLookahead = 8;
     bool summarized = false;
+    const void* caller_module = nullptr;
     for (int i = 0; i < depth && site.nframes < max_frames && site.nframes < CallSite::kMaxFrames; ++i) {
       Dl_info info{};
       bool known = dladdr(raw[i], &info) != 0;
@@ -83,10 +88,17 @@ void capture_call_site(CallSite& site, int max_frames) noexcept {
       if (!known) continue;
       note_module(info);
       if (info.dli_fname && std::strstr(base_name(info.dli_fname), "torch")) site.in_torch = true;
-      if (!summarized) {
+      if (site.nframes == 1) {
+        caller_module = info.dli_fbase;
         // A return address points after the call; -1 lands inside the calling instruction.
         summarize(info, address - 1, site.summary, sizeof(site.summary));
-        summarized = true;
+      }
+      if (!summarized && site.nframes <= kSummaryLookahead && info.dli_sname && info.dli_fbase == caller_module) {
+        Dl_info exact{};
+        if (dladdr(reinterpret_cast<void*>(address - 1), &exact) && exact.dli_sname) {
+          summarize(exact, address - 1, site.summary, sizeof(site.summary));
+          summarized = true;
+        }
       }
     }
   } catch (...) {

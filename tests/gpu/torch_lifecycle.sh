@@ -12,7 +12,7 @@ for mode in destroy no-destroy; do
     torchrun --nproc-per-node 2 --log-dir "$dir/logs" --redirects 3 --tee 3 \
     "$ROOT/examples/torch_ddp.py" $extra >"$dir/stdout" 2>"$dir/stderr"
   echo "torchrun ($mode) exit $?"
-  cat "$dir"/logs/*/attempt_0/*/stderr.log > "$dir/rank_stderr" 2>/dev/null || true
+  cat "$dir"/logs/*/attempt_0/*/stderr.log > "$dir/rank_stderr" 2>/dev/null || cp "$dir/stderr" "$dir/rank_stderr"
   echo "---- $mode: what the ranks printed on stderr"
   grep -h -A12 '^ncclwatch\|destroy_process_group\|NCCL WARN' "$dir"/logs/*/attempt_0/*/stderr.log 2>/dev/null | head -60
 done

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs every GPU test in this folder; each skips cleanly without GPUs. Ends "N passed, N failed".
+source "$(dirname "$0")/common.sh"
+total_passed=0; total_failed=0
+for t in "$(dirname "$0")"/leaky_example.sh "$(dirname "$0")"/torch_lifecycle.sh; do
+  echo "=== $(basename "$t")"
+  out="$(GPU_RESULTS="$RESULTS" bash "$t" 2>&1)"; echo "$out"
+  line="$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -1)"
+  total_passed=$((total_passed + $(echo "${line:-0 passed}" | awk '{print $1}')))
+  total_failed=$((total_failed + $(echo "${line:-x passed, 0 failed}" | awk '{print $3}')))
+done
+echo "$total_passed passed, $total_failed failed"
+[ "$total_failed" -eq 0 ]
