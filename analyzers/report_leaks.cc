@@ -89,6 +89,7 @@ int run_leaks(const Job& job, const Options& options) {
   std::map<uint64_t, Group> groups;
   std::vector<std::string> resource_lines;
   std::map<std::string, int> state_counts;
+  std::map<uint64_t, std::set<int>> finalized_only;  // finalized, never destroyed: not a leak by contract
 
   for (const ProcessTrace& p : job.processes) {
     for (const CommInstance& c : p.comms) {
@@ -115,6 +116,7 @@ int run_leaks(const Job& job, const Options& options) {
         entry["release_ms"] = c.release_end_ns ? json((c.release_end_ns - c.release_begin_ns) / 1e6) : json(nullptr);
       }
       communicators.push_back(entry);
+      if (c.state == CommState::kFinalized) finalized_only[c.id].insert(c.rank);
       if (!is_leak(c.state)) continue;
       ++leaked_comm_ranks;
       json leak = entry;
@@ -177,6 +179,9 @@ int run_leaks(const Job& job, const Options& options) {
     if (torch) fmt::print("  remedy: call torch.distributed.destroy_process_group() before the program exits\n");
     else if (!groups.empty()) fmt::print("  remedy: call ncclCommFinalize then ncclCommDestroy on each communicator before exit\n");
   }
+  for (const auto& [id, ranks] : finalized_only)
+    fmt::print("  note: comm {} was finalized but never destroyed on rank(s) {} (its host memory stays allocated)\n",
+               hex_id(id), ranks_list(ranks));
   std::string counts;
   for (const auto& [state, n] : state_counts) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", n, state);
   if (!counts.empty()) fmt::print("Communicator instances by end state: {}\n", counts);

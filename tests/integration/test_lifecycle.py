@@ -5,7 +5,7 @@ import os
 import signal
 import subprocess
 
-from harness import Job, alert_blocks, app, check, main, SHIM, HOSTNCCL_DIR, BUILD
+from harness import BUILD, REPORT as REPORT_BIN, Job, alert_blocks, app, check, main
 
 
 def comms_by_state(report):
@@ -180,6 +180,39 @@ def hung_destroy_is_reported():
     check(any(l["kind"] == "communicator" and l["state"] == "destroy_hung" for l in report["leaks"]), "listed as leak")
 
 
+def every_resource_kind_and_end_state():
+    job = Job([app("lifecycle_app"), "all-resources"], nranks=2)
+    for rank, r in enumerate(job.run()):
+        check(r.returncode == 0, f"rank {rank}: {r.returncode} {r.stderr}")
+        text = "\n".join(alert_blocks(r.stderr)[0])
+        check(text.startswith("ncclwatch: 2 communicator(s) never destroyed, 2 NCCL resource(s) never released"), text)
+        check("finalized, never destroyed" in text and "window" in text and "redop" in text, text)
+    code, report, _ = job.report("leaks", "--json")
+    kinds = collections.Counter(l["kind"] for l in report["leaks"])
+    check(code == 1 and kinds == {"communicator": 2, "window": 2, "redop": 2}, f"leak kinds {kinds}")
+    states = comms_by_state(report)
+    check(states == {"leaked": 2, "destroyed": 4, "finalized": 2, "init_failed": 2}, f"states {states}")
+    nonblocking = [c for c in report["communicators"] if c["state"] == "destroyed" and c["name"] == ""]
+    check(len(nonblocking) == 2, f"the non-blocking comm (ncclInProgress at init) counts as created: {nonblocking}")
+    code, text, _ = job.report("leaks")
+    check("finalized" in text, f"the text report mentions the finalized comm:\n{text}")
+
+
+def library_without_pnccl_aliases_is_resolved():
+    env = {"LD_LIBRARY_PATH": os.path.join(BUILD, "tests", "hostnccl", "no-pnccl")}
+    job = Job([app("lifecycle_app"), "leaky"], nranks=2, env=env)
+    for rank, r in enumerate(job.run()):
+        check(r.returncode == 0, f"rank {rank}: {r.returncode} {r.stderr}")
+        check(len(alert_blocks(r.stderr)) == 1, f"rank {rank}: {r.stderr!r}")
+    out = subprocess.run(["nm", "-D", "--defined-only", os.path.join(env["LD_LIBRARY_PATH"], "libnccl.so.2")],
+                         capture_output=True, text=True).stdout
+    check("pncclCommInitRank" not in out and "ncclCommInitRank" in out, "the variant must lack pnccl names")
+    code, report, _ = job.report("leaks", "--json")
+    check(code == 1 and comms_by_state(report) == {"leaked": 2, "destroyed": 2, "aborted": 2}, f"{report}")
+    dump = subprocess.run([REPORT_BIN, "dump", job.traces()[0]], capture_output=True, text=True).stdout
+    check('"profiling_aliases":"0"' in dump and "no-pnccl" in dump, "the library record says which library, no aliases")
+
+
 def process_without_nccl_leaves_nothing():
     job = Job(["sh", "-c", "echo hello"], nranks=1)
     r = job.run()[0]
@@ -193,4 +226,5 @@ if __name__ == "__main__":
         nccl_inside_rtld_local_library_is_traced, on_leak_fail_changes_only_leaky_exits, sigkill_loses_no_record,
         sigterm_prints_alert_and_dies_by_sigterm, thirty_two_threads_create_and_destroy,
         forked_child_gets_its_own_trace, unwritable_trace_dir_costs_records_not_the_job, hung_destroy_is_reported,
+        every_resource_kind_and_end_state, library_without_pnccl_aliases_is_resolved,
         process_without_nccl_leaves_nothing]})

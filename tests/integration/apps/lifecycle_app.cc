@@ -4,6 +4,8 @@
 #include "rendezvous.h"
 
 #include <nccl.h>
+
+#include "nccl_api.h"  // the device-communicator entry points
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -148,6 +150,50 @@ int destroy_hangs() {
   return 0;
 }
 
+// Every resource kind and every end state a program can reach on its own:
+// leaks a window and a redop (on a live comm) and the comm itself; releases a device comm,
+// a second window, a redop on a destroyed comm; one comm finalized but never destroyed;
+// one non-blocking comm destroyed; one init that fails.
+int all_resources() {
+  ncclComm_t world = init_world("world");
+  static char buffers[2][4096];
+  ncclWindow_t kept_window = nullptr, freed_window = nullptr;
+  CHECK(ncclCommWindowRegister(world, buffers[0], sizeof(buffers[0]), &kept_window, 0));
+  CHECK(ncclCommWindowRegister(world, buffers[1], sizeof(buffers[1]), &freed_window, 0));
+  CHECK(ncclCommWindowDeregister(world, freed_window));
+  float scalar = 2.0f;
+  ncclRedOp_t kept_op;
+  CHECK(ncclRedOpCreatePreMulSum(&kept_op, &scalar, ncclFloat, ncclScalarHostImmediate, world));
+  alignas(64) static char devcomm[4096];
+  alignas(64) static char requirements[4096];
+  auto* dev = reinterpret_cast<ncclDevComm*>(devcomm);
+  CHECK(ncclDevCommCreate(world, reinterpret_cast<const ncclDevCommRequirements*>(requirements), dev));
+  CHECK(ncclDevCommDestroy(world, dev));
+
+  ncclComm_t scratch = init_world("scratch");
+  ncclRedOp_t scratch_op;
+  CHECK(ncclRedOpCreatePreMulSum(&scratch_op, &scalar, ncclFloat, ncclScalarHostImmediate, scratch));
+  CHECK(ncclCommDestroy(scratch));  // frees scratch_op with it
+
+  ncclComm_t finalized = init_world("finalized");
+  CHECK(ncclCommFinalize(finalized));
+
+  ncclUniqueId id = rendezvous_unique_id("nonblocking");
+  ncclComm_t nonblocking = nullptr;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclResult_t r = ncclCommInitRankConfig(&nonblocking, test_nranks(), id, test_rank(), &config);
+  if (r != ncclSuccess && r != ncclInProgress) return 3;
+  do {
+    CHECK(ncclCommGetAsyncError(nonblocking, &r));
+  } while (r == ncclInProgress);
+  CHECK(ncclCommDestroy(nonblocking));
+
+  ncclComm_t failed = nullptr;
+  if (ncclCommInitRank(&failed, 0, id, 0) == ncclSuccess) return 3;  // nranks 0: NCCL refuses
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -158,6 +204,7 @@ int main(int argc, char** argv) {
   if (scenario == "threads") return threads();
   if (scenario == "fork") return fork_child_leaks();
   if (scenario == "destroy-hangs") return destroy_hangs();
-  std::fprintf(stderr, "usage: lifecycle_app leaky|clean|wait-for-kill|threads|fork|destroy-hangs\n");
+  if (scenario == "all-resources") return all_resources();
+  std::fprintf(stderr, "usage: lifecycle_app leaky|clean|wait-for-kill|threads|fork|destroy-hangs|all-resources\n");
   return 2;
 }
