@@ -15,17 +15,6 @@ namespace {
 using nlohmann::json;
 using trace::Api;
 
-const char* resource_kind(Api api) {
-  switch (api) {
-    case Api::kMemAlloc: return "allocation";
-    case Api::kCommRegister: return "registration";
-    case Api::kCommWindowRegister: return "window";
-    case Api::kDevCommCreate: return "device_comm";
-    case Api::kRedOpCreatePreMulSum: return "redop";
-    default: return "resource";
-  }
-}
-
 int64_t end_of(const ProcessTrace& p) { return p.process_end ? p.process_end->time_ns : p.last_time_ns; }
 
 // The first frame of a call site worth showing, and the whole stack.
@@ -131,7 +120,7 @@ int run_leaks(const Job& job, const Options& options) {
       if (r.released) continue;
       ++leaked_resources;
       Site site = describe_site(sym, p, r.stack);
-      leaks.push_back({{"kind", resource_kind(r.api)},
+      leaks.push_back({{"kind", trace::resource_kind(r.api)},
                        {"comm", r.comm_id ? json(hex_id(r.comm_id)) : json(nullptr)},
                        {"rank", r.rank},
                        {"nranks", nullptr},
@@ -144,7 +133,7 @@ int run_leaks(const Job& job, const Options& options) {
                        {"created_at", site.first},
                        {"stack", site.stack},
                        {"trace", p.path}});
-      resource_lines.push_back(fmt::format("  {} 0x{:x}{} ({}) on {} pid {}{}: never released{}", resource_kind(r.api),
+      resource_lines.push_back(fmt::format("  {} 0x{:x}{} ({}) on {} pid {}{}: never released{}", trace::resource_kind(r.api),
                                            r.handle, r.bytes ? fmt::format(", {} bytes", r.bytes) : "",
                                            trace::api_name(r.api), p.host(), p.pid(),
                                            r.comm_id ? fmt::format(", comm {} rank {}", hex_id(r.comm_id), r.rank) : "",

@@ -71,17 +71,6 @@ const char* state_name(CommPhase phase) {
   return "?";
 }
 
-const char* resource_kind(trace::Api api) {
-  switch (api) {
-    case trace::Api::kMemAlloc: return "allocation";
-    case trace::Api::kCommRegister: return "registration";
-    case trace::Api::kCommWindowRegister: return "window";
-    case trace::Api::kDevCommCreate: return "device_comm";
-    case trace::Api::kRedOpCreatePreMulSum: return "redop";
-    default: return "resource";
-  }
-}
-
 struct AlertCounts {
   uint32_t comms = 0;
   uint32_t resources = 0;
@@ -112,7 +101,7 @@ AlertCounts build_alert(AlertText& out, bool wait) {
         }
         for (const ResourceEntry& r : resources) {
           ++counts.resources;
-          body.add("  ").add(resource_kind(r.acquired_by)).add(" 0x").add_hex(r.handle);
+          body.add("  ").add(trace::resource_kind(r.acquired_by)).add(" 0x").add_hex(r.handle);
           if (r.bytes) body.add(", ").add_bytes(r.bytes);
           if (r.comm_id) body.add(", comm ").add_hex(r.comm_id, 16).add(" rank ").add_int(r.rank);
           body.add(" (").add(trace::api_name(r.acquired_by)).add(", age ").add_seconds(now - r.created_ns);

@@ -176,10 +176,7 @@ void finish_teardown(const Teardown& t, ncclResult_t result) noexcept {
 using namespace ncclwatch;
 
 NCCLWATCH_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
-  const RealNccl* real = real_nccl();
-  if (!real || !real->ncclCommInitRank) return unavailable(real, "ncclCommInitRank");
-  ReentryGuard guard;
-  if (!guard.outermost() || !recording()) return real->ncclCommInitRank(comm, nranks, commId, rank);
+  NCCLWATCH_FORWARD_UNRECORDED(ncclCommInitRank, comm, nranks, commId, rank)
   Creation c;
   c.api = trace::Api::kCommInitRank;
   c.comm_id = comm_id_from_unique_id(commId);
@@ -193,10 +190,7 @@ NCCLWATCH_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncc
 
 NCCLWATCH_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                                      ncclConfig_t* config) {
-  const RealNccl* real = real_nccl();
-  if (!real || !real->ncclCommInitRankConfig) return unavailable(real, "ncclCommInitRankConfig");
-  ReentryGuard guard;
-  if (!guard.outermost() || !recording()) return real->ncclCommInitRankConfig(comm, nranks, commId, rank, config);
+  NCCLWATCH_FORWARD_UNRECORDED(ncclCommInitRankConfig, comm, nranks, commId, rank, config)
   Creation c;
   c.api = trace::Api::kCommInitRankConfig;
   c.comm_id = comm_id_from_unique_id(commId);
@@ -211,11 +205,7 @@ NCCLWATCH_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nrank
 
 NCCLWATCH_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
                                                        ncclUniqueId* commIds, ncclConfig_t* config) {
-  const RealNccl* real = real_nccl();
-  if (!real || !real->ncclCommInitRankScalable) return unavailable(real, "ncclCommInitRankScalable");
-  ReentryGuard guard;
-  if (!guard.outermost() || !recording())
-    return real->ncclCommInitRankScalable(newcomm, nranks, myrank, nId, commIds, config);
+  NCCLWATCH_FORWARD_UNRECORDED(ncclCommInitRankScalable, newcomm, nranks, myrank, nId, commIds, config)
   Creation c;
   c.api = trace::Api::kCommInitRankScalable;
   c.comm_id = (commIds && nId > 0) ? comm_id_from_unique_id(commIds[0]) : 0;
@@ -229,10 +219,7 @@ NCCLWATCH_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int 
 }
 
 NCCLWATCH_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
-  const RealNccl* real = real_nccl();
-  if (!real || !real->ncclCommInitAll) return unavailable(real, "ncclCommInitAll");
-  ReentryGuard guard;
-  if (!guard.outermost() || !recording()) return real->ncclCommInitAll(comms, ndev, devlist);
+  NCCLWATCH_FORWARD_UNRECORDED(ncclCommInitAll, comms, ndev, devlist)
   Creation c;
   c.api = trace::Api::kCommInitAll;
   c.nranks = ndev;
@@ -251,10 +238,7 @@ NCCLWATCH_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const
 
 NCCLWATCH_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                                             ncclConfig_t* config) {
-  const RealNccl* real = real_nccl();
-  if (!real || !real->ncclCommSplit) return unavailable(real, "ncclCommSplit");
-  ReentryGuard guard;
-  if (!guard.outermost() || !recording()) return real->ncclCommSplit(comm, color, key, newcomm, config);
+  NCCLWATCH_FORWARD_UNRECORDED(ncclCommSplit, comm, color, key, newcomm, config)
   Creation c;
   c.api = trace::Api::kCommSplit;
   c.config = read_config(config);
@@ -268,11 +252,7 @@ NCCLWATCH_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
 
 NCCLWATCH_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                                              ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
-  const RealNccl* real = real_nccl();
-  if (!real || !real->ncclCommShrink) return unavailable(real, "ncclCommShrink");
-  ReentryGuard guard;
-  if (!guard.outermost() || !recording())
-    return real->ncclCommShrink(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+  NCCLWATCH_FORWARD_UNRECORDED(ncclCommShrink, comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags)
   Creation c;
   c.api = trace::Api::kCommShrink;
   c.config = read_config(config);
@@ -289,10 +269,7 @@ NCCLWATCH_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksL
 }
 
 NCCLWATCH_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
-  const RealNccl* real = real_nccl();
-  if (!real || !real->ncclCommFinalize) return unavailable(real, "ncclCommFinalize");
-  ReentryGuard guard;
-  if (!guard.outermost() || !recording()) return real->ncclCommFinalize(comm);
+  NCCLWATCH_FORWARD_UNRECORDED(ncclCommFinalize, comm)
   Teardown t;
   begin_teardown(t, trace::Api::kCommFinalize, comm, 0);
   ncclResult_t result = real->ncclCommFinalize(comm);
@@ -301,10 +278,7 @@ NCCLWATCH_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
 }
 
 NCCLWATCH_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
-  const RealNccl* real = real_nccl();
-  if (!real || !real->ncclCommDestroy) return unavailable(real, "ncclCommDestroy");
-  ReentryGuard guard;
-  if (!guard.outermost() || !recording()) return real->ncclCommDestroy(comm);
+  NCCLWATCH_FORWARD_UNRECORDED(ncclCommDestroy, comm)
   Teardown t;
   begin_teardown(t, trace::Api::kCommDestroy, comm, 0);
   ncclResult_t result = real->ncclCommDestroy(comm);
@@ -313,10 +287,7 @@ NCCLWATCH_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 }
 
 NCCLWATCH_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
-  const RealNccl* real = real_nccl();
-  if (!real || !real->ncclCommAbort) return unavailable(real, "ncclCommAbort");
-  ReentryGuard guard;
-  if (!guard.outermost() || !recording()) return real->ncclCommAbort(comm);
+  NCCLWATCH_FORWARD_UNRECORDED(ncclCommAbort, comm)
   Teardown t;
   begin_teardown(t, trace::Api::kCommAbort, comm, 0);
   ncclResult_t result = real->ncclCommAbort(comm);
@@ -325,10 +296,7 @@ NCCLWATCH_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
 }
 
 NCCLWATCH_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
-  const RealNccl* real = real_nccl();
-  if (!real || !real->ncclCommRevoke) return unavailable(real, "ncclCommRevoke");
-  ReentryGuard guard;
-  if (!guard.outermost() || !recording()) return real->ncclCommRevoke(comm, revokeFlags);
+  NCCLWATCH_FORWARD_UNRECORDED(ncclCommRevoke, comm, revokeFlags)
   Teardown t;
   begin_teardown(t, trace::Api::kCommRevoke, comm, revokeFlags);
   ncclResult_t result = real->ncclCommRevoke(comm, revokeFlags);

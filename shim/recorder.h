@@ -56,6 +56,14 @@ template <class F> void safely(F&& recording_step) noexcept {
   }
 }
 
+// The opening every wrapper shares: find the real function (or answer for a missing one), and
+// forward unrecorded when nested inside another NCCL call or when recording is off.
+#define NCCLWATCH_FORWARD_UNRECORDED(name, ...)              \
+  const RealNccl* real = real_nccl();                        \
+  if (!real || !real->name) return unavailable(real, #name); \
+  ReentryGuard guard;                                        \
+  if (!guard.outermost() || !recording()) return real->name(__VA_ARGS__);
+
 inline uint64_t as_u64(const void* p) { return reinterpret_cast<uint64_t>(p); }
 
 // ncclInProgress is a pending success for non-blocking communicators, not a failure.

@@ -78,13 +78,6 @@ void finish_release(const ResourceCall& call, ncclResult_t result, Api acquired_
 
 using namespace ncclwatch;
 
-// The common shape of every wrapper below.
-#define NCCLWATCH_FORWARD_UNRECORDED(name, ...)                            \
-  const RealNccl* real = real_nccl();                                      \
-  if (!real || !real->name) return unavailable(real, #name);               \
-  ReentryGuard guard;                                                      \
-  if (!guard.outermost() || !recording()) return real->name(__VA_ARGS__);
-
 NCCLWATCH_EXPORT ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
   NCCLWATCH_FORWARD_UNRECORDED(ncclMemAlloc, ptr, size)
   ResourceCall call;

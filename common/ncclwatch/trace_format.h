@@ -200,6 +200,18 @@ constexpr const char* api_name(Api api) {
   return "unknown";
 }
 
+// The kind of resource an acquiring call makes, as named in reports and JSON.
+constexpr const char* resource_kind(Api acquired_by) {
+  switch (acquired_by) {
+    case Api::kMemAlloc: return "allocation";
+    case Api::kCommRegister: return "registration";
+    case Api::kCommWindowRegister: return "window";
+    case Api::kDevCommCreate: return "device_comm";
+    case Api::kRedOpCreatePreMulSum: return "redop";
+    default: return "resource";
+  }
+}
+
 constexpr bool creates_comm(Api api) {
   return api == Api::kCommInitRank || api == Api::kCommInitRankConfig || api == Api::kCommInitAll ||
          api == Api::kCommInitRankScalable || api == Api::kCommSplit || api == Api::kCommShrink;
