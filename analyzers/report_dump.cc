@@ -25,6 +25,9 @@ const char* type_name(RecordType t) {
     case RecordType::kProcessEnd: return "process_end";
     case RecordType::kLost: return "lost";
     case RecordType::kNotice: return "notice";
+    case RecordType::kCollective: return "op";
+    case RecordType::kGpuTiming: return "gpu_timing";
+    case RecordType::kStall: return "stall";
   }
   return "unknown";
 }
@@ -107,6 +110,58 @@ json record_json(const RecordView& r) {
         j["live_comms"] = x->live_comms;
         j["live_resources"] = x->live_resources;
         j["lost_records"] = x->lost_records;
+      }
+      break;
+    case RecordType::kCollective:
+      if (const auto* o = r.as<OpRecord>()) {
+        j["op"] = api_name(static_cast<Api>(o->api));
+        j["seq"] = o->seq;
+        j["comm_id"] = hex_id(o->comm_id);
+        j["comm"] = fmt::format("0x{:x}", o->comm);
+        j["count"] = o->count;
+        j["datatype"] = o->datatype;
+        j["redop"] = o->redop;
+        j["peer"] = o->peer;
+        j["rank"] = o->rank;
+        j["nranks"] = o->nranks;
+        j["stream"] = fmt::format("0x{:x}", o->stream);
+        j["host_begin_ns"] = o->host_begin_ns;
+        j["host_end_ns"] = o->host_end_ns;
+        j["launch_id"] = o->launch_id;
+        j["group_depth"] = o->group_depth;
+        j["flags"] = o->flags;
+        j["result"] = o->result;
+        j["tid"] = o->tid;
+      }
+      break;
+    case RecordType::kGpuTiming:
+      if (const auto* g = r.as<GpuTimingRecord>()) {
+        j["launch_id"] = g->launch_id;
+        j["stream"] = fmt::format("0x{:x}", g->stream);
+        j["gpu_begin_ns"] = g->gpu_begin_ns;
+        j["gpu_end_ns"] = g->gpu_end_ns;
+        j["clock_error_ns"] = g->clock_error_ns;
+        j["ops"] = g->ops;
+        j["flags"] = g->flags;
+      }
+      break;
+    case RecordType::kStall:
+      if (const auto* st = r.as<StallRecord>()) {
+        j["time_ns"] = st->time_ns;
+        j["state"] = st->state == 1 ? "stalled" : "resolved";
+        j["op"] = api_name(static_cast<Api>(st->api));
+        j["seq"] = st->seq;
+        j["comm_id"] = hex_id(st->comm_id);
+        j["launch_id"] = st->launch_id;
+        j["enqueued_ns"] = st->enqueued_ns;
+        json comms = json::array();
+        for (uint32_t i = 0; i < st->ncomms && sizeof(StallRecord) + (i + 1) * sizeof(StallComm) <= r.size; ++i) {
+          StallComm c;
+          std::memcpy(&c, r.data + sizeof(StallRecord) + i * sizeof(StallComm), sizeof(c));
+          comms.push_back({{"comm_id", hex_id(c.comm_id)}, {"last_issued_seq", c.last_issued_seq},
+                           {"last_completed_seq", c.last_completed_seq}, {"rank", c.rank}, {"nranks", c.nranks}});
+        }
+        j["comms"] = comms;
       }
       break;
     case RecordType::kLost:

@@ -29,7 +29,7 @@ uint32_t load_u32(const std::byte* p) {
 }
 
 bool known_type(uint16_t type) {
-  return type >= static_cast<uint16_t>(RecordType::kPadding) && type <= static_cast<uint16_t>(RecordType::kNotice);
+  return type >= static_cast<uint16_t>(RecordType::kPadding) && type <= static_cast<uint16_t>(RecordType::kStall);
 }
 
 // A header that a writer committed: plausible size, commit mark, fits in the file.

@@ -56,6 +56,9 @@ enum class RecordType : uint16_t {
   kProcessEnd = 8,  // the shim's last word: how the process ended (ExitRecord)
   kLost = 9,        // records the shim could not write (LostRecord)
   kNotice = 10,     // a message the shim printed on stderr (StringsRecord, key "text")
+  kCollective = 11, // one collective, send/recv or group end (OpRecord)
+  kGpuTiming = 12,  // when a launch ran on the GPU (GpuTimingRecord)
+  kStall = 13,      // an op pending too long, or such a stall resolved (StallRecord)
 };
 
 struct RecordHeader {
@@ -90,6 +93,21 @@ enum class Api : uint16_t {
   kDevCommDestroy = 27,
   kRedOpCreatePreMulSum = 28,
   kRedOpDestroy = 29,
+  // collectives, point-to-point, groups
+  kAllReduce = 40,
+  kBroadcast = 41,
+  kBcast = 42,
+  kReduce = 43,
+  kAllGather = 44,
+  kReduceScatter = 45,
+  kAlltoAll = 46,
+  kGather = 47,
+  kScatter = 48,
+  kSend = 49,
+  kRecv = 50,
+  kGroupStart = 51,
+  kGroupEnd = 52,
+  kGroupSimulateEnd = 53,
 };
 
 // ApiEvent.flags
@@ -170,6 +188,88 @@ struct LostRecord {
 };
 static_assert(sizeof(LostRecord) % 8 == 0);
 
+// OpRecord.flags
+inline constexpr uint16_t kOpCaptured = 1u << 0;    // issued on a stream under CUDA-graph capture: it runs at replay
+inline constexpr uint16_t kOpTimed = 1u << 1;       // GPU events bracket its launch (a kGpuTiming will follow)
+inline constexpr uint16_t kOpInPlace = 1u << 2;     // sendbuff == recvbuff (for the analyzers' byte counts)
+
+// One collective or point-to-point call (or a group end), written when the call returns.
+struct OpRecord {
+  RecordHeader h;
+  uint64_t comm_id;        // communicator identity, the same on every rank (0 unknown)
+  uint64_t comm;           // communicator handle
+  uint64_t seq;            // collectives: per communicator, from 1, in issue order — the same on every
+                           // rank for the same logical collective. Send/Recv: per (comm, peer,
+                           // direction), from 1. Group end: 0.
+  uint64_t count;          // NCCL's count argument (AllGather: sendcount; ReduceScatter: recvcount);
+                           // group end: ops launched by it
+  uint64_t stream;         // cudaStream_t value
+  int64_t host_begin_ns;   // CLOCK_MONOTONIC when the call entered the shim
+  int64_t host_end_ns;     // ... when NCCL returned
+  uint64_t launch_id;      // the launch the op belongs to: its own for an ungrouped call, else that of
+                           // the outermost group; kGpuTiming records refer to it. Unique per file.
+  uint32_t tid;            // kernel thread id of the caller
+  uint16_t api;            // Api (kAllReduce ... kGroupSimulateEnd)
+  int16_t result;          // ncclResult_t returned
+  int32_t peer;            // root of rooted collectives, peer of send/recv, else -1
+  int32_t rank;            // caller's rank in the communicator (-1 unknown)
+  int32_t nranks;          // communicator size (-1 unknown)
+  uint8_t datatype;        // ncclDataType_t
+  uint8_t group_depth;     // ncclGroupStart nesting when called (0 = not in a group)
+  uint16_t flags;          // kOp*
+  int32_t redop;           // ncclRedOp_t (PreMulSum ops are >= ncclNumOps), -1 when the op has none
+  uint32_t reserved;
+};
+static_assert(sizeof(OpRecord) % 8 == 0);
+
+// GpuTimingRecord.flags
+inline constexpr uint32_t kTimingHasBegin = 1u << 0;  // gpu_begin_ns measured (else only the end is known)
+
+// When one launch ran on one stream, from CUDA events the shim recorded around it, written by the
+// shim's collector thread once the end event completed. Times are mapped onto this process's
+// CLOCK_MONOTONIC (see clock_error_ns).
+struct GpuTimingRecord {
+  RecordHeader h;
+  uint64_t launch_id;      // OpRecord.launch_id
+  uint64_t stream;
+  int64_t gpu_begin_ns;    // the launch's work began (the stream reached the start event)
+  int64_t gpu_end_ns;      // ... and finished
+  int64_t clock_error_ns;  // how far the mapping onto the host clock may be off
+  uint32_t ops;            // ops of that launch on this stream
+  uint32_t flags;          // kTiming*
+};
+static_assert(sizeof(GpuTimingRecord) % 8 == 0);
+
+enum class StallState : uint32_t { kStalled = 1, kResolved = 2 };
+
+// Per communicator, in a StallRecord.
+struct StallComm {
+  uint64_t comm_id;
+  uint64_t last_issued_seq;     // highest collective seq issued on this rank
+  uint64_t last_completed_seq;  // highest seq known complete on the GPU (0 none)
+  int32_t rank;
+  int32_t nranks;
+};
+static_assert(sizeof(StallComm) == 32);
+
+// An op enqueued but not complete for NCCLWATCH_STALL_SEC (kStalled), with a snapshot of every
+// communicator of this process; or that op completing later (kResolved). Followed by `ncomms`
+// StallComm entries.
+struct StallRecord {
+  RecordHeader h;
+  int64_t time_ns;             // CLOCK_MONOTONIC when written
+  uint64_t launch_id;          // the oldest pending launch
+  uint64_t comm_id;            // its communicator
+  uint64_t seq;                // its seq
+  int64_t enqueued_ns;         // when it was enqueued
+  uint16_t api;                // its op
+  uint16_t reserved0;
+  uint32_t state;              // StallState
+  uint32_t ncomms;
+  uint32_t reserved1;
+};
+static_assert(sizeof(StallRecord) % 8 == 0);
+
 constexpr uint32_t padded_size(size_t bytes) { return static_cast<uint32_t>((bytes + 7) & ~size_t{7}); }
 
 // Names used in reports and JSON; the index is the Api value.
@@ -195,10 +295,27 @@ constexpr const char* api_name(Api api) {
     case Api::kDevCommDestroy: return "ncclDevCommDestroy";
     case Api::kRedOpCreatePreMulSum: return "ncclRedOpCreatePreMulSum";
     case Api::kRedOpDestroy: return "ncclRedOpDestroy";
+    case Api::kAllReduce: return "ncclAllReduce";
+    case Api::kBroadcast: return "ncclBroadcast";
+    case Api::kBcast: return "ncclBcast";
+    case Api::kReduce: return "ncclReduce";
+    case Api::kAllGather: return "ncclAllGather";
+    case Api::kReduceScatter: return "ncclReduceScatter";
+    case Api::kAlltoAll: return "ncclAlltoAll";
+    case Api::kGather: return "ncclGather";
+    case Api::kScatter: return "ncclScatter";
+    case Api::kSend: return "ncclSend";
+    case Api::kRecv: return "ncclRecv";
+    case Api::kGroupStart: return "ncclGroupStart";
+    case Api::kGroupEnd: return "ncclGroupEnd";
+    case Api::kGroupSimulateEnd: return "ncclGroupSimulateEnd";
     case Api::kUnknown: break;
   }
   return "unknown";
 }
+
+constexpr bool is_point_to_point(Api api) { return api == Api::kSend || api == Api::kRecv; }
+constexpr bool is_collective(Api api) { return api >= Api::kAllReduce && api <= Api::kScatter; }
 
 // The kind of resource an acquiring call makes, as named in reports and JSON.
 constexpr const char* resource_kind(Api acquired_by) {
