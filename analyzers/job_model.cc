@@ -1,7 +1,9 @@
 #include "job_model.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <thread>
 #include <fmt/format.h>
 
 namespace ncclwatch::report {
@@ -266,6 +268,43 @@ const char* state_name(CommState state) {
 
 std::string hex_id(uint64_t id) { return fmt::format("{:016x}", id); }
 
+std::map<std::string, std::string> ProcessTrace::nccl_env() const {
+  std::map<std::string, std::string> env;
+  for (const auto& [key, value] : strings)
+    if (key.rfind("env.NCCL_", 0) == 0) env.emplace(key.substr(4), value);
+  return env;
+}
+
+std::string ProcessTrace::nccl_version() const {
+  auto it = library.find("version");
+  return it == library.end() ? std::string() : it->second;
+}
+
+struct LifecycleFolder::Impl {
+  explicit Impl(ProcessTrace& p) : builder(p) {}
+  ProcessBuilder builder;
+};
+LifecycleFolder::LifecycleFolder(ProcessTrace& out) : impl_(std::make_unique<Impl>(out)) {}
+LifecycleFolder::~LifecycleFolder() = default;
+void LifecycleFolder::add(const RecordView& record) { impl_->builder(record); }
+void LifecycleFolder::finish() { impl_->builder.finish(); }
+
+unsigned reader_threads(size_t files) {
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<unsigned>(std::max<size_t>(1, std::min<size_t>(cores, files)));
+}
+
+void parallel_for(size_t count, unsigned threads, const std::function<void(size_t, unsigned)>& work) {
+  std::atomic<size_t> next{0};
+  auto loop = [&](unsigned thread) {
+    for (size_t i = next++; i < count; i = next++) work(i, thread);
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(loop, t);
+  loop(0);
+  for (std::thread& t : pool) t.join();
+}
+
 bool load_process(const std::string& path, ProcessTrace& out, std::vector<TraceProblem>& problems) {
   out.path = path;
   ProcessBuilder builder(out);
@@ -276,9 +315,15 @@ bool load_process(const std::string& path, ProcessTrace& out, std::vector<TraceP
 
 Job load_job(const std::vector<std::string>& inputs) {
   Job job;
-  for (const std::string& path : expand_inputs(inputs, job.problems)) {
-    ProcessTrace p;
-    if (load_process(path, p, job.problems)) job.processes.push_back(std::move(p));
+  std::vector<std::string> files = expand_inputs(inputs, job.problems);
+  std::vector<ProcessTrace> loaded(files.size());
+  std::vector<std::vector<TraceProblem>> problems(files.size());
+  std::vector<char> usable(files.size(), 0);
+  parallel_for(files.size(), reader_threads(files.size()),
+               [&](size_t i, unsigned) { usable[i] = load_process(files[i], loaded[i], problems[i]); });
+  for (size_t i = 0; i < files.size(); ++i) {
+    job.problems.insert(job.problems.end(), problems[i].begin(), problems[i].end());
+    if (usable[i]) job.processes.push_back(std::move(loaded[i]));
   }
   return job;
 }

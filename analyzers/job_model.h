@@ -5,7 +5,9 @@
 #include "trace_reader.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -77,6 +79,9 @@ struct ProcessTrace {
   ReadStats stats;
 
   std::string host() const { return header.host; }
+  // NCCL_* variables of the process ("NCCL_DEBUG" -> "INFO") and the NCCL version it ran.
+  std::map<std::string, std::string> nccl_env() const;
+  std::string nccl_version() const;
   int pid() const { return static_cast<int>(header.pid); }
   // Wall-clock ns for a monotonic timestamp of this process.
   int64_t to_wall(int64_t mono_ns) const { return header.start_wall_ns + (mono_ns - header.start_mono_ns); }
@@ -88,8 +93,32 @@ struct Job {
   std::vector<TraceProblem> problems;
 };
 
-// Reads every input (files or directories). Unusable files are listed in problems.
+// Reads every input (files or directories), several files at a time. Unusable files are listed
+// in problems.
 Job load_job(const std::vector<std::string>& inputs);
+
+// Folds the records of one file into a ProcessTrace as they stream by, so that other analyses can
+// share the same pass over the file. Call finish() once the file is read.
+class LifecycleFolder {
+ public:
+  explicit LifecycleFolder(ProcessTrace& out);
+  ~LifecycleFolder();
+  LifecycleFolder(const LifecycleFolder&) = delete;
+  LifecycleFolder& operator=(const LifecycleFolder&) = delete;
+  void add(const RecordView& record);
+  void finish();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// How many files to read at once: the machine's cores, never more than the files.
+unsigned reader_threads(size_t files);
+
+// Calls work(index, thread) for every index in [0, count), spread over `threads` threads that take
+// the next index as they finish one (files differ in size).
+void parallel_for(size_t count, unsigned threads, const std::function<void(size_t, unsigned)>& work);
 
 // Reads one file into a ProcessTrace; false if it had nothing usable.
 bool load_process(const std::string& path, ProcessTrace& out, std::vector<TraceProblem>& problems);

@@ -52,6 +52,17 @@ uint64_t resync(const std::byte* base, uint64_t from, uint64_t file_size) {
 
 bool read_trace(const std::string& path, const RecordVisitor& visit, FileHeader& header, ReadStats& stats,
                 std::vector<TraceProblem>& problems) {
+  return read_trace_until(
+      path,
+      [&](const RecordView& r) {
+        visit(r);
+        return true;
+      },
+      header, stats, problems);
+}
+
+bool read_trace_until(const std::string& path, const StoppableVisitor& visit, FileHeader& header, ReadStats& stats,
+                      std::vector<TraceProblem>& problems) {
   auto fail = [&](const std::string& what) {
     problems.push_back({path, what, true});
     return false;
@@ -99,8 +110,8 @@ bool read_trace(const std::string& path, const RecordVisitor& visit, FileHeader&
     if (plausible_header(map.data, offset, file_size)) {
       uint16_t type = static_cast<uint16_t>(word & 0xffff);
       if (known_type(type) && type != static_cast<uint16_t>(RecordType::kPadding)) {
-        visit(RecordView{static_cast<RecordType>(type), map.data + offset, size, offset});
         ++stats.records;
+        if (!visit(RecordView{static_cast<RecordType>(type), map.data + offset, size, offset})) return true;
       }
       offset += size;
       continue;

@@ -35,11 +35,17 @@ struct TraceProblem {
 };
 
 using RecordVisitor = std::function<void(const RecordView&)>;
+// Returns false to stop reading (a reader that needs only the start of a file).
+using StoppableVisitor = std::function<bool(const RecordView&)>;
 
 // Maps `path` and calls `visit` for every committed record, in file order. Returns false when
 // the file cannot be used at all; problems (fatal or not) are appended to `problems`.
 bool read_trace(const std::string& path, const RecordVisitor& visit, trace::FileHeader& header, ReadStats& stats,
                 std::vector<TraceProblem>& problems);
+
+// As read_trace, but stops as soon as `visit` returns false.
+bool read_trace_until(const std::string& path, const StoppableVisitor& visit, trace::FileHeader& header,
+                      ReadStats& stats, std::vector<TraceProblem>& problems);
 
 // Expands directories into the trace files they hold (*.nwt), sorted; files are kept as given.
 std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, std::vector<TraceProblem>& problems);

@@ -29,6 +29,15 @@ Config read_environment() {
     if (value >= 0 && value <= 64) c.frames = value;
   }
   if (const char* off = std::getenv("NCCLWATCH_DISABLE"); off && *off && std::strcmp(off, "0") != 0) c.record = false;
+  if (const char* timing = std::getenv("NCCLWATCH_TIMING"); timing && *timing) c.timing = timing;
+  if (const char* sample = std::getenv("NCCLWATCH_SAMPLE"); sample && *sample) {
+    long value = std::atol(sample);
+    if (value >= 1) c.sample = static_cast<uint32_t>(value);
+  }
+  if (const char* stall = std::getenv("NCCLWATCH_STALL_SEC"); stall && *stall) {
+    double value = std::atof(stall);
+    if (value > 0) c.stall_sec = value;
+  }
   return c;
 }
 

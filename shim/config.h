@@ -14,6 +14,9 @@ struct Config {
   uint64_t max_trace_bytes = 1ull << 30;  // NCCLWATCH_MAX_MB
   int frames = 24;                        // NCCLWATCH_FRAMES: call-site depth captured at creation
   bool record = true;                     // NCCLWATCH_DISABLE=1 turns the shim into a pure forwarder
+  std::string timing = "";                // NCCLWATCH_TIMING=gpu|host|off ("" = gpu where usable)
+  uint32_t sample = 1;                    // NCCLWATCH_SAMPLE=N: GPU-time one launch in N
+  double stall_sec = 60;                  // NCCLWATCH_STALL_SEC: the watchdog's threshold
 };
 
 // Exit status of a leaky exit under NCCLWATCH_ON_LEAK=fail (EX_SOFTWARE).

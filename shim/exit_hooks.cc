@@ -3,7 +3,9 @@
 #include "alert_text.h"
 #include "callsite.h"
 #include "clock.h"
+#include "comm_table.h"
 #include "config.h"
+#include "gpu_timer.h"
 #include "notices.h"
 #include "process_info.h"
 #include "registry.h"
@@ -157,7 +159,11 @@ bool finish_process(ExitReason reason, int signal, bool wait) {
 
 // Registered at the first NCCL call, so it runs before the static destructors of objects built
 // earlier: a destroy from such a destructor counts as "at exit".
-void on_exit_began() { mark_exit_began(ExitReason::kNormal, 0); }
+void on_exit_began() {
+  // CUDA may be torn down by handlers that run after this one: the collector stops first.
+  stop_gpu_timer();
+  mark_exit_began(ExitReason::kNormal, 0);
+}
 
 // Registered in the constructor, so it runs after nearly everything else at exit.
 void on_final_exit(int status, void*) {
@@ -209,6 +215,8 @@ void after_fork_in_child() {
   g_alert_done.store(false, std::memory_order_relaxed);
   new (&g_attach_mutex) std::mutex();
   registry().clear_after_fork();
+  clear_comm_table_after_fork();
+  gpu_timer_after_fork_in_child();
   trace_writer_after_fork_in_child();
   forget_modules_after_fork();
   reset_process_info_after_fork();

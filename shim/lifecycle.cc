@@ -1,5 +1,6 @@
 // Wrappers for communicator lifecycle calls: init, split, shrink, finalize, destroy, abort, revoke.
 #include "clock.h"
+#include "comm_table.h"
 #include "config.h"
 #include "exit_hooks.h"
 #include "identity.h"
@@ -106,6 +107,12 @@ void finish_creation(const RealNccl* real, Creation& c, ncclResult_t result, ncc
   std::memcpy(entry.site, c.site.summary, sizeof(entry.site));
   std::memcpy(entry.name, c.config.name.data(), std::min(c.config.name.size(), sizeof(entry.name) - 1));
   registry().add_comm(entry);
+  auto* track = new CommTrack();  // lives as long as the process: collectives may race a release
+  track->handle = entry.handle;
+  track->id = entry.id;
+  track->rank = rank;
+  track->nranks = nranks;
+  publish_comm(track);
   });
 }
 
@@ -160,8 +167,10 @@ void finish_teardown(const Teardown& t, ncclResult_t result) noexcept {
     if (!t.known) return;
     if (releases_comm(t.api)) {
       // An abort always frees the communicator; a failed destroy leaves it as it was.
-      if (result == ncclSuccess || t.api == Api::kCommAbort)
+      if (result == ncclSuccess || t.api == Api::kCommAbort) {
         registry().release_comm(t.handle, t.begin.flags & trace::kFlagDuringExit, t.api);
+        retire_comm(t.handle);
+      }
       else
         registry().set_phase(t.handle, t.entry.phase);
     } else if (t.api == Api::kCommFinalize && succeeded_or_pending(result)) {

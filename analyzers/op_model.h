@@ -1,0 +1,214 @@
+// The op records of a whole job, folded in one streaming pass into what the latency, hang and
+// summary reports need.
+//
+// Memory is bounded by the job's shape, not by its records: per process, one entry per
+// communicator it used and per point-to-point peer; per communicator, one small slot per
+// collective seq (shared by all of its ranks, so 256 ranks x 100,000 collectives keep 100,000
+// slots, not 25.6 million records); per (communicator, op, size, timing) one log-linear histogram.
+// Files are read by several threads; each thread folds into its own aggregates, which are merged at
+// the end.
+#pragma once
+
+#include "clock_align.h"
+#include "job_model.h"
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace ncclwatch::report {
+
+// What every rank must pass alike to the same collective.
+struct OpSignature {
+  uint64_t count = 0;
+  int32_t redop = -1;
+  int32_t peer = -1;  // root of rooted collectives
+  uint16_t api = 0;
+  uint8_t datatype = 0;
+  bool operator==(const OpSignature&) const = default;
+};
+
+// Ranks that passed one signature at one seq. Within one reader thread, every rank is compared with
+// the first signature that thread saw (its reference); only the ranks that differ are listed. The
+// reference's own ranks are implicit: all ranks of that thread that issued the seq, less the listed.
+struct SignatureGroup {
+  OpSignature sig;
+  uint8_t origin = 0;          // reader thread
+  bool implicit = false;       // ranks not listed (see above)
+  std::vector<int32_t> ranks;  // explicit ranks
+};
+
+// One collective seq of one communicator, shared by all its ranks.
+struct SeqSlot {
+  OpSignature ref;
+  uint32_t issued = 0;         // ranks that issued it
+  int32_t last_rank = -1;      // who arrived last (latest host_begin on the aligned clock)
+  int64_t first_begin = std::numeric_limits<int64_t>::max();
+  int64_t last_begin = std::numeric_limits<int64_t>::min();
+  int64_t second_last_begin = std::numeric_limits<int64_t>::min();
+  uint8_t ref_origin = 0;
+};
+
+inline constexpr size_t kMaxTrackedSeqs = size_t{1} << 24;       // slots per communicator
+inline constexpr size_t kMaxMismatchedSeqs = 10000;              // seqs with details, per communicator
+
+struct CommOps {
+  uint64_t comm_id = 0;
+  int32_t nranks = 0;
+  std::vector<SeqSlot> slots;                                  // index seq - 1
+  std::map<uint64_t, std::vector<SignatureGroup>> deviants;    // seq -> differing groups
+  uint64_t untracked_mismatches = 0;                           // beyond kMaxMismatchedSeqs
+  uint64_t untracked_seqs = 0;                                 // ops beyond kMaxTrackedSeqs or with garbage seqs
+};
+
+// Log-linear histogram of durations in ns: exact below 128 ns, then 64 sub-buckets per power of
+// two (1.6% resolution) up to about 39 hours. Fixed size, mergeable, exact max.
+class LatencyHistogram {
+ public:
+  static constexpr int kSubBits = 6;
+  static constexpr int kLinear = 128;
+  static constexpr int kMaxExp = 47;
+  static constexpr size_t kBuckets = kLinear + (kMaxExp - 6) * (1 << kSubBits);
+
+  void add(int64_t ns);
+  void merge(const LatencyHistogram& other);
+  uint64_t count() const { return count_; }
+  int64_t max() const { return max_; }
+  int64_t min() const { return min_; }
+  double mean() const { return count_ ? static_cast<double>(sum_) / static_cast<double>(count_) : 0.0; }
+  int64_t percentile(double p) const;  // p in [0, 100]; the bucket's midpoint, clamped to [min, max]
+
+  static size_t bucket_of(uint64_t ns);
+  static uint64_t bucket_low(size_t bucket);
+  static uint64_t bucket_width(size_t bucket);
+
+ private:
+  std::vector<uint32_t> counts_ = std::vector<uint32_t>(kBuckets, 0);
+  uint64_t count_ = 0;
+  __int128 sum_ = 0;
+  int64_t max_ = 0;
+  int64_t min_ = std::numeric_limits<int64_t>::max();
+};
+
+enum class TimingSource : uint8_t { kGpu = 0, kHost = 1, kHostToGpuEnd = 2 };
+const char* timing_name(TimingSource t);
+
+struct LatencyKey {
+  uint64_t comm_id = 0;
+  uint64_t bytes = 0;   // nccl-tests' "size" (see bytes_of)
+  int32_t nranks = 0;
+  uint16_t api = 0;     // kGroupEnd: a launch that held several ops
+  TimingSource timing = TimingSource::kGpu;
+  bool operator==(const LatencyKey&) const = default;
+  bool operator<(const LatencyKey& o) const {
+    return std::tie(comm_id, api, bytes, nranks, timing) < std::tie(o.comm_id, o.api, o.bytes, o.nranks, o.timing);
+  }
+};
+
+struct LatencyBucket {
+  LatencyKey key;
+  LatencyHistogram hist;
+  std::vector<bool> ranks_seen;  // which ranks contributed (calls = samples / ranks)
+};
+
+// One communicator as one process used it.
+struct RankComm {
+  uint64_t comm_id = 0;
+  int32_t rank = -1;
+  int32_t nranks = -1;
+  uint8_t thread = 0;               // reader thread that read this process (see SignatureGroup)
+  uint32_t comm_index = 0;          // into that thread's CommOps
+  uint64_t issued = 0;              // collectives issued
+  uint64_t max_seq = 0;             // highest collective seq issued
+  uint64_t timed_done_seq = 0;      // highest seq a GPU timing showed complete
+  uint64_t untimed_seq = 0;         // highest seq issued without GPU timing (done as far as known)
+  uint64_t snapshot_done_seq = 0;   // from the latest stall record naming this communicator
+  bool stalled_unresolved = false;  // the process's last word on this comm was "stalled"
+  uint64_t stalled_seq = 0;
+  uint16_t last_api = 0;
+  uint64_t p2p_ops = 0;
+  int64_t first_begin = 0;          // aligned
+  int64_t last_begin = 0;           // aligned
+  uint64_t completed_seq() const;   // highest seq known complete on this rank
+};
+
+struct P2PChannel {
+  uint64_t comm_id = 0;
+  int32_t rank = -1;
+  int32_t peer = -1;
+  bool send = false;
+  uint64_t ops = 0;
+  uint64_t max_seq = 0;
+  uint64_t bytes = 0;
+};
+
+struct StallEvent {
+  int64_t time = 0;       // aligned
+  int64_t enqueued = 0;   // aligned
+  uint64_t comm_id = 0;
+  uint64_t seq = 0;
+  uint16_t api = 0;
+  bool stalled = true;    // else resolved
+};
+
+inline constexpr size_t kMaxStallsPerProcess = 256;
+
+// Everything the op records of one process said.
+struct ProcessOps {
+  std::vector<RankComm> comms;
+  std::vector<P2PChannel> p2p;
+  std::vector<StallEvent> stalls;
+  uint64_t op_records = 0;
+  uint64_t timing_records = 0;
+  uint64_t orphan_timings = 0;   // timings of launches never seen
+  int64_t clock_offset = 0;      // aligned = monotonic + clock_offset
+
+  const RankComm* comm(uint64_t comm_id) const;
+  // The rank this process has in its largest communicator: how people name a process.
+  int world_rank() const;
+};
+
+struct AnalysisOptions {
+  bool align_clocks = true;   // needed for arrival order across hosts (hang, timeline)
+  unsigned threads = 0;       // 0: reader_threads()
+};
+
+// Where one rank of a communicator is: ops[process].comms[comm].
+struct MemberRef {
+  size_t process = 0;
+  size_t comm = 0;
+};
+
+struct JobAnalysis {
+  Job job;                              // usable processes and every problem met
+  std::vector<std::string> files;       // usable files, parallel to job.processes
+  ClockModel clock;
+  std::vector<ProcessOps> ops;          // parallel to job.processes
+  std::vector<CommOps> comms;           // merged over threads, by comm_id
+  std::vector<LatencyBucket> latency;   // merged, sorted by key
+  std::map<uint64_t, std::vector<MemberRef>> members;  // comm_id -> its ranks' entries, by rank
+  uint64_t records = 0;                 // records read in the main pass
+
+  const CommOps* comm(uint64_t comm_id) const;
+  const RankComm& member(const MemberRef& m) const { return ops[m.process].comms[m.comm]; }
+  // The ranks (of comm) that issued `seq` and passed each signature, majority first.
+  std::vector<std::pair<OpSignature, std::vector<int32_t>>> signature_groups(const CommOps& comm, uint64_t seq) const;
+};
+
+JobAnalysis analyze_job(const std::vector<std::string>& inputs, const AnalysisOptions& options);
+
+// Byte size of one element of an ncclDataType_t (0 when unknown).
+size_t datatype_size(uint8_t datatype);
+const char* datatype_name(uint8_t datatype);
+const char* redop_name(int32_t redop);  // "sum", ..., "custom" for premulsum and user ops
+// nccl-tests' "size" of an op: the larger of its buffers, e.g. count * nranks elements for
+// AllGather (count is its sendcount) and ReduceScatter (count is its recvcount).
+uint64_t bytes_of(trace::Api api, uint64_t count, uint8_t datatype, int32_t nranks);
+// nccl-tests' bus bandwidth factor for an op on `nranks` ranks.
+double busbw_factor(trace::Api api, int32_t nranks);
+
+}  // namespace ncclwatch::report

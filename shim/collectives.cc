@@ -1,0 +1,257 @@
+// Wrappers for collectives, point-to-point calls and groups: the shim's hot path. Each call gets
+// its sequence number and one OpRecord; GPU events bracket each launch (an ungrouped call, or
+// the outermost ncclGroupEnd, per stream). No lock, no allocation in the steady state.
+#include "clock.h"
+#include "comm_table.h"
+#include "gpu_timer.h"
+#include "recorder.h"
+#include "trace_writer.h"
+
+#include <atomic>
+
+namespace ncclwatch {
+namespace {
+
+using trace::Api;
+
+// Launch ids: a per-thread prefix taken once from a global counter, then a per-thread count,
+// so the hot path touches no shared cache line.
+std::atomic<uint64_t> g_next_thread_prefix{1};
+thread_local uint64_t t_launch_prefix = 0;
+thread_local uint64_t t_launch_count = 0;
+
+uint64_t new_launch_id() {
+  if (t_launch_prefix == 0) t_launch_prefix = g_next_thread_prefix.fetch_add(1, std::memory_order_relaxed) << 40;
+  return t_launch_prefix | ++t_launch_count;
+}
+
+// What the current thread's open NCCL group holds (NCCL groups are per thread).
+struct GroupState {
+  static constexpr int kMaxStreams = 8;  // streams timed per group; more are left untimed
+  struct StreamUse {
+    uint64_t stream;
+    CommTrack* track;  // the last op's comm and seq on this stream: completion tracking
+    uint64_t seq;
+    Api api;
+    uint32_t ops;
+  };
+  int depth = 0;
+  uint64_t launch_id = 0;
+  uint32_t ops = 0;
+  int nstreams = 0;
+  StreamUse streams[kMaxStreams];
+};
+thread_local GroupState t_group;
+
+void note_group_stream(uint64_t stream, CommTrack* track, uint64_t seq, Api api) {
+  for (int i = 0; i < t_group.nstreams; ++i) {
+    if (t_group.streams[i].stream == stream) {
+      t_group.streams[i] = {stream, track, seq, api, t_group.streams[i].ops + 1};
+      return;
+    }
+  }
+  if (t_group.nstreams < GroupState::kMaxStreams) t_group.streams[t_group.nstreams++] = {stream, track, seq, api, 1};
+}
+
+struct OpArgs {
+  Api api;
+  ncclComm_t comm;
+  cudaStream_t stream;
+  size_t count;
+  ncclDataType_t datatype;
+  int redop;  // -1 none
+  int peer;   // root or peer, -1 none
+  bool in_place;
+};
+
+void write_op_record(const OpArgs& a, const CommTrack* track, uint64_t seq, uint64_t launch_id, int64_t begin_ns,
+                     int64_t end_ns, ncclResult_t result, uint16_t flags) noexcept {
+  RecordSlot slot = reserve_record(sizeof(trace::OpRecord));
+  if (!slot) return;
+  auto* rec = slot.as<trace::OpRecord>();
+  rec->comm_id = track ? track->id : 0;
+  rec->comm = as_u64(a.comm);
+  rec->seq = seq;
+  rec->count = a.count;
+  rec->stream = as_u64(a.stream);
+  rec->host_begin_ns = begin_ns;
+  rec->host_end_ns = end_ns;
+  rec->launch_id = launch_id;
+  rec->tid = current_tid();
+  rec->api = static_cast<uint16_t>(a.api);
+  rec->result = static_cast<int16_t>(result);
+  rec->peer = a.peer;
+  rec->rank = track ? track->rank : -1;
+  rec->nranks = track ? track->nranks : -1;
+  rec->datatype = static_cast<uint8_t>(a.datatype);
+  rec->group_depth = static_cast<uint8_t>(t_group.depth > 255 ? 255 : t_group.depth);
+  rec->flags = flags;
+  rec->redop = a.redop;
+  slot.commit(trace::RecordType::kCollective);
+}
+
+// The shape of every op wrapper: sequence, time the launch (ungrouped), call, record.
+template <class Call> ncclResult_t run_op(const OpArgs& a, Call&& call) noexcept {
+  int64_t begin_ns = monotonic_ns();
+  CommTrack* track = find_comm_track(as_u64(a.comm));
+  uint64_t seq = 0;
+  if (track) {
+    seq = trace::is_point_to_point(a.api) ? track->next_p2p_seq(a.peer, a.api == Api::kRecv)
+                                          : track->issued.fetch_add(1, std::memory_order_relaxed) + 1;
+  }
+  uint64_t stream = as_u64(a.stream);
+  bool grouped = t_group.depth > 0;
+  uint64_t launch_id = grouped ? t_group.launch_id : new_launch_id();
+  bool captured = false;
+  TimedLaunch timed;
+  if (grouped) {
+    ++t_group.ops;
+    captured = stream_is_capturing(stream);
+    if (!captured) note_group_stream(stream, track, seq, a.api);
+  } else {
+    timed = begin_timed_launch(stream, captured);
+  }
+
+  ncclResult_t result = call();
+
+  uint16_t flags = (captured ? trace::kOpCaptured : 0) | (a.in_place ? trace::kOpInPlace : 0);
+  if (timed) {
+    end_timed_launch(timed, stream, launch_id, track, trace::is_point_to_point(a.api) ? 0 : seq, a.api, 1, begin_ns);
+    flags |= trace::kOpTimed;
+  }
+  write_op_record(a, track, seq, launch_id, begin_ns, monotonic_ns(), result, flags);
+  return result;
+}
+
+}  // namespace
+}  // namespace ncclwatch
+
+using namespace ncclwatch;
+
+NCCLWATCH_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                            cudaStream_t stream) {
+  NCCLWATCH_FORWARD_UNRECORDED(ncclAllReduce, sendbuff, recvbuff, count, datatype, op, comm, stream)
+  return run_op({trace::Api::kAllReduce, comm, stream, count, datatype, op, -1, sendbuff == recvbuff},
+                [&] { return real->ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream); });
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                            ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  NCCLWATCH_FORWARD_UNRECORDED(ncclBroadcast, sendbuff, recvbuff, count, datatype, root, comm, stream)
+  return run_op({trace::Api::kBroadcast, comm, stream, count, datatype, -1, root, sendbuff == recvbuff},
+                [&] { return real->ncclBroadcast(sendbuff, recvbuff, count, datatype, root, comm, stream); });
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                                        cudaStream_t stream) {
+  NCCLWATCH_FORWARD_UNRECORDED(ncclBcast, buff, count, datatype, root, comm, stream)
+  return run_op({trace::Api::kBcast, comm, stream, count, datatype, -1, root, true},
+                [&] { return real->ncclBcast(buff, count, datatype, root, comm, stream); });
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  NCCLWATCH_FORWARD_UNRECORDED(ncclReduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream)
+  return run_op({trace::Api::kReduce, comm, stream, count, datatype, op, root, sendbuff == recvbuff},
+                [&] { return real->ncclReduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream); });
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  NCCLWATCH_FORWARD_UNRECORDED(ncclAllGather, sendbuff, recvbuff, sendcount, datatype, comm, stream)
+  return run_op({trace::Api::kAllGather, comm, stream, sendcount, datatype, -1, -1, sendbuff == recvbuff},
+                [&] { return real->ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream); });
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                                cudaStream_t stream) {
+  NCCLWATCH_FORWARD_UNRECORDED(ncclReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, comm, stream)
+  return run_op({trace::Api::kReduceScatter, comm, stream, recvcount, datatype, op, -1, sendbuff == recvbuff},
+                [&] { return real->ncclReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream); });
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                           ncclComm_t comm, cudaStream_t stream) {
+  NCCLWATCH_FORWARD_UNRECORDED(ncclAlltoAll, sendbuff, recvbuff, count, datatype, comm, stream)
+  return run_op({trace::Api::kAlltoAll, comm, stream, count, datatype, -1, -1, sendbuff == recvbuff},
+                [&] { return real->ncclAlltoAll(sendbuff, recvbuff, count, datatype, comm, stream); });
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                         int root, ncclComm_t comm, cudaStream_t stream) {
+  NCCLWATCH_FORWARD_UNRECORDED(ncclGather, sendbuff, recvbuff, count, datatype, root, comm, stream)
+  return run_op({trace::Api::kGather, comm, stream, count, datatype, -1, root, sendbuff == recvbuff},
+                [&] { return real->ncclGather(sendbuff, recvbuff, count, datatype, root, comm, stream); });
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                          int root, ncclComm_t comm, cudaStream_t stream) {
+  NCCLWATCH_FORWARD_UNRECORDED(ncclScatter, sendbuff, recvbuff, count, datatype, root, comm, stream)
+  return run_op({trace::Api::kScatter, comm, stream, count, datatype, -1, root, sendbuff == recvbuff},
+                [&] { return real->ncclScatter(sendbuff, recvbuff, count, datatype, root, comm, stream); });
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                                       ncclComm_t comm, cudaStream_t stream) {
+  NCCLWATCH_FORWARD_UNRECORDED(ncclSend, sendbuff, count, datatype, peer, comm, stream)
+  return run_op({trace::Api::kSend, comm, stream, count, datatype, -1, peer, false},
+                [&] { return real->ncclSend(sendbuff, count, datatype, peer, comm, stream); });
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                                       ncclComm_t comm, cudaStream_t stream) {
+  NCCLWATCH_FORWARD_UNRECORDED(ncclRecv, recvbuff, count, datatype, peer, comm, stream)
+  return run_op({trace::Api::kRecv, comm, stream, count, datatype, -1, peer, false},
+                [&] { return real->ncclRecv(recvbuff, count, datatype, peer, comm, stream); });
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclGroupStart() {
+  NCCLWATCH_FORWARD_UNRECORDED(ncclGroupStart)
+  ncclResult_t result = real->ncclGroupStart();
+  if (result == ncclSuccess && t_group.depth++ == 0) {
+    t_group.launch_id = new_launch_id();
+    t_group.ops = 0;
+    t_group.nstreams = 0;
+  }
+  return result;
+}
+
+namespace {
+// The outermost ncclGroupEnd launches what the group held: time it per stream, record it.
+template <class Call> ncclResult_t end_group(Api api, Call&& call) noexcept {
+  if (t_group.depth == 0) return call();  // a group we did not see start: just forward
+  if (t_group.depth > 1) {
+    --t_group.depth;
+    return call();
+  }
+  int64_t begin_ns = monotonic_ns();
+  TimedLaunch timed[GroupState::kMaxStreams];
+  bool launches = api == Api::kGroupEnd;
+  for (int i = 0; launches && i < t_group.nstreams; ++i) {
+    bool captured = false;
+    timed[i] = begin_timed_launch(t_group.streams[i].stream, captured);
+  }
+  ncclResult_t result = call();
+  for (int i = 0; launches && i < t_group.nstreams; ++i) {
+    const GroupState::StreamUse& use = t_group.streams[i];
+    end_timed_launch(timed[i], use.stream, t_group.launch_id, use.track,
+                     trace::is_point_to_point(use.api) ? 0 : use.seq, use.api, use.ops, begin_ns);
+  }
+  t_group.depth = 0;
+  OpArgs args{api, nullptr, nullptr, t_group.ops, ncclInt8, -1, -1, false};
+  write_op_record(args, nullptr, 0, t_group.launch_id, begin_ns, monotonic_ns(), result, 0);
+  return result;
+}
+}  // namespace
+
+NCCLWATCH_EXPORT ncclResult_t ncclGroupEnd() {
+  NCCLWATCH_FORWARD_UNRECORDED(ncclGroupEnd)
+  return end_group(trace::Api::kGroupEnd, [&] { return real->ncclGroupEnd(); });
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
+  NCCLWATCH_FORWARD_UNRECORDED(ncclGroupSimulateEnd, simInfo)
+  return end_group(trace::Api::kGroupSimulateEnd, [&] { return real->ncclGroupSimulateEnd(simInfo); });
+}

@@ -1,0 +1,147 @@
+// A multi-process NCCL program issuing collectives, groups and point-to-point calls, run under
+// the preloaded shim by tests/integration/test_collectives.py.
+//   collectives_app mixed|skip|capture|late-peer|bench N
+#include "hostcuda.h"
+#include "rendezvous.h"
+
+#include <cuda.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+#define CHECK(call)                                                                           \
+  do {                                                                                        \
+    ncclResult_t r_ = (call);                                                                 \
+    if (r_ != ncclSuccess) {                                                                  \
+      std::fprintf(stderr, "%s failed: %s (line %d)\n", #call, ncclGetErrorString(r_), __LINE__); \
+      std::exit(3);                                                                           \
+    }                                                                                         \
+  } while (0)
+
+ncclComm_t init_world(const char* tag) {
+  ncclUniqueId id = rendezvous_unique_id(tag);
+  ncclComm_t comm = nullptr;
+  CHECK(ncclCommInitRank(&comm, test_nranks(), id, test_rank()));
+  return comm;
+}
+
+void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+// Lets the shim's collector see the last events complete before the process exits.
+void settle(CUstream stream) {
+  cuStreamSynchronize(stream);
+  sleep_ms(50);
+}
+
+// Every kind of op, grouped and not, on two communicators, with send/recv around a ring.
+int mixed() {
+  int rank = test_rank(), n = test_nranks();
+  CUstream stream = nullptr;
+  cuStreamCreate(&stream, 0);
+  ncclComm_t world = init_world("world");
+  ncclComm_t half = nullptr;
+  CHECK(ncclCommSplit(world, rank % 2, rank, &half, nullptr));
+  std::vector<float> a(4096 * n, 1.0f), b(4096 * n, 0.0f);
+  CHECK(ncclAllReduce(a.data(), b.data(), 1024, ncclFloat, ncclSum, world, stream));
+  CHECK(ncclGroupStart());
+  CHECK(ncclAllReduce(a.data(), b.data(), 512, ncclFloat, ncclMax, world, stream));
+  CHECK(ncclBroadcast(a.data(), b.data(), 256, ncclFloat, 1 % n, world, stream));
+  CHECK(ncclGroupEnd());
+  CHECK(ncclAllReduce(a.data(), a.data(), 64, ncclFloat, ncclSum, half, stream));
+  CHECK(ncclGroupStart());
+  CHECK(ncclSend(a.data(), 100, ncclFloat, (rank + 1) % n, world, stream));
+  CHECK(ncclRecv(b.data(), 100, ncclFloat, (rank + n - 1) % n, world, stream));
+  CHECK(ncclGroupEnd());
+  CHECK(ncclAllGather(a.data(), b.data(), 128, ncclFloat, world, stream));
+  CHECK(ncclReduceScatter(a.data(), b.data(), 128, ncclFloat, ncclSum, world, stream));
+  CHECK(ncclReduce(a.data(), b.data(), 300, ncclFloat, ncclMin, 0, world, stream));
+  CHECK(ncclAlltoAll(a.data(), b.data(), 16, ncclFloat, world, stream));
+  CHECK(ncclGather(a.data(), b.data(), 32, ncclFloat, n - 1, world, stream));
+  CHECK(ncclScatter(a.data(), b.data(), 32, ncclFloat, 0, world, stream));
+  CHECK(ncclBcast(a.data(), 8, ncclFloat, 0, half, stream));
+  CHECK(ncclGroupStart());
+  CHECK(ncclGroupStart());  // nested: one launch
+  CHECK(ncclAllReduce(a.data(), b.data(), 10, ncclFloat, ncclSum, world, stream));
+  CHECK(ncclGroupEnd());
+  CHECK(ncclAllReduce(a.data(), b.data(), 20, ncclFloat, ncclSum, half, stream));
+  CHECK(ncclGroupEnd());
+  settle(stream);
+  CHECK(ncclCommDestroy(half));
+  CHECK(ncclCommDestroy(world));
+  return 0;
+}
+
+// Rank 1 skips the 3rd of 5 identical all-reduces: rank 0's 5th never completes.
+int skip(int wait_ms) {
+  ncclComm_t world = init_world("world");
+  static float data[256];
+  for (int i = 1; i <= 5; ++i) {
+    if (test_rank() == 1 && i == 3) continue;
+    CHECK(ncclAllReduce(data, data, 256, ncclFloat, ncclSum, world, nullptr));
+  }
+  sleep_ms(wait_ms);  // the watchdog fires meanwhile on rank 0
+  return 0;
+}
+
+// An all-reduce captured into a graph, then replayed twice.
+int capture() {
+  ncclComm_t world = init_world("world");
+  CUstream stream = nullptr;
+  cuStreamCreate(&stream, 0);
+  static float data[64];
+  CHECK(ncclAllReduce(data, data, 64, ncclFloat, ncclSum, world, stream));
+  cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  CHECK(ncclAllReduce(data, data, 64, ncclFloat, ncclSum, world, stream));
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  cuStreamEndCapture(stream, &graph);
+  cuGraphInstantiate(&exec, graph, 0);
+  cuGraphLaunch(exec, stream);
+  cuGraphLaunch(exec, stream);
+  settle(stream);
+  int recorded = hostcuda_events_recorded_while_capturing();
+  std::printf("events recorded while capturing: %d\n", recorded);
+  CHECK(ncclCommDestroy(world));
+  return recorded == 0 ? 0 : 4;
+}
+
+// Rank 1 arrives 300 ms late: rank 0's GPU time covers the wait, its host time does not.
+int late_peer() {
+  ncclComm_t world = init_world("world");
+  static float data[64];
+  if (test_rank() == 1) sleep_ms(300);
+  CHECK(ncclAllReduce(data, data, 64, ncclFloat, ncclSum, world, nullptr));
+  settle(nullptr);
+  CHECK(ncclCommDestroy(world));
+  return 0;
+}
+
+// N one-element all-reduces: the instruction-count benchmark runs this under callgrind.
+int bench(int n) {
+  ncclComm_t world = init_world("world");
+  static float data[1];
+  for (int i = 0; i < n; ++i) CHECK(ncclAllReduce(data, data, 1, ncclFloat, ncclSum, world, nullptr));
+  cuStreamSynchronize(nullptr);
+  CHECK(ncclCommDestroy(world));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string scenario = argc > 1 ? argv[1] : "";
+  if (scenario == "mixed") return mixed();
+  if (scenario == "skip") return skip(argc > 2 ? std::atoi(argv[2]) : 3000);
+  if (scenario == "capture") return capture();
+  if (scenario == "late-peer") return late_peer();
+  if (scenario == "bench") return bench(argc > 2 ? std::atoi(argv[2]) : 1000);
+  std::fprintf(stderr, "usage: collectives_app mixed|skip [ms]|capture|late-peer|bench N\n");
+  return 2;
+}
