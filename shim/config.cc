@@ -9,9 +9,6 @@
 namespace ncclwatch {
 namespace {
 
-std::once_flag g_once;
-Config* g_config = nullptr;
-
 Config read_environment() {
   Config c;
   if (const char* dir = std::getenv("NCCLWATCH_DIR"); dir && *dir) c.trace_dir = dir;
@@ -44,8 +41,9 @@ Config read_environment() {
 }  // namespace
 
 const Config& config() noexcept {
-  std::call_once(g_once, [] { g_config = new Config(read_environment()); });
-  return *g_config;
+  // A function-local static: after the first call, one guard check (std::call_once costs more).
+  static const Config* config = new Config(read_environment());
+  return *config;
 }
 
 

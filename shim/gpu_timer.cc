@@ -93,7 +93,6 @@ std::vector<ThreadState*>* g_threads = nullptr;
 thread_local ThreadState* t_state = nullptr;
 thread_local CUcontext t_clock_ctx = nullptr;  // the context this thread last saw referenced
 
-std::atomic<int> g_mode{-1};  // TimingMode, decided once
 std::atomic<bool> g_collector_started{false};
 std::atomic<bool> g_stop{false};
 std::mutex g_cuda_mutex;  // held by the collector around its CUDA calls; taken at exit to stop it
@@ -337,9 +336,7 @@ EventPair* take_events(ThreadState& state, const CudaDriver& cu, CUcontext ctx) 
 
 }  // namespace
 
-TimingMode timing_mode() noexcept {
-  int mode = g_mode.load(std::memory_order_acquire);
-  if (mode >= 0) return static_cast<TimingMode>(mode);
+TimingMode decide_timing_mode() noexcept {
   const std::string& wanted = config().timing;
   TimingMode decided = TimingMode::kHost;
   if (wanted == "off") decided = TimingMode::kOff;
@@ -347,7 +344,7 @@ TimingMode timing_mode() noexcept {
   else if (cuda_driver()) decided = TimingMode::kGpu;
   else if (wanted == "gpu")
     notice_once(Notice::kInternalError, "ncclwatch: NCCLWATCH_TIMING=gpu but no usable CUDA driver; timing on the host");
-  g_mode.store(static_cast<int>(decided), std::memory_order_release);
+  detail::g_timing_mode.store(static_cast<int>(decided), std::memory_order_release);
   return decided;
 }
 
@@ -358,8 +355,8 @@ bool stream_is_capturing(uint64_t stream) noexcept {
          status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-TimedLaunch begin_timed_launch(uint64_t stream, bool& captured) noexcept {
-  if (timing_mode() != TimingMode::kGpu || g_stop.load(std::memory_order_relaxed)) return {};
+TimedLaunch begin_gpu_timed_launch(uint64_t stream, bool& captured) noexcept {
+  if (g_stop.load(std::memory_order_relaxed)) return {};
   try {
     ThreadState& state = *thread_state();
     const CudaDriver& cu = *cuda_driver();

@@ -9,6 +9,7 @@
 
 #include <ncclwatch/trace_format.h>
 
+#include <atomic>
 #include <cstdint>
 
 namespace ncclwatch {
@@ -16,7 +17,15 @@ namespace ncclwatch {
 enum class TimingMode { kGpu, kHost, kOff };
 
 // NCCLWATCH_TIMING (gpu where a CUDA driver is usable, else host), decided at the first op.
-TimingMode timing_mode() noexcept;
+TimingMode decide_timing_mode() noexcept;
+namespace detail {
+inline std::atomic<int> g_timing_mode{-1};  // TimingMode once decided
+}
+inline TimingMode timing_mode() noexcept {
+  // Acquire pairs with the release in decide_timing_mode(): the driver table is visible.
+  int mode = detail::g_timing_mode.load(std::memory_order_acquire);
+  return mode >= 0 ? static_cast<TimingMode>(mode) : decide_timing_mode();
+}
 
 // True when `stream` is being captured into a CUDA graph (gpu mode only; false otherwise).
 bool stream_is_capturing(uint64_t stream) noexcept;
@@ -29,7 +38,10 @@ struct TimedLaunch {
 
 // Records the start event on `stream`. Empty when not timing (host/off mode, not sampled, events
 // failed) or when the stream is capturing a CUDA graph — then `captured` is set.
-TimedLaunch begin_timed_launch(uint64_t stream, bool& captured) noexcept;
+TimedLaunch begin_gpu_timed_launch(uint64_t stream, bool& captured) noexcept;
+inline TimedLaunch begin_timed_launch(uint64_t stream, bool& captured) noexcept {
+  return timing_mode() == TimingMode::kGpu ? begin_gpu_timed_launch(stream, captured) : TimedLaunch{};
+}
 
 // Records the end event and queues the launch for the collector. `track`/`seq`/`api` name the
 // last op of the launch on this stream (for completion tracking and stall reports).

@@ -1,0 +1,645 @@
+#include "op_model.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <set>
+#include <unordered_map>
+
+namespace ncclwatch::report {
+namespace {
+
+using namespace trace;
+
+// Ops whose GPU timing has not arrived yet. The shim numbers launches in issue order and the
+// collector writes their timings soon after, so a window indexed by launch_id serves almost every
+// lookup; anything outside it goes to a map.
+struct Launch {
+  bool valid = false;
+  bool collective = false;
+  uint16_t api = 0;
+  int32_t nranks = 0;
+  int32_t rank = -1;
+  uint32_t rank_comm = 0;   // into ProcessOps::comms
+  uint32_t nops = 0;
+  uint64_t seq = 0;
+  uint64_t bytes = 0;
+  int64_t host_begin = 0;   // monotonic
+  std::vector<std::pair<uint32_t, uint64_t>> more;  // further (rank_comm, seq) of a grouped launch
+};
+
+class LaunchTable {
+ public:
+  static constexpr uint64_t kWindow = 1u << 16;
+
+  Launch* find(uint64_t id) {
+    if (id >= base_ && id - base_ < window_.size()) {
+      Launch& l = window_[id - base_];
+      return l.valid ? &l : nullptr;
+    }
+    auto it = far_.find(id);
+    return it == far_.end() ? nullptr : &it->second;
+  }
+
+  // The launch `id`, made valid; `fresh` says whether it was new.
+  Launch& insert(uint64_t id, bool& fresh) {
+    if (Launch* l = find(id)) {
+      fresh = false;
+      return *l;
+    }
+    fresh = true;
+    if (window_.empty()) base_ = id;
+    if (id >= base_ && id - base_ < window_.size() + kWindow) {
+      if (id - base_ >= window_.size()) window_.resize(id - base_ + 1);
+      // A timing that never came (the op never ran) must not pin the window: drop the oldest.
+      while (window_.size() > kWindow) pop_front();
+      Launch& l = window_[id - base_];
+      l = Launch{};
+      l.valid = true;
+      return l;
+    }
+    Launch& l = far_[id];
+    l = Launch{};
+    l.valid = true;
+    if (far_.size() > kWindow) far_.erase(far_.begin());
+    return l;
+  }
+
+  void erase(uint64_t id) {
+    if (id >= base_ && id - base_ < window_.size()) {
+      window_[id - base_].valid = false;
+      while (!window_.empty() && !window_.front().valid) pop_front();
+      return;
+    }
+    far_.erase(id);
+  }
+
+ private:
+  void pop_front() {
+    window_.pop_front();
+    ++base_;
+  }
+  std::deque<Launch> window_;
+  uint64_t base_ = 0;
+  std::unordered_map<uint64_t, Launch> far_;
+};
+
+struct LatencyKeyHash {
+  size_t operator()(const LatencyKey& k) const {
+    uint64_t h = k.comm_id * 0x9E3779B97F4A7C15ull;
+    h ^= k.bytes + 0x7F4A7C15ull + (h << 6) + (h >> 2);
+    h ^= (uint64_t{k.api} << 40) ^ (uint64_t(static_cast<uint32_t>(k.nranks)) << 8) ^ static_cast<uint64_t>(k.timing);
+    return static_cast<size_t>(h);
+  }
+};
+
+// What one reader thread folds the files it read into.
+struct ThreadAggregate {
+  uint8_t thread = 0;
+  std::unordered_map<uint64_t, uint32_t> comm_index;
+  std::vector<CommOps> comms;
+  std::unordered_map<LatencyKey, uint32_t, LatencyKeyHash> latency_index;
+  std::vector<LatencyBucket> latency;
+
+  uint32_t comm(uint64_t id) {
+    auto [it, inserted] = comm_index.try_emplace(id, static_cast<uint32_t>(comms.size()));
+    if (inserted) {
+      comms.emplace_back();
+      comms.back().comm_id = id;
+    }
+    return it->second;
+  }
+
+  LatencyBucket& bucket(const LatencyKey& key) {
+    auto [it, inserted] = latency_index.try_emplace(key, static_cast<uint32_t>(latency.size()));
+    if (inserted) {
+      latency.emplace_back();
+      latency.back().key = key;
+    }
+    return latency[it->second];
+  }
+};
+
+void add_deviant(CommOps& c, uint64_t seq, const OpSignature& sig, uint8_t origin, bool implicit,
+                 const std::vector<int32_t>& ranks) {
+  auto it = c.deviants.find(seq);
+  if (it == c.deviants.end()) {
+    if (c.deviants.size() >= kMaxMismatchedSeqs) {
+      ++c.untracked_mismatches;
+      return;
+    }
+    it = c.deviants.emplace(seq, std::vector<SignatureGroup>{}).first;
+  }
+  for (SignatureGroup& g : it->second)
+    if (g.origin == origin && g.implicit == implicit && g.sig == sig) {
+      g.ranks.insert(g.ranks.end(), ranks.begin(), ranks.end());
+      return;
+    }
+  it->second.push_back(SignatureGroup{sig, origin, implicit, ranks});
+}
+
+void note_arrival(SeqSlot& slot, int64_t begin, int32_t rank) {
+  slot.first_begin = std::min(slot.first_begin, begin);
+  if (begin > slot.last_begin) {
+    slot.second_last_begin = slot.last_begin;
+    slot.last_begin = begin;
+    slot.last_rank = rank;
+  } else if (begin > slot.second_last_begin) {
+    slot.second_last_begin = begin;
+  }
+}
+
+// Streams one file's records into its ProcessOps and the thread's aggregates.
+class OpScanner {
+ public:
+  OpScanner(ProcessOps& out, ThreadAggregate& agg) : out_(out), agg_(agg) {}
+
+  void add(const RecordView& r) {
+    switch (r.type) {
+      case RecordType::kCollective:
+        if (const auto* o = r.as<OpRecord>()) on_op(*o);
+        break;
+      case RecordType::kGpuTiming:
+        if (const auto* g = r.as<GpuTimingRecord>()) on_timing(*g);
+        break;
+      case RecordType::kStall:
+        if (const auto* s = r.as<StallRecord>()) on_stall(r, *s);
+        break;
+      default: break;
+    }
+  }
+
+ private:
+  uint32_t rank_comm(uint64_t comm_id, int32_t rank, int32_t nranks) {
+    if (cached_ < out_.comms.size() && out_.comms[cached_].comm_id == comm_id) return cached_;
+    for (uint32_t i = 0; i < out_.comms.size(); ++i)
+      if (out_.comms[i].comm_id == comm_id) return cached_ = i;
+    RankComm rc;
+    rc.comm_id = comm_id;
+    rc.rank = rank;
+    rc.nranks = nranks;
+    rc.thread = agg_.thread;
+    rc.comm_index = agg_.comm(comm_id);
+    out_.comms.push_back(rc);
+    return cached_ = static_cast<uint32_t>(out_.comms.size() - 1);
+  }
+
+  void on_op(const OpRecord& o) {
+    ++out_.op_records;
+    Api api = static_cast<Api>(o.api);
+    bool collective = is_collective(api);
+    if (!collective && !is_point_to_point(api)) return;  // group ends: their ops carry the facts
+    uint32_t rc_index = rank_comm(o.comm_id, o.rank, o.nranks);
+    RankComm& rc = out_.comms[rc_index];
+    if (rc.rank < 0) rc.rank = o.rank;
+    rc.nranks = std::max(rc.nranks, o.nranks);
+    int64_t begin = o.host_begin_ns + out_.clock_offset;
+    if (!rc.first_begin) rc.first_begin = begin;
+    rc.last_begin = begin;
+    uint64_t bytes = bytes_of(api, o.count, o.datatype, o.nranks);
+    if (collective) {
+      ++rc.issued;
+      rc.max_seq = std::max(rc.max_seq, o.seq);
+      rc.last_api = o.api;
+      fold_into_slot(rc, o, begin);
+    } else {
+      ++rc.p2p_ops;
+      P2PChannel& ch = channel(o.comm_id, rc.rank, o.peer, api == Api::kSend);
+      ++ch.ops;
+      ch.max_seq = std::max(ch.max_seq, o.seq);
+      ch.bytes += bytes;
+    }
+    if (o.flags & kOpCaptured) return;  // runs at graph replay: no timing of its own
+    if (o.flags & kOpTimed) {
+      bool fresh = false;
+      Launch& l = launches_.insert(o.launch_id, fresh);
+      if (fresh) {
+        l.collective = collective;
+        l.api = o.api;
+        l.nranks = o.nranks;
+        l.rank = rc.rank;
+        l.rank_comm = rc_index;
+        l.seq = collective ? o.seq : 0;
+        l.bytes = bytes;
+        l.host_begin = o.host_begin_ns;
+        l.nops = 1;
+      } else {
+        ++l.nops;
+        l.bytes += bytes;
+        if (collective) l.more.emplace_back(rc_index, o.seq);
+      }
+      return;
+    }
+    if (collective) rc.untimed_seq = std::max(rc.untimed_seq, o.seq);
+    // Inside a group the call only queues the op: its host time says nothing.
+    if (o.group_depth == 0 && o.host_end_ns >= o.host_begin_ns)
+      add_latency({o.comm_id, bytes, o.nranks, o.api, TimingSource::kHost}, rc.rank, o.host_end_ns - o.host_begin_ns);
+  }
+
+  void fold_into_slot(const RankComm& rc, const OpRecord& o, int64_t begin) {
+    CommOps& c = agg_.comms[rc.comm_index];
+    c.nranks = std::max(c.nranks, o.nranks);
+    uint64_t seq = o.seq;
+    if (seq == 0 || seq > kMaxTrackedSeqs || seq > c.slots.size() + (1u << 20)) {
+      ++c.untracked_seqs;
+      return;
+    }
+    if (seq > c.slots.size()) c.slots.resize(seq);
+    SeqSlot& slot = c.slots[seq - 1];
+    OpSignature sig{o.count, o.redop, o.peer, o.api, o.datatype};
+    if (slot.issued == 0) {
+      slot.ref = sig;
+      slot.ref_origin = agg_.thread;
+    } else if (!(slot.ref == sig)) {
+      add_deviant(c, seq, sig, agg_.thread, false, {rc.rank});
+    }
+    ++slot.issued;
+    note_arrival(slot, begin, rc.rank);
+  }
+
+  P2PChannel& channel(uint64_t comm_id, int32_t rank, int32_t peer, bool send) {
+    for (P2PChannel& ch : out_.p2p)
+      if (ch.comm_id == comm_id && ch.peer == peer && ch.send == send) return ch;
+    out_.p2p.push_back(P2PChannel{comm_id, rank, peer, send, 0, 0, 0});
+    return out_.p2p.back();
+  }
+
+  void add_latency(const LatencyKey& key, int32_t rank, int64_t ns) {
+    if (!cached_bucket_ || !(cached_key_ == key)) {
+      cached_bucket_ = &agg_.bucket(key);
+      cached_key_ = key;
+    }
+    cached_bucket_->hist.add(ns);
+    if (rank >= 0 && rank < (1 << 20)) {
+      auto& seen = cached_bucket_->ranks_seen;
+      if (static_cast<size_t>(rank) >= seen.size()) seen.resize(static_cast<size_t>(rank) + 1);
+      seen[static_cast<size_t>(rank)] = true;
+    }
+  }
+
+  void on_timing(const GpuTimingRecord& g) {
+    ++out_.timing_records;
+    Launch* l = launches_.find(g.launch_id);
+    if (!l) {
+      ++out_.orphan_timings;
+      return;
+    }
+    // Work on one stream completes in order: a finished launch finishes every earlier op too.
+    auto done = [&](uint32_t rc, uint64_t seq) {
+      if (rc < out_.comms.size()) out_.comms[rc].timed_done_seq = std::max(out_.comms[rc].timed_done_seq, seq);
+    };
+    if (l->collective) done(l->rank_comm, l->seq);
+    for (const auto& [rc, seq] : l->more) done(rc, seq);
+    bool has_begin = g.flags & kTimingHasBegin;
+    int64_t ns = has_begin ? g.gpu_end_ns - g.gpu_begin_ns : g.gpu_end_ns - l->host_begin;
+    if (ns >= 0 && l->rank_comm < out_.comms.size()) {
+      uint64_t comm_id = out_.comms[l->rank_comm].comm_id;
+      uint16_t api = l->nops == 1 ? l->api : static_cast<uint16_t>(Api::kGroupEnd);
+      add_latency({comm_id, l->bytes, l->nranks, api, has_begin ? TimingSource::kGpu : TimingSource::kHostToGpuEnd},
+                  l->rank, ns);
+    }
+    launches_.erase(g.launch_id);
+  }
+
+  void on_stall(const RecordView& r, const StallRecord& s) {
+    bool stalled = s.state == static_cast<uint32_t>(StallState::kStalled);
+    if (out_.stalls.size() < kMaxStallsPerProcess)
+      out_.stalls.push_back(StallEvent{s.time_ns + out_.clock_offset, s.enqueued_ns + out_.clock_offset, s.comm_id, s.seq,
+                                       s.api, stalled});
+    uint64_t fits = (r.size - sizeof(StallRecord)) / sizeof(StallComm);
+    for (uint64_t i = 0; i < std::min<uint64_t>(s.ncomms, fits); ++i) {
+      StallComm sc;
+      std::memcpy(&sc, r.data + sizeof(StallRecord) + i * sizeof(StallComm), sizeof(sc));
+      RankComm& rc = out_.comms[rank_comm(sc.comm_id, sc.rank, sc.nranks)];
+      rc.snapshot_done_seq = sc.last_completed_seq;
+    }
+    RankComm& rc = out_.comms[rank_comm(s.comm_id, -1, -1)];
+    if (stalled) {
+      rc.stalled_unresolved = true;
+      rc.stalled_seq = s.seq;
+    } else {
+      if (rc.stalled_seq == s.seq) rc.stalled_unresolved = false;
+      if (is_collective(static_cast<Api>(s.api))) rc.snapshot_done_seq = std::max(rc.snapshot_done_seq, s.seq);
+    }
+  }
+
+  ProcessOps& out_;
+  ThreadAggregate& agg_;
+  LaunchTable launches_;
+  uint32_t cached_ = 0;
+  LatencyKey cached_key_{};
+  LatencyBucket* cached_bucket_ = nullptr;
+};
+
+void merge_slots(CommOps& into, CommOps& from) {
+  into.nranks = std::max(into.nranks, from.nranks);
+  into.untracked_mismatches += from.untracked_mismatches;
+  into.untracked_seqs += from.untracked_seqs;
+  if (into.slots.size() < from.slots.size()) into.slots.resize(from.slots.size());
+  for (size_t i = 0; i < from.slots.size(); ++i) {
+    const SeqSlot& b = from.slots[i];
+    if (b.issued == 0) continue;
+    SeqSlot& a = into.slots[i];
+    if (a.issued == 0) {
+      a = b;
+      continue;
+    }
+    // The other thread's reference ranks differ from ours: they become a group of their own.
+    if (!(a.ref == b.ref)) add_deviant(into, i + 1, b.ref, b.ref_origin, true, {});
+    a.issued += b.issued;
+    a.first_begin = std::min(a.first_begin, b.first_begin);
+    if (b.last_begin > a.last_begin) {
+      a.second_last_begin = std::max(a.last_begin, b.second_last_begin);
+      a.last_begin = b.last_begin;
+      a.last_rank = b.last_rank;
+    } else {
+      a.second_last_begin = std::max(a.second_last_begin, b.last_begin);
+    }
+  }
+  for (auto& [seq, groups] : from.deviants)
+    for (SignatureGroup& g : groups) add_deviant(into, seq, g.sig, g.origin, g.implicit, g.ranks);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Histogram
+
+size_t LatencyHistogram::bucket_of(uint64_t ns) {
+  if (ns < kLinear) return static_cast<size_t>(ns);
+  int exp = std::bit_width(ns) - 1;  // >= 7
+  if (exp > kMaxExp) return kBuckets - 1;
+  uint64_t sub = (ns >> (exp - kSubBits)) & ((1u << kSubBits) - 1);
+  return kLinear + static_cast<size_t>(exp - 7) * (1u << kSubBits) + static_cast<size_t>(sub);
+}
+
+uint64_t LatencyHistogram::bucket_low(size_t bucket) {
+  if (bucket < kLinear) return bucket;
+  size_t exp = (bucket - kLinear) / (1u << kSubBits) + 7;
+  uint64_t sub = (bucket - kLinear) % (1u << kSubBits);
+  return (uint64_t{1} << exp) + (sub << (exp - kSubBits));
+}
+
+uint64_t LatencyHistogram::bucket_width(size_t bucket) {
+  if (bucket < kLinear) return 1;
+  size_t exp = (bucket - kLinear) / (1u << kSubBits) + 7;
+  return uint64_t{1} << (exp - kSubBits);
+}
+
+void LatencyHistogram::add(int64_t ns) {
+  if (ns < 0) ns = 0;
+  ++counts_[bucket_of(static_cast<uint64_t>(ns))];
+  ++count_;
+  sum_ += ns;
+  max_ = std::max(max_, ns);
+  min_ = std::min(min_, ns);
+}
+
+void LatencyHistogram::merge(const LatencyHistogram& other) {
+  for (size_t i = 0; i < kBuckets; ++i) counts_[i] += other.counts_[i];
+  count_ += other.count_;
+  sum_ += other.sum_;
+  max_ = std::max(max_, other.max_);
+  min_ = std::min(min_, other.min_);
+}
+
+int64_t LatencyHistogram::percentile(double p) const {
+  if (!count_) return 0;
+  // The rank of the sample wanted, 1-based (nearest-rank definition).
+  uint64_t want = static_cast<uint64_t>(std::ceil(p / 100.0 * static_cast<double>(count_)));
+  want = std::clamp<uint64_t>(want, 1, count_);
+  uint64_t seen = 0;
+  for (size_t i = 0; i < kBuckets; ++i) {
+    seen += counts_[i];
+    if (seen >= want) {
+      int64_t mid = static_cast<int64_t>(bucket_low(i) + bucket_width(i) / 2);
+      return std::clamp(mid, min_, max_);
+    }
+  }
+  return max_;
+}
+
+const char* timing_name(TimingSource t) {
+  switch (t) {
+    case TimingSource::kGpu: return "gpu";
+    case TimingSource::kHost: return "host";
+    case TimingSource::kHostToGpuEnd: return "host_to_gpu_end";
+  }
+  return "unknown";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-rank facts
+
+uint64_t RankComm::completed_seq() const {
+  uint64_t proven = std::max(timed_done_seq, snapshot_done_seq);
+  uint64_t untimed = untimed_seq;
+  // An op that only returned from the host call is done unless the watchdog said otherwise.
+  if (stalled_unresolved && stalled_seq) untimed = std::min(untimed, stalled_seq - 1);
+  return std::min(max_seq, std::max(proven, untimed));
+}
+
+const RankComm* ProcessOps::comm(uint64_t comm_id) const {
+  for (const RankComm& c : comms)
+    if (c.comm_id == comm_id) return &c;
+  return nullptr;
+}
+
+int ProcessOps::world_rank() const {
+  const RankComm* best = nullptr;
+  for (const RankComm& c : comms)
+    if (c.rank >= 0 && (!best || c.nranks > best->nranks)) best = &c;
+  return best ? best->rank : -1;
+}
+
+const CommOps* JobAnalysis::comm(uint64_t comm_id) const {
+  auto it = std::lower_bound(comms.begin(), comms.end(), comm_id,
+                             [](const CommOps& c, uint64_t id) { return c.comm_id < id; });
+  return it != comms.end() && it->comm_id == comm_id ? &*it : nullptr;
+}
+
+std::vector<std::pair<OpSignature, std::vector<int32_t>>> JobAnalysis::signature_groups(const CommOps& c,
+                                                                                         uint64_t seq) const {
+  std::vector<std::pair<OpSignature, std::vector<int32_t>>> out;
+  if (seq == 0 || seq > c.slots.size() || c.slots[seq - 1].issued == 0) return out;
+  const SeqSlot& slot = c.slots[seq - 1];
+  std::vector<SignatureGroup> groups;
+  if (auto it = c.deviants.find(seq); it != c.deviants.end()) groups = it->second;
+  // Ranks listed explicitly, per reader thread; every other rank of a thread passed that thread's
+  // reference: an implicit group's signature, or the slot's when the thread agreed with it.
+  std::map<uint8_t, std::set<int32_t>> listed;
+  std::map<uint8_t, OpSignature> thread_ref;
+  for (const SignatureGroup& g : groups) {
+    if (g.implicit) thread_ref[g.origin] = g.sig;
+    else listed[g.origin].insert(g.ranks.begin(), g.ranks.end());
+  }
+  groups.push_back(SignatureGroup{slot.ref, slot.ref_origin, true, {}});
+  if (auto members_it = members.find(c.comm_id); members_it != members.end()) {
+    for (const MemberRef& m : members_it->second) {
+      const RankComm& rc = member(m);
+      if (rc.max_seq < seq || listed[rc.thread].count(rc.rank)) continue;
+      auto ref = thread_ref.find(rc.thread);
+      groups.push_back(SignatureGroup{ref == thread_ref.end() ? slot.ref : ref->second, rc.thread, false, {rc.rank}});
+    }
+  }
+  for (const SignatureGroup& g : groups) {
+    if (g.implicit || g.ranks.empty()) continue;
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& e) { return e.first == g.sig; });
+    if (it == out.end()) out.emplace_back(g.sig, g.ranks);
+    else it->second.insert(it->second.end(), g.ranks.begin(), g.ranks.end());
+  }
+  for (auto& [sig, ranks] : out) {
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  }
+  // Majority first; on a tie the group holding the lowest rank (a stable, explainable choice).
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    if (a.second.size() != b.second.size()) return a.second.size() > b.second.size();
+    return a.second.front() < b.second.front();
+  });
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The pass
+
+JobAnalysis analyze_job(const std::vector<std::string>& inputs, const AnalysisOptions& options) {
+  JobAnalysis a;
+  std::vector<std::string> files = expand_inputs(inputs, a.job.problems);
+  unsigned threads = options.threads ? options.threads : reader_threads(files.size());
+  threads = std::max(1u, std::min<unsigned>(threads, 255));
+  if (options.align_clocks) a.clock = align_clocks(files, threads);
+
+  size_t n = files.size();
+  std::vector<ProcessTrace> processes(n);
+  std::vector<ProcessOps> ops(n);
+  std::vector<std::vector<TraceProblem>> problems(n);
+  std::vector<char> usable(n, 0);
+  std::vector<ThreadAggregate> aggregates(threads);
+  for (unsigned t = 0; t < threads; ++t) aggregates[t].thread = static_cast<uint8_t>(t);
+
+  parallel_for(n, threads, [&](size_t i, unsigned t) {
+    ProcessTrace& p = processes[i];
+    p.path = files[i];
+    LifecycleFolder lifecycle(p);
+    OpScanner scanner(ops[i], aggregates[t]);
+    bool offset_set = false;
+    usable[i] = read_trace(
+        files[i],
+        [&](const RecordView& r) {
+          if (!offset_set) {  // the header is read before the first record
+            ops[i].clock_offset = i < a.clock.known.size() && a.clock.known[i]
+                                      ? a.clock.offset_ns[i]
+                                      : p.header.start_wall_ns - p.header.start_mono_ns;
+            offset_set = true;
+          }
+          lifecycle.add(r);
+          scanner.add(r);
+        },
+        p.header, p.stats, problems[i]);
+    if (usable[i]) lifecycle.finish();
+  });
+
+  for (size_t i = 0; i < n; ++i) {
+    a.job.problems.insert(a.job.problems.end(), problems[i].begin(), problems[i].end());
+    if (!usable[i]) continue;
+    a.records += processes[i].stats.records;
+    a.files.push_back(files[i]);
+    a.job.processes.push_back(std::move(processes[i]));
+    a.ops.push_back(std::move(ops[i]));
+  }
+
+  // Merge the threads' aggregates. Rank entries keep pointing at their thread's CommOps only
+  // through comm_id from here on.
+  std::map<uint64_t, CommOps> merged;
+  for (ThreadAggregate& agg : aggregates)
+    for (CommOps& c : agg.comms) {
+      auto [it, inserted] = merged.try_emplace(c.comm_id);
+      if (inserted) it->second = std::move(c);
+      else merge_slots(it->second, c);
+    }
+  for (auto& [id, c] : merged) a.comms.push_back(std::move(c));
+  std::map<LatencyKey, LatencyBucket> buckets;
+  for (ThreadAggregate& agg : aggregates)
+    for (LatencyBucket& b : agg.latency) {
+      auto [it, inserted] = buckets.try_emplace(b.key);
+      if (inserted) {
+        it->second = std::move(b);
+        continue;
+      }
+      it->second.hist.merge(b.hist);
+      auto& seen = it->second.ranks_seen;
+      if (seen.size() < b.ranks_seen.size()) seen.resize(b.ranks_seen.size());
+      for (size_t r = 0; r < b.ranks_seen.size(); ++r)
+        if (b.ranks_seen[r]) seen[r] = true;
+    }
+  for (auto& [key, b] : buckets) a.latency.push_back(std::move(b));
+
+  for (size_t p = 0; p < a.ops.size(); ++p)
+    for (size_t c = 0; c < a.ops[p].comms.size(); ++c) a.members[a.ops[p].comms[c].comm_id].push_back({p, c});
+  for (auto& [id, list] : a.members)
+    std::sort(list.begin(), list.end(),
+              [&](const MemberRef& x, const MemberRef& y) { return a.member(x).rank < a.member(y).rank; });
+  return a;
+}
+
+// ---------------------------------------------------------------------------------------------
+// NCCL facts
+
+size_t datatype_size(uint8_t datatype) {
+  switch (datatype) {
+    case 0: case 1: case 10: case 11: return 1;  // int8, uint8, fp8 e4m3, fp8 e5m2
+    case 6: case 9: return 2;                     // half, bfloat16
+    case 2: case 3: case 7: return 4;             // int32, uint32, float
+    case 4: case 5: case 8: return 8;             // int64, uint64, double
+    default: return 0;
+  }
+}
+
+const char* datatype_name(uint8_t datatype) {
+  static constexpr const char* names[] = {"int8",    "uint8",    "int32",    "uint32",   "int64",     "uint64",
+                                          "float16", "float32",  "float64",  "bfloat16", "float8e4m3", "float8e5m2"};
+  return datatype < std::size(names) ? names[datatype] : "unknown";
+}
+
+const char* redop_name(int32_t redop) {
+  switch (redop) {
+    case -1: return "none";
+    case 0: return "sum";
+    case 1: return "prod";
+    case 2: return "max";
+    case 3: return "min";
+    case 4: return "avg";
+    default: return "custom";
+  }
+}
+
+uint64_t bytes_of(Api api, uint64_t count, uint8_t datatype, int32_t nranks) {
+  uint64_t element = datatype_size(datatype);
+  uint64_t n = nranks > 0 ? static_cast<uint64_t>(nranks) : 1;
+  switch (api) {
+    case Api::kAllGather:      // count is the sendcount: the receive buffer holds n of them
+    case Api::kReduceScatter:  // count is the recvcount: the send buffer holds n of them
+    case Api::kAlltoAll:       // count goes to each peer
+    case Api::kGather:
+    case Api::kScatter: return count * n * element;
+    default: return count * element;
+  }
+}
+
+double busbw_factor(Api api, int32_t nranks) {
+  double n = nranks > 0 ? nranks : 1;
+  switch (api) {
+    case Api::kAllReduce: return 2.0 * (n - 1) / n;
+    case Api::kAllGather:
+    case Api::kReduceScatter:
+    case Api::kAlltoAll:
+    case Api::kGather:
+    case Api::kScatter: return (n - 1) / n;
+    default: return 1.0;  // broadcast, reduce, send/recv, grouped launches
+  }
+}
+
+}  // namespace ncclwatch::report

@@ -1,0 +1,39 @@
+"""Instructions the shim adds to one ncclAllReduce call, counted by callgrind (deterministic,
+unlike timings): the calling thread's instructions inside one call, with the shim preloaded
+(NCCLWATCH_TIMING=host, so no CUDA calls) minus without it, on the CPU stand-in for NCCL.
+Prints the figure; exits 1 above the budget given as the first argument."""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+budget = int(sys.argv[1]) if len(sys.argv) > 1 else 400
+build = os.environ["NCCLWATCH_BUILD_DIR"]
+app = os.path.join(build, "tests", "integration", "collectives_app")
+shim = os.path.join(build, "shim", "libncclwatch.so")
+calls = 2000
+
+
+def instructions(preload, timing="host"):
+    tmp = tempfile.mkdtemp(prefix="ncclwatch-bench-")
+    env = dict(os.environ, LD_LIBRARY_PATH=os.environ["HOSTNCCL_DIR"], NCCLWATCH_DIR=os.path.join(tmp, "traces"),
+               NCCLWATCH_TIMING=timing, NCCLWATCH_TEST_RENDEZVOUS=tmp)
+    out = os.path.join(tmp, "callgrind.out")
+    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--toggle-collect=*bench_one_allreduce*",
+           "--separate-threads=no"]
+    if preload:
+        env["LD_PRELOAD"] = shim
+    proc = subprocess.run(cmd + [app, "bench", str(calls)], env=env, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        sys.exit(f"callgrind run failed: {proc.stderr[-2000:]}")
+    totals = re.search(r"^summary:\s+(\d+)", open(out).read(), re.M) or re.search(r"^totals:\s+(\d+)", open(out).read(), re.M)
+    return int(totals.group(1))
+
+
+without = instructions(False)
+with_shim = instructions(True)
+per_call = (with_shim - without) / calls
+print(f"ncclAllReduce: {without / calls:.0f} instructions a call without the shim, {with_shim / calls:.0f} with it "
+      f"(NCCLWATCH_TIMING=host): the shim adds {per_call:.0f} per call (budget {budget})")
+sys.exit(0 if per_call <= budget else 1)
