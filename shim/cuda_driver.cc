@@ -51,6 +51,11 @@ const CudaDriver* load() {
     delete d;
     return nullptr;
   }
+  if (!resolve(get, lib, "cuStreamGetCtx", NCCLWATCH_STR(cuStreamGetCtx), d->stream_get_ctx) ||
+      !resolve(get, lib, "cuCtxPushCurrent", NCCLWATCH_STR(cuCtxPushCurrent), d->ctx_push_current) ||
+      !resolve(get, lib, "cuCtxPopCurrent", NCCLWATCH_STR(cuCtxPopCurrent), d->ctx_pop_current)) {
+    d->stream_get_ctx = nullptr;  // all three or none
+  }
   return d;
 }
 

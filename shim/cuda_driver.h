@@ -17,6 +17,11 @@ struct CudaDriver {
   decltype(&::cuEventDestroy) event_destroy = nullptr;
   decltype(&::cuStreamIsCapturing) stream_is_capturing = nullptr;
   decltype(&::cuStreamCreate) stream_create = nullptr;
+  // Optional (absent in minimal drivers): which context a stream belongs to, and switching to it
+  // to create events there when one thread drives several GPUs.
+  decltype(&::cuStreamGetCtx) stream_get_ctx = nullptr;
+  decltype(&::cuCtxPushCurrent) ctx_push_current = nullptr;
+  decltype(&::cuCtxPopCurrent) ctx_pop_current = nullptr;
 };
 
 // The driver, or nullptr when no usable libcuda.so.1 is present (then timing falls back to host).

@@ -129,8 +129,7 @@ struct ContextClock {
 std::mutex g_clocks_mutex;
 std::map<CUcontext, ContextClock>* g_clocks = nullptr;
 
-void add_reference(const CudaDriver& cu, CUcontext ctx, ContextClock& clock) {
-  if (cu.ctx_set_current(ctx) != CUDA_SUCCESS) return;
+void record_reference(const CudaDriver& cu, ContextClock& clock) {
   if (!clock.stream && cu.stream_create(&clock.stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) return;
   ClockReference ref;
   if (cu.event_create(&ref.event, CU_EVENT_DEFAULT) != CUDA_SUCCESS) return;
@@ -149,6 +148,16 @@ void add_reference(const CudaDriver& cu, CUcontext ctx, ContextClock& clock) {
     cu.event_destroy(clock.refs.front().event);
     clock.refs.pop_front();
   }
+}
+
+// Takes a reference in `ctx`, leaving the calling thread's current context as it found it (this
+// also runs on application threads).
+void add_reference(const CudaDriver& cu, CUcontext ctx, ContextClock& clock) {
+  CUcontext current = nullptr;
+  if (cu.ctx_get_current(&current) != CUDA_SUCCESS) return;
+  if (current != ctx && cu.ctx_set_current(ctx) != CUDA_SUCCESS) return;
+  record_reference(cu, clock);
+  if (current != ctx) cu.ctx_set_current(current);
 }
 
 ContextClock& clock_of(CUcontext ctx) {
@@ -326,8 +335,14 @@ EventPair* take_events(ThreadState& state, const CudaDriver& cu, CUcontext ctx) 
   auto* pair = new EventPair();
   pair->ctx = ctx;
   pair->owner = &state;
-  if (cu.event_create(&pair->start, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
-      cu.event_create(&pair->end, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+  // Events are made in the current context: switch to the stream's for the creation if needed.
+  CUcontext current = nullptr;
+  bool switched = cu.stream_get_ctx && cu.ctx_get_current(&current) == CUDA_SUCCESS && current != ctx &&
+                  cu.ctx_push_current(ctx) == CUDA_SUCCESS;
+  bool created = cu.event_create(&pair->start, CU_EVENT_DEFAULT) == CUDA_SUCCESS &&
+                 cu.event_create(&pair->end, CU_EVENT_DEFAULT) == CUDA_SUCCESS;
+  if (switched) cu.ctx_pop_current(&current);
+  if (!created) {
     delete pair;
     return nullptr;
   }
@@ -369,8 +384,10 @@ TimedLaunch begin_gpu_timed_launch(uint64_t stream, bool& captured) noexcept {
       return {};
     }
     if (state.sample_counter++ % config().sample != 0) return {};
+    // The stream's own context: one thread may drive several GPUs (ncclCommInitAll, nccl-tests -g).
     CUcontext ctx = nullptr;
-    if (cu.ctx_get_current(&ctx) != CUDA_SUCCESS) return {};
+    if (!cu.stream_get_ctx || cu.stream_get_ctx(cu_stream, &ctx) != CUDA_SUCCESS || !ctx)
+      if (cu.ctx_get_current(&ctx) != CUDA_SUCCESS) return {};
     if (ctx != t_clock_ctx) {
       std::lock_guard lock(g_clocks_mutex);
       ContextClock& clock = clock_of(ctx);
