@@ -117,7 +117,7 @@ template <class Call> ncclResult_t run_op(const OpArgs& a, Call&& call) noexcept
   uint16_t flags = (captured ? trace::kOpCaptured : 0) | (a.in_place ? trace::kOpInPlace : 0);
   if (timed) {
     end_timed_launch(timed, stream, launch_id, track, trace::is_point_to_point(a.api) ? 0 : seq, a.api, 1, begin_ns);
-    flags |= trace::kOpTimed;
+    if (timed.timed) flags |= trace::kOpTimed;
   }
   write_op_record(a, track, seq, launch_id, begin_ns, monotonic_ns(), result, flags);
   return result;

@@ -66,6 +66,7 @@ struct EventPair {
   CUcontext ctx = nullptr;
   ThreadState* owner = nullptr;
   int64_t start_recorded_ns = 0;  // host time just before the start event was recorded
+  bool timed = false;             // start+end timing events; else one end event for completion only
 };
 
 struct Pending {
@@ -92,6 +93,12 @@ std::mutex g_threads_mutex;  // registration of a new thread only
 std::vector<ThreadState*>* g_threads = nullptr;
 thread_local ThreadState* t_state = nullptr;
 thread_local CUcontext t_clock_ctx = nullptr;  // the context this thread last saw referenced
+struct StreamContext {
+  uint64_t stream = 0;
+  CUcontext ctx = nullptr;
+};
+thread_local StreamContext t_stream_ctx[4];
+thread_local uint32_t t_stream_ctx_next = 0;
 
 std::atomic<bool> g_collector_started{false};
 std::atomic<bool> g_stop{false};
@@ -223,6 +230,7 @@ class Collector {
       while (seen < p.seq && !p.track->completed.compare_exchange_weak(seen, p.seq, std::memory_order_relaxed)) {
       }
     }
+    if (!p.events->timed) return;  // completion only
     ClockReference reference;
     if (!reference_for(cu, p.events->ctx, p.events->start_recorded_ns, reference)) return;
     const ClockReference* ref = &reference;
@@ -262,7 +270,7 @@ class Collector {
   void give_back(EventPair* events) {
     if (!events->owner->released.push(events)) {
       const CudaDriver* cu = cuda_driver();
-      cu->event_destroy(events->start);
+      if (events->start) cu->event_destroy(events->start);
       cu->event_destroy(events->end);
       delete events;
     }
@@ -321,11 +329,11 @@ void start_collector() {
   }
 }
 
-EventPair* take_events(ThreadState& state, const CudaDriver& cu, CUcontext ctx) {
+EventPair* take_events(ThreadState& state, const CudaDriver& cu, CUcontext ctx, bool timed) {
   EventPair* reused = nullptr;
   while (state.released.pop(reused)) state.pool.push_back(reused);
   for (size_t i = state.pool.size(); i-- > 0;) {
-    if (state.pool[i]->ctx == ctx) {
+    if (state.pool[i]->ctx == ctx && state.pool[i]->timed == timed) {
       EventPair* pair = state.pool[i];
       state.pool[i] = state.pool.back();
       state.pool.pop_back();
@@ -335,12 +343,15 @@ EventPair* take_events(ThreadState& state, const CudaDriver& cu, CUcontext ctx) 
   auto* pair = new EventPair();
   pair->ctx = ctx;
   pair->owner = &state;
+  pair->timed = timed;
   // Events are made in the current context: switch to the stream's for the creation if needed.
   CUcontext current = nullptr;
   bool switched = cu.stream_get_ctx && cu.ctx_get_current(&current) == CUDA_SUCCESS && current != ctx &&
                   cu.ctx_push_current(ctx) == CUDA_SUCCESS;
-  bool created = cu.event_create(&pair->start, CU_EVENT_DEFAULT) == CUDA_SUCCESS &&
-                 cu.event_create(&pair->end, CU_EVENT_DEFAULT) == CUDA_SUCCESS;
+  // Completion-only events skip timestamps, which makes them cheaper to record.
+  bool created = timed ? cu.event_create(&pair->start, CU_EVENT_DEFAULT) == CUDA_SUCCESS &&
+                             cu.event_create(&pair->end, CU_EVENT_DEFAULT) == CUDA_SUCCESS
+                       : cu.event_create(&pair->end, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
   if (switched) cu.ctx_pop_current(&current);
   if (!created) {
     delete pair;
@@ -383,26 +394,35 @@ TimedLaunch begin_gpu_timed_launch(uint64_t stream, bool& captured) noexcept {
       captured = true;
       return {};
     }
-    if (state.sample_counter++ % config().sample != 0) return {};
+    // Every launch gets a completion event (the watchdog needs it); one in NCCLWATCH_SAMPLE also
+    // gets timestamps.
+    bool timed = state.sample_counter++ % config().sample == 0;
     // The stream's own context: one thread may drive several GPUs (ncclCommInitAll, nccl-tests -g).
+    // A small per-thread cache saves the driver calls for the streams a thread keeps using.
     CUcontext ctx = nullptr;
-    if (!cu.stream_get_ctx || cu.stream_get_ctx(cu_stream, &ctx) != CUDA_SUCCESS || !ctx)
-      if (cu.ctx_get_current(&ctx) != CUDA_SUCCESS) return {};
+    for (const auto& entry : t_stream_ctx)
+      if (entry.stream == stream && entry.ctx) ctx = entry.ctx;
+    if (!ctx) {
+      if (!cu.stream_get_ctx || cu.stream_get_ctx(cu_stream, &ctx) != CUDA_SUCCESS || !ctx)
+        if (cu.ctx_get_current(&ctx) != CUDA_SUCCESS) return {};
+      t_stream_ctx[t_stream_ctx_next++ % 4] = {stream, ctx};
+    }
     if (ctx != t_clock_ctx) {
       std::lock_guard lock(g_clocks_mutex);
       ContextClock& clock = clock_of(ctx);
       if (clock.refs.empty()) add_reference(cu, ctx, clock);
       t_clock_ctx = ctx;
     }
-    EventPair* pair = take_events(state, cu, ctx);
+    EventPair* pair = take_events(state, cu, ctx, timed);
     if (!pair) return {};
     pair->start_recorded_ns = monotonic_ns();
-    if (cu.event_record(pair->start, cu_stream) != CUDA_SUCCESS) {
+    if (timed && cu.event_record(pair->start, cu_stream) != CUDA_SUCCESS) {
       state.pool.push_back(pair);
+      for (auto& entry : t_stream_ctx) entry = {};  // the stream may be gone: look contexts up again
       return {};
     }
     start_collector();
-    return TimedLaunch{pair};
+    return TimedLaunch{pair, timed};
   } catch (...) {
     return {};
   }
@@ -452,6 +472,7 @@ void gpu_timer_after_fork_in_child() noexcept {
   new (&g_clocks_mutex) std::mutex();
   g_clocks = nullptr;
   t_clock_ctx = nullptr;
+  for (auto& entry : t_stream_ctx) entry = {};
   g_threads = nullptr;
   t_state = nullptr;
   g_collector_started.store(false, std::memory_order_relaxed);

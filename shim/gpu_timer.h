@@ -31,8 +31,10 @@ inline TimingMode timing_mode() noexcept {
 bool stream_is_capturing(uint64_t stream) noexcept;
 
 // A launch being timed: the start event is on the stream, the end event not yet.
+// A launch under watch: its completion event is pending (and, when sampled, its start event).
 struct TimedLaunch {
   void* pair = nullptr;  // the event pair from the pool
+  bool timed = false;    // timestamps too (one launch in NCCLWATCH_SAMPLE), not completion only
   explicit operator bool() const { return pair != nullptr; }
 };
 
