@@ -11,16 +11,18 @@ export LD_LIBRARY_PATH="$(real_nccl_dir):${LD_LIBRARY_PATH:-}"
 rounds="${ROUNDS:-10}"
 log="$RESULTS/overhead"
 mkdir -p "$log"
-modes=(none host gpu)
+# none: without the shim; host / gpu: NCCLWATCH_TIMING; gpuN: gpu with NCCLWATCH_SAMPLE=N.
+read -r -a modes <<<"${MODES:-none host gpu}"
 for round in $(seq 1 "$rounds"); do
   # Rotate the order every round so no mode always runs first.
-  for i in 0 1 2; do
-    mode="${modes[$(( (i + round) % 3 ))]}"
+  for i in "${!modes[@]}"; do
+    mode="${modes[$(( (i + round) % ${#modes[@]} ))]}"
     out="$log/round$round-$mode.txt"
     if [ "$mode" = none ]; then
       "$perf" -b 8 -e 128M -f 16777216 -g 2 -w 20 -n 500 >"$out" 2>&1
     else
-      LD_PRELOAD="$SHIM" NCCLWATCH_TIMING="$mode" NCCLWATCH_DIR="$log/traces-$mode" \
+      timing="${mode%%[0-9]*}"; sample="${mode#"$timing"}"
+      LD_PRELOAD="$SHIM" NCCLWATCH_TIMING="$timing" NCCLWATCH_SAMPLE="${sample:-1}" NCCLWATCH_DIR="$log/traces-$mode" \
         "$perf" -b 8 -e 128M -f 16777216 -g 2 -w 20 -n 500 >"$out" 2>&1
     fi
   done
@@ -40,7 +42,7 @@ def med(xs): return statistics.median(xs)
 print(f"{'size':>10} {'mode':>5} {'runs':>4} {'time us (median, min-max)':>28} {'busbw GB/s (median)':>20} {'vs none':>8}")
 for size in sorted({s for s, _ in data}):
     base = data.get((size, "none"))
-    for mode in ("none", "host", "gpu"):
+    for mode in sorted({m for s, m in data if s == size}, key=lambda m: (m != "none", m)):
         runs = data.get((size, mode))
         if not runs: continue
         t = [r[0] for r in runs]; b = [r[1] for r in runs]
