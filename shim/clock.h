@@ -38,7 +38,7 @@ struct TscScale {
 };
 inline thread_local TscScale t_tsc;
 bool tsc_is_invariant() noexcept;  // constant and non-stop TSC (read once from /proc/cpuinfo)
-int64_t resample_tsc_clock(uint64_t tsc) noexcept;
+int64_t resample_tsc_clock(uint64_t tsc) noexcept;  // slow path: takes a fresh sample
 }  // namespace detail
 
 inline int64_t monotonic_ns() noexcept {
