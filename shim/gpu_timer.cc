@@ -320,10 +320,10 @@ class Collector {
 void start_collector() {
   if (g_collector_started.exchange(true, std::memory_order_acq_rel)) return;
   try {
-    std::thread([] {
-      static Collector collector;  // never destroyed: the thread may outlive main
-      collector.run();
-    }).detach();
+    // Heap-allocated and never destroyed: the detached thread may still run while exit() runs
+    // static destructors (a function-local static here would be destroyed under its feet).
+    auto* collector = new Collector();
+    std::thread([collector] { collector->run(); }).detach();
   } catch (...) {
     notice_once(Notice::kInternalError, "ncclwatch: cannot start the GPU timing thread; ops are recorded untimed");
   }

@@ -29,8 +29,11 @@ def signature(op):
     return (op["op"], op["count"], op["datatype"], op["redop"], op["peer"])
 
 
+EVERY_LAUNCH = {"NCCLWATCH_SAMPLE": "1"}  # GPU timestamps on every launch (the default is one in 8)
+
+
 def sequence_numbers_agree(nranks):
-    job = Job([app("collectives_app"), "mixed"], nranks=nranks)
+    job = Job([app("collectives_app"), "mixed"], nranks=nranks, env=EVERY_LAUNCH)
     for rank, r in enumerate(job.run()):
         check(r.returncode == 0, f"rank {rank}: {r.returncode} {r.stderr}")
     ranks = ops_by_rank(job)
@@ -81,7 +84,7 @@ def sequence_numbers_agree_on_4_ranks():
 
 
 def gpu_time_comes_from_events():
-    job = Job([app("collectives_app"), "late-peer"], nranks=2)
+    job = Job([app("collectives_app"), "late-peer"], nranks=2, env=EVERY_LAUNCH)
     for rank, r in enumerate(job.run()):
         check(r.returncode == 0, f"rank {rank}: {r.returncode} {r.stderr}")
     rank0 = ops_by_rank(job)[0]
@@ -96,6 +99,19 @@ def gpu_time_comes_from_events():
     host_only.run()
     rank0 = ops_by_rank(host_only)[0]
     check(not rank0["timings"] and all(not (o["flags"] & 2) for o in rank0["ops"]), "host mode records no events")
+
+
+def sampling_times_one_launch_in_n():
+    job = Job([app("collectives_app"), "mixed"], nranks=2, env={"NCCLWATCH_SAMPLE": "4"})
+    for rank, r in enumerate(job.run()):
+        check(r.returncode == 0, f"rank {rank}: {r.returncode} {r.stderr}")
+    for rank, data in ops_by_rank(job).items():
+        ungrouped = [o for o in data["ops"] if o["group_depth"] == 0 and o["op"] != "ncclGroupEnd"]
+        timed = [o for o in ungrouped if o["flags"] & 2]
+        # Launches are counted per thread across ungrouped calls and group ends (12 here): 1st, 5th, 9th.
+        check(len(data["timings"]) == 3, f"rank {rank}: {len(data['timings'])} timings for 12 launches")
+        check(all(o["launch_id"] in data["timings"] for o in timed), "timed ops have their timing")
+        check(len(ungrouped) == 9 and 1 <= len(timed) <= 3, f"rank {rank}: {len(timed)} of {len(ungrouped)} timed")
 
 
 def watchdog_names_the_pending_seq():
@@ -131,4 +147,5 @@ def captured_stream_gets_no_event():
 if __name__ == "__main__":
     main({f.__name__: f for f in [
         sequence_numbers_agree_on_2_ranks, sequence_numbers_agree_on_3_ranks, sequence_numbers_agree_on_4_ranks,
-        gpu_time_comes_from_events, watchdog_names_the_pending_seq, captured_stream_gets_no_event]})
+        gpu_time_comes_from_events, sampling_times_one_launch_in_n, watchdog_names_the_pending_seq,
+        captured_stream_gets_no_event]})
