@@ -94,13 +94,13 @@ ClockModel align_clocks(const std::vector<std::string>& files, unsigned threads)
     if (it == hosts.end()) {
       hosts.push_back(Host{});
       hosts.back().name = name;
-      hosts.back().base = h.start_wall_ns - h.start_mono_ns;
+      hosts.back().base = wrap_sub(h.start_wall_ns, h.start_mono_ns);
       it = hosts.end() - 1;
     }
     host_of[i] = static_cast<size_t>(it - hosts.begin());
     for (const EndSample& s : sampled[i].samples) {
-      it->host_end.try_emplace({s.comm_id, s.seq}, s.host_end + it->base);
-      if (s.gpu_end) it->gpu_end.try_emplace({s.comm_id, s.seq}, s.gpu_end + it->base);
+      it->host_end.try_emplace({s.comm_id, s.seq}, wrap_add(s.host_end, it->base));
+      if (s.gpu_end) it->gpu_end.try_emplace({s.comm_id, s.seq}, wrap_add(s.gpu_end, it->base));
     }
   }
 
@@ -109,7 +109,7 @@ ClockModel align_clocks(const std::vector<std::string>& files, unsigned threads)
                         const std::map<std::pair<uint64_t, uint64_t>, int64_t>& mine) {
     std::vector<int64_t> d;
     for (const auto& [key, t] : mine)
-      if (auto it = ref.find(key); it != ref.end()) d.push_back(it->second + ref_shift - t);
+      if (auto it = ref.find(key); it != ref.end()) d.push_back(wrap_sub(wrap_add(it->second, ref_shift), t));
     return d;
   };
   if (!hosts.empty()) {
@@ -131,7 +131,7 @@ ClockModel align_clocks(const std::vector<std::string>& files, unsigned threads)
         if (d.empty()) continue;
         h.shift = median(d);
         std::vector<int64_t> deviation;
-        for (int64_t x : d) deviation.push_back(x > h.shift ? x - h.shift : h.shift - x);
+        for (int64_t x : d) deviation.push_back(static_cast<int64_t>(std::min<uint64_t>(magnitude(wrap_sub(x, h.shift)), INT64_MAX)));
         h.spread = median(deviation);
         h.used = d.size();
         h.by = by;
@@ -145,11 +145,13 @@ ClockModel align_clocks(const std::vector<std::string>& files, unsigned threads)
   ClockModel model;
   model.offset_ns.assign(files.size(), 0);
   model.known.assign(files.size(), 0);
+  model.start_ns.assign(files.size(), 0);
   for (size_t i = 0; i < files.size(); ++i) {
     if (!sampled[i].ok) continue;
     const Host& h = hosts[host_of[i]];
-    model.offset_ns[i] = h.base + h.shift;
+    model.offset_ns[i] = wrap_add(h.base, h.shift);
     model.known[i] = 1;
+    model.start_ns[i] = wrap_add(sampled[i].header.start_mono_ns, model.offset_ns[i]);
   }
   size_t unaligned = 0;
   for (const Host& h : hosts) {

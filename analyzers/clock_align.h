@@ -21,6 +21,7 @@ struct ClockModel {
   // time is wall time (ns since the epoch) on the reference host's clock.
   std::vector<int64_t> offset_ns;
   std::vector<char> known;   // per file: offset_ns was set
+  std::vector<int64_t> start_ns;  // per file: when its process started, aligned (0 unknown)
   std::string method;        // how the clocks were aligned, in words
   nlohmann::json hosts = nlohmann::json::array();  // per host: shift, samples, spread, reference
 

@@ -51,7 +51,7 @@ class LaunchTable {
     }
     fresh = true;
     if (window_.empty()) base_ = id;
-    if (id >= base_ && id - base_ < window_.size() + kWindow) {
+    if (id >= base_ && id - base_ < window_.size() + 4096) {  // ids count up by one; a jump goes to the map
       if (id - base_ >= window_.size()) window_.resize(id - base_ + 1);
       // A timing that never came (the op never ran) must not pin the window: drop the oldest.
       while (window_.size() > kWindow) pop_front();
@@ -88,9 +88,14 @@ class LaunchTable {
 
 struct LatencyKeyHash {
   size_t operator()(const LatencyKey& k) const {
-    uint64_t h = k.comm_id * 0x9E3779B97F4A7C15ull;
-    h ^= k.bytes + 0x7F4A7C15ull + (h << 6) + (h >> 2);
-    h ^= (uint64_t{k.api} << 40) ^ (uint64_t(static_cast<uint32_t>(k.nranks)) << 8) ^ static_cast<uint64_t>(k.timing);
+    uint64_t h = k.comm_id ^ (k.bytes * 0x9E3779B97F4A7C15ull) ^ (uint64_t{k.api} << 48) ^
+                 (uint64_t(static_cast<uint32_t>(k.nranks)) << 16) ^ static_cast<uint64_t>(k.timing);
+    // murmur3's finalizer: every input bit reaches the low bits the cache indexes with
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 33;
     return static_cast<size_t>(h);
   }
 };
@@ -195,7 +200,7 @@ class OpScanner {
     RankComm& rc = out_.comms[rc_index];
     if (rc.rank < 0) rc.rank = o.rank;
     rc.nranks = std::max(rc.nranks, o.nranks);
-    int64_t begin = o.host_begin_ns + out_.clock_offset;
+    int64_t begin = wrap_add(o.host_begin_ns, out_.clock_offset);
     if (!rc.first_begin) rc.first_begin = begin;
     rc.last_begin = begin;
     uint64_t bytes = bytes_of(api, o.count, o.datatype, o.nranks);
@@ -212,7 +217,11 @@ class OpScanner {
       ch.bytes += bytes;
     }
     if (o.flags & kOpCaptured) return;  // runs at graph replay: no timing of its own
-    if (o.flags & kOpTimed) {
+    // A grouped op is launched by its group's end, whose timing (if the shim times it) names the
+    // group's launch: keep it for that timing, but since nothing promises one, count it done once
+    // it returned, as an untimed op (a stall record says otherwise).
+    bool grouped = o.group_depth > 0 && !(o.flags & kOpTimed);
+    if ((o.flags & kOpTimed) || grouped) {
       bool fresh = false;
       Launch& l = launches_.insert(o.launch_id, fresh);
       if (fresh) {
@@ -230,19 +239,19 @@ class OpScanner {
         l.bytes += bytes;
         if (collective) l.more.emplace_back(rc_index, o.seq);
       }
-      return;
+      if (!grouped) return;
     }
     if (collective) rc.untimed_seq = std::max(rc.untimed_seq, o.seq);
     // Inside a group the call only queues the op: its host time says nothing.
-    if (o.group_depth == 0 && o.host_end_ns >= o.host_begin_ns)
-      add_latency({o.comm_id, bytes, o.nranks, o.api, TimingSource::kHost}, rc.rank, o.host_end_ns - o.host_begin_ns);
+    if (!grouped && o.group_depth == 0 && o.host_end_ns >= o.host_begin_ns)
+      add_latency({o.comm_id, bytes, o.nranks, o.api, TimingSource::kHost}, rc.rank, wrap_sub(o.host_end_ns, o.host_begin_ns));
   }
 
   void fold_into_slot(const RankComm& rc, const OpRecord& o, int64_t begin) {
     CommOps& c = agg_.comms[rc.comm_index];
     c.nranks = std::max(c.nranks, o.nranks);
     uint64_t seq = o.seq;
-    if (seq == 0 || seq > kMaxTrackedSeqs || seq > c.slots.size() + (1u << 20)) {
+    if (seq == 0 || seq > kMaxTrackedSeqs || seq > c.slots.size() + (1u << 16)) {  // seqs grow by one: a jump is garbage
       ++c.untracked_seqs;
       return;
     }
@@ -267,13 +276,17 @@ class OpScanner {
   }
 
   void add_latency(const LatencyKey& key, int32_t rank, int64_t ns) {
-    if (!cached_bucket_ || !(cached_key_ == key)) {
-      cached_bucket_ = &agg_.bucket(key);
-      cached_key_ = key;
+    // Jobs cycle through a few (comm, op, size) keys: a small direct-mapped cache of bucket indexes
+    // (indexes: the thread's bucket vector grows) spares the hash map on almost every op.
+    CachedBucket& slot = bucket_cache_[LatencyKeyHash{}(key) % bucket_cache_.size()];
+    if (!slot.valid || !(slot.key == key)) {
+      agg_.bucket(key);
+      slot = {key, agg_.latency_index.at(key), true};
     }
-    cached_bucket_->hist.add(ns);
+    LatencyBucket& bucket = agg_.latency[slot.index];
+    bucket.hist.add(ns);
     if (rank >= 0 && rank < (1 << 20)) {
-      auto& seen = cached_bucket_->ranks_seen;
+      auto& seen = bucket.ranks_seen;
       if (static_cast<size_t>(rank) >= seen.size()) seen.resize(static_cast<size_t>(rank) + 1);
       seen[static_cast<size_t>(rank)] = true;
     }
@@ -293,7 +306,7 @@ class OpScanner {
     if (l->collective) done(l->rank_comm, l->seq);
     for (const auto& [rc, seq] : l->more) done(rc, seq);
     bool has_begin = g.flags & kTimingHasBegin;
-    int64_t ns = has_begin ? g.gpu_end_ns - g.gpu_begin_ns : g.gpu_end_ns - l->host_begin;
+    int64_t ns = has_begin ? wrap_sub(g.gpu_end_ns, g.gpu_begin_ns) : wrap_sub(g.gpu_end_ns, l->host_begin);
     if (ns >= 0 && l->rank_comm < out_.comms.size()) {
       uint64_t comm_id = out_.comms[l->rank_comm].comm_id;
       uint16_t api = l->nops == 1 ? l->api : static_cast<uint16_t>(Api::kGroupEnd);
@@ -306,7 +319,7 @@ class OpScanner {
   void on_stall(const RecordView& r, const StallRecord& s) {
     bool stalled = s.state == static_cast<uint32_t>(StallState::kStalled);
     if (out_.stalls.size() < kMaxStallsPerProcess)
-      out_.stalls.push_back(StallEvent{s.time_ns + out_.clock_offset, s.enqueued_ns + out_.clock_offset, s.comm_id, s.seq,
+      out_.stalls.push_back(StallEvent{wrap_add(s.time_ns, out_.clock_offset), wrap_add(s.enqueued_ns, out_.clock_offset), s.comm_id, s.seq,
                                        s.api, stalled});
     uint64_t fits = (r.size - sizeof(StallRecord)) / sizeof(StallComm);
     for (uint64_t i = 0; i < std::min<uint64_t>(s.ncomms, fits); ++i) {
@@ -329,8 +342,12 @@ class OpScanner {
   ThreadAggregate& agg_;
   LaunchTable launches_;
   uint32_t cached_ = 0;
-  LatencyKey cached_key_{};
-  LatencyBucket* cached_bucket_ = nullptr;
+  struct CachedBucket {
+    LatencyKey key{};
+    uint32_t index = 0;
+    bool valid = false;
+  };
+  std::array<CachedBucket, 16> bucket_cache_{};
 };
 
 void merge_slots(CommOps& into, CommOps& from) {
@@ -392,7 +409,7 @@ void LatencyHistogram::add(int64_t ns) {
   if (ns < 0) ns = 0;
   ++counts_[bucket_of(static_cast<uint64_t>(ns))];
   ++count_;
-  sum_ += ns;
+  sum_ += static_cast<double>(ns);
   max_ = std::max(max_, ns);
   min_ = std::min(min_, ns);
 }
@@ -532,7 +549,7 @@ JobAnalysis analyze_job(const std::vector<std::string>& inputs, const AnalysisOp
           if (!offset_set) {  // the header is read before the first record
             ops[i].clock_offset = i < a.clock.known.size() && a.clock.known[i]
                                       ? a.clock.offset_ns[i]
-                                      : p.header.start_wall_ns - p.header.start_mono_ns;
+                                      : wrap_sub(p.header.start_wall_ns, p.header.start_mono_ns);
             offset_set = true;
           }
           lifecycle.add(r);

@@ -79,7 +79,7 @@ class LatencyHistogram {
   uint64_t count() const { return count_; }
   int64_t max() const { return max_; }
   int64_t min() const { return min_; }
-  double mean() const { return count_ ? static_cast<double>(sum_) / static_cast<double>(count_) : 0.0; }
+  double mean() const { return count_ ? sum_ / static_cast<double>(count_) : 0.0; }
   int64_t percentile(double p) const;  // p in [0, 100]; the bucket's midpoint, clamped to [min, max]
 
   static size_t bucket_of(uint64_t ns);
@@ -89,7 +89,7 @@ class LatencyHistogram {
  private:
   std::vector<uint32_t> counts_ = std::vector<uint32_t>(kBuckets, 0);
   uint64_t count_ = 0;
-  __int128 sum_ = 0;
+  double sum_ = 0;  // ns; a double keeps 15 digits, plenty for a mean
   int64_t max_ = 0;
   int64_t min_ = std::numeric_limits<int64_t>::max();
 };

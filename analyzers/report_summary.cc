@@ -1,16 +1,23 @@
-// summary: one screen about the whole job. Grows as the analyzers do.
+// summary: one screen about the whole job: ranks, hosts, communicators, leaks, slowest ops,
+// stalls, mismatches (even when nothing hung), environment differences, and the first thing to
+// look at.
 #include "reports.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <set>
 
 namespace ncclwatch::report {
 
-int run_summary(const Job& job, const Options& options) {
+using nlohmann::json;
+
+int run_summary(const Options& options) {
+  JobAnalysis a = analyze_job(options.inputs, {});
+  print_problems(a.job.problems);
+  const Job& job = a.job;
   if (job.processes.empty()) {
     std::fprintf(stderr, "ncclwatch-report: no usable trace files\n");
     return 2;
@@ -21,10 +28,13 @@ int run_summary(const Job& job, const Options& options) {
   size_t leaked_ranks = 0, open_resources = 0, killed = 0;
   uint64_t lost = 0;
   std::set<uint64_t> leaked_ids;
-  for (const ProcessTrace& p : job.processes) {
+  std::set<int> world_ranks;
+  for (size_t i = 0; i < job.processes.size(); ++i) {
+    const ProcessTrace& p = job.processes[i];
     hosts.insert(p.host());
     lost += p.lost_records;
     if (!p.process_end) ++killed;
+    if (int r = a.ops[i].world_rank(); r >= 0) world_ranks.insert(r);
     for (const CommInstance& c : p.comms) {
       if (c.state != CommState::kInitFailed) comm_ids.insert(c.id);
       ++states[state_name(c.state)];
@@ -35,32 +45,80 @@ int run_summary(const Job& job, const Options& options) {
     }
     for (const ResourceInstance& r : p.resources) open_resources += !r.released;
   }
-  bool findings = leaked_ranks + open_resources > 0;
+  for (const CommOps& c : a.comms) comm_ids.insert(c.comm_id);
+  comm_ids.erase(0);
+  bool leaks = leaked_ranks + open_resources > 0;
+  bool hang_findings = false;
+  json hang = hang_json(a, hang_findings);
+  json latency = latency_json(a);
+
+  // The slowest ops: latency rows by their worst time.
+  std::vector<json> rows(latency["rows"].begin(), latency["rows"].end());
+  std::sort(rows.begin(), rows.end(), [](const json& x, const json& y) { return x["max_us"].get<double>() > y["max_us"].get<double>(); });
+  if (rows.size() > 5) rows.resize(5);
+  size_t mismatched_seqs = 0, missing = 0, absent = 0, stalls = 0, divergences = 0;
+  for (const json& c : hang["comms"]) {
+    mismatched_seqs += c["mismatched_seqs"].get<size_t>();
+    missing += c["missing"].size();
+    absent += c["absent_ranks"].size();
+    stalls += c["stall_records"].get<size_t>();
+    divergences += c["divergence"].size();
+  }
+  std::string first_look;
+  if (hang_findings) first_look = hang["verdict"].get<std::string>();
+  else if (leaks) first_look = "leaks: run `ncclwatch-report leaks`";
+  else if (!hang["environment"].empty()) first_look = hang["verdict"].get<std::string>();
+  else first_look = "nothing: no leak, hang or mismatch found";
+  bool findings = leaks || hang_findings;
+
   if (options.json) {
-    nlohmann::json out = {{"traces", job.processes.size()},
-                          {"hosts", hosts},
-                          {"communicators", comm_ids.size()},
-                          {"states", states},
-                          {"leaked_communicators", leaked_ids.size()},
-                          {"leaked_instances", leaked_ranks},
-                          {"unreleased_resources", open_resources},
-                          {"processes_without_final_record", killed},
-                          {"lost_records", lost}};
-    std::cout << out.dump(2) << "\n";
+    json out = {{"traces", job.processes.size()},
+                {"ranks", world_ranks.size()},
+                {"hosts", hosts},
+                {"communicators", comm_ids.size()},
+                {"states", states},
+                {"leaked_communicators", leaked_ids.size()},
+                {"leaked_instances", leaked_ranks},
+                {"unreleased_resources", open_resources},
+                {"processes_without_final_record", killed},
+                {"lost_records", lost},
+                {"mismatched_seqs", mismatched_seqs},
+                {"missing", missing},
+                {"absent_ranks", absent},
+                {"stall_records", stalls},
+                {"divergences", divergences},
+                {"slowest_ops", rows},
+                {"environment", hang["environment"]},
+                {"verdict", hang["verdict"]},
+                {"first_look", first_look}};
+    std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
     return findings ? 1 : 0;
   }
-  fmt::print("ncclwatch summary: {} process trace(s) on {} host(s), {} communicator(s)\n", job.processes.size(),
-             hosts.size(), comm_ids.size());
+  fmt::print("ncclwatch summary: {} process trace(s), {} rank(s) on {} host(s), {} communicator(s)\n", job.processes.size(),
+             world_ranks.size(), hosts.size(), comm_ids.size());
   std::string by_state;
   for (const auto& [s, n] : states) by_state += fmt::format("{}{} {}", by_state.empty() ? "" : ", ", n, s);
   if (!by_state.empty()) fmt::print("  communicator instances: {}\n", by_state);
   if (killed) fmt::print("  {} process(es) ended without a final record (killed or crashed)\n", killed);
   if (lost) fmt::print("  {} record(s) were lost while tracing\n", lost);
-  if (findings)
+  if (leaks)
     fmt::print("  LEAKS: {} communicator(s) never destroyed, {} resource(s) never released — run `ncclwatch-report leaks`\n",
                leaked_ids.size(), open_resources);
   else
     fmt::print("  no leaks: every communicator and resource was released\n");
+  if (mismatched_seqs) fmt::print("  MISMATCHES: ranks passed different arguments to {} collective(s) — run `ncclwatch-report hang`\n", mismatched_seqs);
+  if (missing || absent) fmt::print("  HANG: {} rank(s) stopped short, {} rank(s) left no trace — run `ncclwatch-report hang`\n", missing, absent);
+  if (divergences) fmt::print("  {} rank(s) departed from their peers' program\n", divergences);
+  if (stalls) fmt::print("  {} stall record(s) from the watchdog\n", stalls);
+  for (const json& e : hang["environment"]) fmt::print("  environment differs across ranks: {}\n", e["key"].get<std::string>());
+  if (!rows.empty()) {
+    fmt::print("  slowest ops:\n");
+    for (const json& r : rows)
+      fmt::print("    {} {} B on comm {}: max {:.1f} us, p50 {:.1f} us ({}, {} calls)\n", r["op"].get<std::string>(),
+                 r["bytes"].get<uint64_t>(), r["comm"].get<std::string>(), r["max_us"].get<double>(),
+                 r["p50_us"].get<double>(), r["timing"].get<std::string>(), r["calls"].get<uint64_t>());
+  }
+  fmt::print("  look first at: {}\n", first_look);
   return findings ? 1 : 0;
 }
 

@@ -3,6 +3,9 @@
 #pragma once
 
 #include "job_model.h"
+#include "op_model.h"
+
+#include <nlohmann/json.hpp>
 
 #include <string>
 #include <vector>
@@ -13,13 +16,36 @@ struct Options {
   std::vector<std::string> inputs;
   bool json = false;
   bool symbolize = true;
+  bool csv = false;           // latency
+  std::string output;         // timeline
 };
 
 int run_leaks(const Job& job, const Options& options);
-int run_summary(const Job& job, const Options& options);
+int run_summary(const Options& options);
 int run_dump(const std::string& path, const Options& options);
+int run_latency(const Options& options);
+int run_hang(const Options& options);
+int run_timeline(const Options& options);
 
 // Names unusable or damaged inputs on stderr.
 void print_problems(const std::vector<TraceProblem>& problems);
+
+// Shared by the reports ------------------------------------------------------------------------
+
+// Communicator identity -> the name the application gave it (config->commName), where it did.
+std::map<uint64_t, std::string> comm_names(const Job& job);
+// "\"name\" (id)" or the id.
+std::string comm_label(uint64_t id, const std::map<uint64_t, std::string>& names);
+
+// NCCL_* variables and NCCL versions that differ across processes:
+// [{"key", "values": [{"value", "ranks", "processes"}]}]; "key" is "nccl_version" for versions.
+nlohmann::json environment_differences(const JobAnalysis& analysis);
+
+// The hang report's body: {"comms": [...], "verdict", ...}. `findings` says whether anything
+// warrants exit status 1 (mismatches, missing or absent ranks, ops never completed, divergence).
+nlohmann::json hang_json(const JobAnalysis& analysis, bool& findings);
+
+// The latency report's body: {"rows": [...], "communicators": [...]}.
+nlohmann::json latency_json(const JobAnalysis& analysis);
 
 }  // namespace ncclwatch::report

@@ -12,6 +12,16 @@
 
 namespace ncclwatch::report {
 
+// Timestamps come from files that may be damaged: arithmetic on them wraps instead of overflowing
+// (a garbage time gives a garbage answer, never undefined behaviour).
+constexpr int64_t wrap_add(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+constexpr int64_t wrap_sub(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+}
+constexpr uint64_t magnitude(int64_t v) { return v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v); }
+
 struct RecordView {
   trace::RecordType type;
   const std::byte* data;  // the whole record, header included

@@ -234,14 +234,20 @@ template <class Call> ncclResult_t end_group(Api api, Call&& call) noexcept {
     timed[i] = begin_timed_launch(t_group.streams[i].stream, captured);
   }
   ncclResult_t result = call();
+  // The group end's record says whether a GPU timing of its launch follows (kOpTimed) and names
+  // the communicator of its first op, so analyzers can wait for the timing and attribute it.
+  uint16_t flags = 0;
   for (int i = 0; launches && i < t_group.nstreams; ++i) {
     const GroupState::StreamUse& use = t_group.streams[i];
     end_timed_launch(timed[i], use.stream, t_group.launch_id, use.track,
                      trace::is_point_to_point(use.api) ? 0 : use.seq, use.api, use.ops, begin_ns);
+    if (timed[i].timed) flags |= trace::kOpTimed;
   }
   t_group.depth = 0;
-  OpArgs args{api, nullptr, nullptr, t_group.ops, ncclInt8, -1, -1, false};
-  write_op_record(args, nullptr, 0, t_group.launch_id, begin_ns, monotonic_ns(), result, 0);
+  const CommTrack* first = t_group.nstreams ? t_group.streams[0].track : nullptr;
+  OpArgs args{api, first ? reinterpret_cast<ncclComm_t>(first->handle) : nullptr, nullptr, t_group.ops, ncclInt8,
+              -1, -1, false};
+  write_op_record(args, first, 0, t_group.launch_id, begin_ns, monotonic_ns(), result, flags);
   return result;
 }
 }  // namespace

@@ -1,0 +1,448 @@
+// hang: which rank stopped where, which ranks disagreed, who was late, and where a rank's program
+// departed from its peers'. Ranks are matched by (communicator identity, seq).
+#include "divergence.h"
+#include "reports.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <set>
+
+namespace ncclwatch::report {
+namespace {
+
+using nlohmann::json;
+using trace::Api;
+
+constexpr size_t kMaxStallsPerComm = 64;
+constexpr size_t kMaxMismatchesShown = 20;  // in text output; JSON lists them all
+
+bool is_rooted(uint16_t api) {
+  Api a = static_cast<Api>(api);
+  return a == Api::kBroadcast || a == Api::kBcast || a == Api::kReduce || a == Api::kGather || a == Api::kScatter;
+}
+
+// One entry per field in which `got` differs from `expected`.
+void compare_fields(uint64_t seq, const OpSignature& expected, const std::vector<int32_t>& expected_ranks,
+                    const OpSignature& got, const std::vector<int32_t>& ranks, json& out) {
+  auto add = [&](const char* field, json want, json value) {
+    out.push_back({{"seq", seq},
+                   {"field", field},
+                   {"expected", want},
+                   {"value", value},
+                   {"ranks", ranks},
+                   {"expected_ranks", expected_ranks.size() <= 64 ? json(expected_ranks) : json(expected_ranks.size())}});
+  };
+  if (got.api != expected.api)
+    add("op", trace::api_name(static_cast<Api>(expected.api)), trace::api_name(static_cast<Api>(got.api)));
+  if (got.count != expected.count) add("count", expected.count, got.count);
+  if (got.datatype != expected.datatype) add("datatype", datatype_name(expected.datatype), datatype_name(got.datatype));
+  if (got.redop != expected.redop) add("redop", redop_name(expected.redop), redop_name(got.redop));
+  if (got.peer != expected.peer) add(is_rooted(expected.api) || is_rooted(got.api) ? "root" : "peer", expected.peer, got.peer);
+}
+
+std::string ranks_text(const std::vector<int32_t>& ranks, size_t limit = 16) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size() && i < limit; ++i) out += (i ? "," : "") + std::to_string(ranks[i]);
+  if (ranks.size() > limit) out += fmt::format(",... ({} ranks)", ranks.size());
+  return out;
+}
+
+// Severity of what a communicator shows, to pick what to look at first across communicators.
+enum Severity { kNone = 0, kStraggler = 1, kIncomplete = 2, kMismatch = 3, kMissing = 4, kDivergence = 5, kAbsent = 6 };
+
+struct CommVerdict {
+  Severity severity = kNone;
+  std::string text;
+  // Between equally severe findings: a departure on the comm where the rank issued fewer ops (it
+  // skipped one there) explains the one where it issued more (it moved on to another comm).
+  bool rank_also_missing = false;
+  bool before(const CommVerdict& o) const {
+    return severity != o.severity ? severity > o.severity : rank_also_missing && !o.rank_also_missing;
+  }
+};
+
+}  // namespace
+
+std::map<uint64_t, std::string> comm_names(const Job& job) {
+  std::map<uint64_t, std::string> names;
+  for (const ProcessTrace& p : job.processes)
+    for (const CommInstance& c : p.comms)
+      if (!c.name.empty()) names.emplace(c.id, c.name);
+  return names;
+}
+
+std::string comm_label(uint64_t id, const std::map<uint64_t, std::string>& names) {
+  auto it = names.find(id);
+  if (it != names.end() && !it->second.empty()) return fmt::format("\"{}\" ({})", it->second, hex_id(id));
+  return hex_id(id);
+}
+
+json environment_differences(const JobAnalysis& a) {
+  std::map<std::string, std::map<std::string, std::vector<int>>> seen;  // key -> value -> process indexes
+  std::set<std::string> keys;
+  std::vector<std::map<std::string, std::string>> envs;
+  for (size_t i = 0; i < a.job.processes.size(); ++i) {
+    const ProcessTrace& p = a.job.processes[i];
+    auto env = p.nccl_env();
+    if (!p.library.empty()) env["nccl_version"] = p.nccl_version();
+    for (const auto& [k, v] : env) keys.insert(k);
+    envs.push_back(std::move(env));
+  }
+  json out = json::array();
+  for (const std::string& key : keys) {
+    std::map<std::string, std::vector<int32_t>> values;
+    for (size_t i = 0; i < envs.size(); ++i) {
+      auto it = envs[i].find(key);
+      values[it == envs[i].end() ? "(unset)" : it->second].push_back(a.ops[i].world_rank());
+    }
+    if (values.size() < 2) continue;
+    json entry = {{"key", key}, {"values", json::array()}};
+    for (auto& [value, ranks] : values) {
+      std::sort(ranks.begin(), ranks.end());
+      size_t n = ranks.size();
+      if (ranks.size() > 64) ranks.resize(64);
+      entry["values"].push_back({{"value", value}, {"ranks", ranks}, {"processes", n}});
+    }
+    out.push_back(entry);
+  }
+  return out;
+}
+
+json hang_json(const JobAnalysis& a, bool& findings) {
+  findings = false;
+  std::map<uint64_t, std::string> names = comm_names(a.job);
+  std::map<uint64_t, std::vector<Divergence>> divergences = find_divergences(a, names);
+
+  // Ranks that created a communicator (lifecycle records) count as present even without ops.
+  struct Created {
+    int32_t nranks = 0;
+    std::map<int32_t, size_t> ranks;  // rank -> process
+  };
+  std::map<uint64_t, Created> created;
+  for (size_t i = 0; i < a.job.processes.size(); ++i)
+    for (const CommInstance& c : a.job.processes[i].comms) {
+      if (c.state == CommState::kInitFailed || !c.id) continue;
+      Created& cr = created[c.id];
+      cr.nranks = std::max(cr.nranks, c.nranks);
+      if (c.rank >= 0) cr.ranks.emplace(c.rank, i);
+    }
+  std::set<uint64_t> ids;
+  for (const auto& [id, m] : a.members) ids.insert(id);
+  for (const auto& [id, c] : created) ids.insert(id);
+
+  json comms = json::array();
+  std::vector<CommVerdict> verdicts;
+  for (uint64_t id : ids) {
+    if (!id) continue;
+    const CommOps* ops = a.comm(id);
+    static const std::vector<MemberRef> none;
+    auto mit = a.members.find(id);
+    const std::vector<MemberRef>& members = mit == a.members.end() ? none : mit->second;
+    int32_t nranks = ops ? ops->nranks : 0;
+    std::map<int32_t, size_t> present;  // rank -> process
+    std::map<int32_t, const RankComm*> by_rank;
+    for (const MemberRef& m : members) {
+      const RankComm& rc = a.member(m);
+      nranks = std::max(nranks, rc.nranks);
+      if (rc.rank >= 0) {
+        present.emplace(rc.rank, m.process);
+        by_rank.emplace(rc.rank, &rc);
+      }
+    }
+    if (auto cit = created.find(id); cit != created.end()) {
+      nranks = std::max(nranks, cit->second.nranks);
+      for (const auto& [rank, process] : cit->second.ranks) present.emplace(rank, process);
+    }
+    uint64_t issued_max = 0, collective_ops = 0;
+    for (const auto& [rank, rc] : by_rank) {
+      issued_max = std::max(issued_max, rc->max_seq);
+      collective_ops += rc->issued + rc->p2p_ops;
+    }
+    std::vector<int32_t> absent;
+    if (nranks > 0 && nranks <= (1 << 20))
+      for (int32_t r = 0; r < nranks; ++r)
+        if (!present.count(r)) absent.push_back(r);
+    if (!collective_ops && absent.empty()) continue;  // nothing to say about a comm that never ran ops
+
+    std::vector<int32_t> ranks;
+    for (const auto& [r, p] : present) ranks.push_back(r);
+    json j = {{"comm", hex_id(id)}, {"nranks", nranks}, {"ranks", ranks}, {"absent_ranks", absent}};
+    if (auto n = names.find(id); n != names.end()) j["name"] = n->second;
+    j["last_seq_issued"] = issued_max;
+
+    // Completion and missing ops.
+    uint64_t done_by_all = issued_max;
+    json missing = json::array(), incomplete = json::array(), per_rank = json::array();
+    std::vector<int32_t> missing_ranks;
+    uint64_t lowest_issued = issued_max;
+    for (const auto& [rank, process] : present) {
+      auto it = by_rank.find(rank);
+      const RankComm* rc = it == by_rank.end() ? nullptr : it->second;
+      uint64_t last = rc ? rc->max_seq : 0, done = rc ? rc->completed_seq() : 0;
+      done_by_all = std::min(done_by_all, done);
+      const ProcessTrace& p = a.job.processes[process];
+      json pr = {{"rank", rank}, {"host", p.host()}, {"pid", p.pid()}, {"last_seq", last}, {"completed_seq", done},
+                 {"process_ended", p.process_end.has_value()}};
+      per_rank.push_back(pr);
+      if (last < issued_max) {
+        missing.push_back({{"rank", rank}, {"first_missing_seq", last + 1}, {"last_seq", last}, {"host", p.host()},
+                           {"pid", p.pid()}, {"process_ended", p.process_end.has_value()}});
+        missing_ranks.push_back(rank);
+        lowest_issued = std::min(lowest_issued, last);
+      }
+      if (done < last) incomplete.push_back({{"rank", rank}, {"from_seq", done + 1}, {"to_seq", last}});
+    }
+    j["last_seq_completed_by_all"] = present.empty() ? 0 : done_by_all;
+    j["missing"] = missing;
+    j["incomplete"] = incomplete;
+    j["per_rank"] = per_rank;
+
+    // Mismatches, every seq.
+    json mismatches = json::array();
+    size_t mismatched_seqs = 0;
+    if (ops)
+      for (const auto& [seq, groups] : ops->deviants) {
+        auto sg = a.signature_groups(*ops, seq);
+        if (sg.size() < 2) continue;
+        ++mismatched_seqs;
+        for (size_t g = 1; g < sg.size(); ++g) compare_fields(seq, sg[0].first, sg[0].second, sg[g].first, sg[g].second, mismatches);
+      }
+    j["mismatches"] = mismatches;
+    j["mismatched_seqs"] = mismatched_seqs + (ops ? ops->untracked_mismatches : 0);
+    if (ops && ops->untracked_mismatches) j["mismatches_not_detailed"] = ops->untracked_mismatches;
+
+    // Stalls the shim's watchdog recorded.
+    json stalls = json::array();
+    size_t stall_count = 0;
+    for (const MemberRef& m : members)
+      for (const StallEvent& s : a.ops[m.process].stalls) {
+        if (s.comm_id != id) continue;
+        if (++stall_count > kMaxStallsPerComm) continue;
+        stalls.push_back({{"rank", a.member(m).rank}, {"seq", s.seq}, {"op", trace::api_name(static_cast<Api>(s.api))},
+                          {"state", s.stalled ? "stalled" : "resolved"}, {"pending_s", static_cast<double>(wrap_sub(s.time, s.enqueued)) / 1e9},
+                          {"time_ns", s.time}});
+      }
+    j["stalls"] = stalls;
+    j["stall_records"] = stall_count;
+
+    // Point-to-point: sends with no matching receive (or the reverse).
+    json p2p = json::array();
+    for (const MemberRef& m : members)
+      for (const P2PChannel& ch : a.ops[m.process].p2p) {
+        if (ch.comm_id != id || !ch.send) continue;
+        uint64_t recvs = 0;
+        bool peer_traced = false;
+        if (auto peer = by_rank.find(ch.peer); peer != by_rank.end()) {
+          for (const MemberRef& pm : members)
+            if (a.member(pm).rank == ch.peer)
+              for (const P2PChannel& rc : a.ops[pm.process].p2p)
+                if (rc.comm_id == id && !rc.send && rc.peer == ch.rank) recvs = rc.ops;
+          peer_traced = true;
+        }
+        if (peer_traced && recvs != ch.ops)
+          p2p.push_back({{"src", ch.rank}, {"dst", ch.peer}, {"sends", ch.ops}, {"recvs", recvs}});
+      }
+    j["p2p_unmatched"] = p2p;
+
+    // Stragglers: who arrived last at each seq every present rank issued, and by how much.
+    json stragglers = {{"ranks", json::array()}, {"worst", json::array()}};
+    std::map<int32_t, std::pair<uint64_t, double>> last_counts;  // rank -> (times last, total lateness ns)
+    std::vector<std::pair<int64_t, uint64_t>> worst;              // (lateness, seq)
+    uint64_t judged = 0;
+    size_t n_present = by_rank.size();
+    if (ops && n_present >= 2)
+      for (size_t i = 0; i < ops->slots.size(); ++i) {
+        const SeqSlot& s = ops->slots[i];
+        if (s.issued < n_present || s.last_rank < 0 || s.second_last_begin == std::numeric_limits<int64_t>::min()) continue;
+        ++judged;
+        int64_t late = wrap_sub(s.last_begin, s.second_last_begin);
+        auto& lc = last_counts[s.last_rank];
+        ++lc.first;
+        lc.second += static_cast<double>(late);
+        worst.emplace_back(late, i + 1);
+        if (worst.size() > 64) {
+          std::nth_element(worst.begin(), worst.begin() + 9, worst.end(), std::greater<>());
+          worst.resize(10);
+        }
+      }
+    std::sort(worst.begin(), worst.end(), std::greater<>());
+    if (worst.size() > 10) worst.resize(10);
+    for (const auto& [late, seq] : worst)
+      stragglers["worst"].push_back({{"seq", seq}, {"rank", ops->slots[seq - 1].last_rank}, {"late_ms", late / 1e6}});
+    double p = n_present ? 1.0 / static_cast<double>(n_present) : 0;
+    double expected = static_cast<double>(judged) * p;
+    double sigma = std::sqrt(static_cast<double>(judged) * p * (1 - p));
+    std::vector<std::pair<int32_t, double>> flagged;
+    for (const auto& [rank, lc] : last_counts) {
+      double mean_late = lc.second / static_cast<double>(lc.first);
+      bool far = lc.first >= 5 && static_cast<double>(lc.first) > expected + 4 * sigma;
+      if (far) flagged.emplace_back(rank, mean_late);
+      stragglers["ranks"].push_back({{"rank", rank}, {"times_last", lc.first}, {"expected_by_chance", expected},
+                                     {"mean_late_ms", mean_late / 1e6}, {"far_more_than_chance", far}});
+    }
+    stragglers["seqs_judged"] = judged;
+    j["stragglers"] = stragglers;
+
+    // Divergence.
+    json div = json::array();
+    std::vector<const Divergence*> departed;
+    if (auto it = divergences.find(id); it != divergences.end())
+      for (const Divergence& d : it->second) {
+        json e = {{"rank", d.rank}, {"from_seq", d.from_seq}, {"to_seq", d.to_seq}, {"reason", d.reason},
+                  {"reference_rank", d.reference_rank}, {"departed", d.departed}};
+        if (d.likely_seq) e["likely_seq"] = d.likely_seq;
+        if (d.other_comm) {
+          e["other_comm"] = hex_id(d.other_comm);
+          e["other_from_seq"] = d.other_from_seq;
+          e["other_to_seq"] = d.other_to_seq;
+        }
+        div.push_back(e);
+        departed.push_back(&d);
+      }
+    j["divergence"] = div;
+
+    // The verdict: the most telling finding, in words.
+    CommVerdict v;
+    std::string label = comm_label(id, names);
+    auto set = [&](Severity s, std::string text) {
+      if (s > v.severity) {
+        v.severity = s;
+        v.text = std::move(text);
+      }
+    };
+    if (!absent.empty())
+      set(kAbsent, fmt::format("comm {}: rank(s) {} of {} left no trace file; their state is unknown — look at them first",
+                               label, ranks_text(absent), nranks));
+    if (!departed.empty()) {
+      const Divergence& d = *departed.front();
+      set(kDivergence, fmt::format("comm {}: rank {} departed from its peers' program within seqs {}..{}{}: {}", label, d.rank,
+                                   d.from_seq, d.to_seq, d.likely_seq ? fmt::format(" (likely at seq {})", d.likely_seq) : "",
+                                   d.reason));
+      if (v.severity == kDivergence)
+        v.rank_also_missing = std::find(missing_ranks.begin(), missing_ranks.end(), d.rank) != missing_ranks.end();
+    }
+    if (!missing_ranks.empty()) {
+      std::vector<int32_t> lowest;
+      for (const auto& m : missing)
+        if (m["last_seq"].get<uint64_t>() == lowest_issued) lowest.push_back(m["rank"].get<int32_t>());
+      std::string why;
+      if (lowest.size() == 1) {
+        const ProcessTrace& p = a.job.processes[present[lowest[0]]];
+        why = p.process_end ? "; its process exited" : "; its trace ends without a final record (killed, crashed or still hung)";
+        // Blocked elsewhere? An op of another communicator it issued but never completed.
+        for (const RankComm& other : a.ops[present[lowest[0]]].comms)
+          if (other.comm_id != id && other.completed_seq() < other.max_seq) {
+            why += fmt::format("; it waits in comm {} seq {}", comm_label(other.comm_id, names), other.completed_seq() + 1);
+            break;
+          }
+      }
+      set(kMissing, fmt::format("comm {}: rank(s) {} never issued seq {} that {} peer(s) issued (they reached seq {}){}", label,
+                                ranks_text(lowest), lowest_issued + 1, present.size() - missing_ranks.size(), issued_max, why));
+    }
+    if (!mismatches.empty()) {
+      const json& m = mismatches.front();
+      set(kMismatch, fmt::format("comm {}: rank(s) {} passed {} {} where the others passed {} at seq {}{}", label,
+                                 ranks_text(m["ranks"].get<std::vector<int32_t>>()), m["field"].get<std::string>(),
+                                 m["value"].dump(), m["expected"].dump(), m["seq"].get<uint64_t>(),
+                                 mismatched_seqs > 1 ? fmt::format(" (and {} more mismatched seq(s))", mismatched_seqs - 1) : ""));
+    }
+    if (!incomplete.empty() && missing_ranks.empty())
+      set(kIncomplete, fmt::format("comm {}: every rank issued seq {} but it never completed on rank(s) {}: look at the "
+                                   "GPUs/network of those ranks",
+                                   label, done_by_all + 1, ranks_text([&] {
+                                     std::vector<int32_t> r;
+                                     for (const auto& e : incomplete) r.push_back(e["rank"].get<int32_t>());
+                                     return r;
+                                   }())));
+    for (const auto& [rank, mean_late] : flagged)
+      if (mean_late >= 1e6)
+        set(kStraggler, fmt::format("comm {}: rank {} arrived last at {} of {} collectives, {:.2f} ms late on average", label,
+                                    rank, last_counts[rank].first, judged, mean_late / 1e6));
+    bool bad = !absent.empty() || !departed.empty() || !missing_ranks.empty() || !mismatches.empty() || !incomplete.empty() ||
+               !p2p.empty() || mismatched_seqs;
+    findings |= bad;
+    j["verdict"] = v.text.empty() ? "consistent: every rank issued and completed the same ops" : v.text;
+    comms.push_back(j);
+    verdicts.push_back(v);
+  }
+
+  json out = {{"comms", comms}, {"traces", a.job.processes.size()}};
+  out["environment"] = environment_differences(a);
+  out["clock"] = {{"method", a.clock.method}, {"hosts", a.clock.hosts}};
+  size_t first = verdicts.size();
+  for (size_t i = 0; i < verdicts.size(); ++i)
+    if (verdicts[i].severity > kNone && (first == verdicts.size() || verdicts[i].before(verdicts[first]))) first = i;
+  std::string verdict = first < verdicts.size() ? verdicts[first].text : "no hang or mismatch found";
+  if (!out["environment"].empty()) {
+    std::string keys;
+    for (const auto& e : out["environment"]) keys += (keys.empty() ? "" : ", ") + e["key"].get<std::string>();
+    verdict += fmt::format(". Also: ranks run with different {}", keys);
+  }
+  out["verdict"] = verdict;
+  return out;
+}
+
+int run_hang(const Options& options) {
+  JobAnalysis a = analyze_job(options.inputs, {});
+  print_problems(a.job.problems);
+  if (a.job.processes.empty()) {
+    std::fprintf(stderr, "ncclwatch-report: no usable trace files\n");
+    return 2;
+  }
+  bool findings = false;
+  json out = hang_json(a, findings);
+  if (options.json) {
+    std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+    return findings ? 1 : 0;
+  }
+  fmt::print("verdict: {}\n", out["verdict"].get<std::string>());
+  for (const json& c : out["comms"]) {
+    fmt::print("\ncomm {}{} ({} ranks): last seq issued {}, completed by every rank {}\n", c["comm"].get<std::string>(),
+               c.contains("name") ? " \"" + c["name"].get<std::string>() + "\"" : "", c["nranks"].get<int>(),
+               c["last_seq_issued"].get<uint64_t>(), c["last_seq_completed_by_all"].get<uint64_t>());
+    if (!c["absent_ranks"].empty()) fmt::print("  absent (no trace): ranks {}\n", c["absent_ranks"].dump());
+    for (const json& m : c["missing"])
+      fmt::print("  missing: rank {} never issued seq {} (last issued {}{})\n", m["rank"].get<int>(),
+                 m["first_missing_seq"].get<uint64_t>(), m["last_seq"].get<uint64_t>(),
+                 m["process_ended"].get<bool>() ? ", process exited" : "");
+    for (const json& m : c["incomplete"])
+      fmt::print("  never completed: rank {} seqs {}..{}\n", m["rank"].get<int>(), m["from_seq"].get<uint64_t>(),
+                 m["to_seq"].get<uint64_t>());
+    size_t shown = 0;
+    for (const json& m : c["mismatches"]) {
+      if (shown++ == kMaxMismatchesShown) {
+        fmt::print("  ... {} more mismatch(es) (see --json)\n", c["mismatches"].size() - kMaxMismatchesShown);
+        break;
+      }
+      fmt::print("  mismatch at seq {}: {} {} on rank(s) {}, {} on the others\n", m["seq"].get<uint64_t>(),
+                 m["field"].get<std::string>(), m["value"].dump(), m["ranks"].dump(), m["expected"].dump());
+    }
+    for (const json& d : c["divergence"])
+      fmt::print("  divergence: rank {} within seqs {}..{}: {}\n", d["rank"].get<int>(), d["from_seq"].get<uint64_t>(),
+                 d["to_seq"].get<uint64_t>(), d["reason"].get<std::string>());
+    for (const json& s : c["stalls"])
+      fmt::print("  stall: rank {} {} seq {} {} after {:.1f} s\n", s["rank"].get<int>(), s["op"].get<std::string>(),
+                 s["seq"].get<uint64_t>(), s["state"].get<std::string>(), s["pending_s"].get<double>());
+    for (const json& p : c["p2p_unmatched"])
+      fmt::print("  p2p: rank {} sent {} time(s) to rank {}, which received {}\n", p["src"].get<int>(), p["sends"].get<uint64_t>(),
+                 p["dst"].get<int>(), p["recvs"].get<uint64_t>());
+    for (const json& r : c["stragglers"]["ranks"])
+      if (r["far_more_than_chance"].get<bool>())
+        fmt::print("  straggler: rank {} arrived last {} time(s) (chance: {:.0f}), {:.3f} ms late on average\n",
+                   r["rank"].get<int>(), r["times_last"].get<uint64_t>(), r["expected_by_chance"].get<double>(),
+                   r["mean_late_ms"].get<double>());
+    fmt::print("  verdict: {}\n", c["verdict"].get<std::string>());
+  }
+  for (const json& e : out["environment"]) {
+    fmt::print("\nenvironment differs: {}\n", e["key"].get<std::string>());
+    for (const json& v : e["values"])
+      fmt::print("  {} on {} process(es), ranks {}\n", v["value"].get<std::string>(), v["processes"].get<size_t>(),
+                 v["ranks"].dump());
+  }
+  return findings ? 1 : 0;
+}
+
+}  // namespace ncclwatch::report

@@ -1,0 +1,145 @@
+// latency: per communicator x op x message size, how long the op took and the bandwidth that
+// means, with nccl-tests' conventions, plus how long communicators took to create and destroy.
+//
+// Size ("bytes") follows nccl-tests: the larger buffer of the op. AllReduce, Broadcast, Reduce,
+// Send, Recv: count x element size. AllGather: sendcount x nranks x element size (the receive
+// buffer). ReduceScatter: recvcount x nranks x element size (the send buffer). AlltoAll, Gather,
+// Scatter: count x nranks x element size. algbw = bytes / mean time; busbw = algbw x factor with
+// the factors of nccl-tests: AllReduce 2(n-1)/n; AllGather, ReduceScatter, AlltoAll (n-1)/n;
+// Broadcast, Reduce, Send/Recv 1. A launch that held several grouped ops is one row with op
+// "ncclGroupEnd" and the sum of their sizes (factor 1).
+#include "reports.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iostream>
+
+namespace ncclwatch::report {
+namespace {
+
+using nlohmann::json;
+using trace::Api;
+
+double percentile_ms(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(std::clamp(p / 100.0 * static_cast<double>(v.size() - 1), 0.0, static_cast<double>(v.size() - 1)));
+  return v[i];
+}
+
+}  // namespace
+
+json latency_json(const JobAnalysis& a) {
+  std::map<uint64_t, std::string> names = comm_names(a.job);
+  json rows = json::array();
+  for (const LatencyBucket& b : a.latency) {
+    const LatencyHistogram& h = b.hist;
+    if (!h.count()) continue;
+    Api api = static_cast<Api>(b.key.api);
+    size_t ranks = static_cast<size_t>(std::count(b.ranks_seen.begin(), b.ranks_seen.end(), true));
+    double mean_s = h.mean() / 1e9;
+    double algbw = mean_s > 0 ? static_cast<double>(b.key.bytes) / mean_s / 1e9 : 0;
+    json row = {{"comm", hex_id(b.key.comm_id)},
+                {"op", trace::api_name(api)},
+                {"bytes", b.key.bytes},
+                {"nranks", b.key.nranks},
+                {"calls", ranks ? (h.count() + ranks - 1) / ranks : h.count()},
+                {"samples", h.count()},
+                {"ranks_timed", ranks},
+                {"p50_us", h.percentile(50) / 1e3},
+                {"p90_us", h.percentile(90) / 1e3},
+                {"p99_us", h.percentile(99) / 1e3},
+                {"max_us", h.max() / 1e3},
+                {"min_us", h.min() / 1e3},
+                {"mean_us", h.mean() / 1e3},
+                {"algbw_gbps", algbw},
+                {"busbw_gbps", algbw * busbw_factor(api, b.key.nranks)},
+                {"timing", timing_name(b.key.timing)}};
+    if (auto n = names.find(b.key.comm_id); n != names.end()) row["name"] = n->second;
+    rows.push_back(row);
+  }
+
+  // Creation and destruction times per communicator, across its ranks.
+  struct Times {
+    int32_t nranks = 0;
+    std::vector<double> init_ms, destroy_ms;
+    std::string api;
+  };
+  std::map<uint64_t, Times> times;
+  for (const ProcessTrace& p : a.job.processes)
+    for (const CommInstance& c : p.comms) {
+      if (!c.id) continue;
+      Times& t = times[c.id];
+      t.nranks = std::max(t.nranks, c.nranks);
+      t.api = trace::api_name(c.api);
+      if (c.created_ns && c.begin_ns) t.init_ms.push_back(static_cast<double>(wrap_sub(c.created_ns, c.begin_ns)) / 1e6);
+      if (c.release_end_ns && c.release_begin_ns) t.destroy_ms.push_back(static_cast<double>(wrap_sub(c.release_end_ns, c.release_begin_ns)) / 1e6);
+    }
+  json comms = json::array();
+  for (const auto& [id, t] : times) {
+    json c = {{"comm", hex_id(id)}, {"nranks", t.nranks}, {"api", t.api}, {"ranks_traced", t.init_ms.size()}};
+    if (auto n = names.find(id); n != names.end()) c["name"] = n->second;
+    c["init_ms_p50"] = percentile_ms(t.init_ms, 50);
+    c["init_ms_max"] = t.init_ms.empty() ? 0.0 : *std::max_element(t.init_ms.begin(), t.init_ms.end());
+    c["destroy_ms_p50"] = t.destroy_ms.empty() ? json(nullptr) : json(percentile_ms(t.destroy_ms, 50));
+    c["destroy_ms_max"] = t.destroy_ms.empty() ? json(nullptr) : json(*std::max_element(t.destroy_ms.begin(), t.destroy_ms.end()));
+    comms.push_back(c);
+  }
+  return {{"rows", rows},
+          {"communicators", comms},
+          {"size_convention", "nccl-tests: bytes is the larger buffer (allgather/reducescatter/alltoall: count x nranks "
+                              "x element size); algbw = bytes / mean time; busbw = algbw x nccl-tests factor"}};
+}
+
+int run_latency(const Options& options) {
+  AnalysisOptions ao;
+  ao.align_clocks = false;  // durations are per process: no need to put hosts on one clock
+  JobAnalysis a = analyze_job(options.inputs, ao);
+  print_problems(a.job.problems);
+  if (a.job.processes.empty()) {
+    std::fprintf(stderr, "ncclwatch-report: no usable trace files\n");
+    return 2;
+  }
+  json out = latency_json(a);
+  if (options.json) {
+    std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+    return 0;
+  }
+  static const char* columns[] = {"comm", "op", "bytes", "nranks", "calls", "p50_us", "p90_us", "p99_us",
+                                  "max_us", "algbw_gbps", "busbw_gbps", "timing"};
+  if (options.csv) {
+    std::string line;
+    for (const char* c : columns) line += (line.empty() ? "" : ",") + std::string(c);
+    fmt::print("{}\n", line);
+    for (const json& r : out["rows"]) {
+      line.clear();
+      for (const char* c : columns) {
+        const json& v = r[c];
+        line += (line.empty() ? "" : ",") + (v.is_string() ? v.get<std::string>() : v.is_number_float() ? fmt::format("{:.3f}", v.get<double>()) : v.dump());
+      }
+      fmt::print("{}\n", line);
+    }
+    return 0;
+  }
+  fmt::print("{:<16} {:<18} {:>12} {:>6} {:>8} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {}\n", "comm", "op", "bytes", "ranks",
+             "calls", "p50 us", "p90 us", "p99 us", "max us", "algbw", "busbw", "timing");
+  for (const json& r : out["rows"])
+    fmt::print("{:<16} {:<18} {:>12} {:>6} {:>8} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f} {:>9.2f} {:>9.2f} {}\n",
+               r["comm"].get<std::string>(), r["op"].get<std::string>(), r["bytes"].get<uint64_t>(), r["nranks"].get<int>(),
+               r["calls"].get<uint64_t>(), r["p50_us"].get<double>(), r["p90_us"].get<double>(), r["p99_us"].get<double>(),
+               r["max_us"].get<double>(), r["algbw_gbps"].get<double>(), r["busbw_gbps"].get<double>(),
+               r["timing"].get<std::string>());
+  if (out["rows"].empty()) fmt::print("(no timed collectives in these traces)\n");
+  fmt::print("bandwidths in GB/s; {}\n", out["size_convention"].get<std::string>());
+  if (!out["communicators"].empty()) {
+    fmt::print("\n{:<16} {:>6} {:>12} {:>12} {:>14}\n", "comm", "ranks", "init p50 ms", "init max ms", "destroy max ms");
+    for (const json& c : out["communicators"])
+      fmt::print("{:<16} {:>6} {:>12.1f} {:>12.1f} {:>14}\n", c["comm"].get<std::string>(), c["nranks"].get<int>(),
+                 c["init_ms_p50"].get<double>(), c["init_ms_max"].get<double>(),
+                 c["destroy_ms_max"].is_null() ? std::string("-") : fmt::format("{:.1f}", c["destroy_ms_max"].get<double>()));
+  }
+  return 0;
+}
+
+}  // namespace ncclwatch::report

@@ -1,0 +1,136 @@
+// Writes the traces of one synthetic job: gen_job SCENARIO DIR. The scenarios are the jobs the
+// analyzer tests ask about (see test_reports.py).
+#include "synthetic_trace.h"
+
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+
+using namespace ncclwatch;
+using namespace ncclwatch::testing;
+
+namespace {
+
+// World all-reduces every step; a side communicator all-reduces after every 5th step. `skipper`
+// skips its `skipped`-th world all-reduce (its compute for that step still happens).
+SimJob interleaved(int nranks, int steps, int skipper, int skipped) {
+  SimJob job;
+  SimComm world{0xA11CE00000000001ull, "world", {}};
+  SimComm side{0x51DE000000000002ull, "side", {}};
+  for (int r = 0; r < nranks; ++r) world.members.push_back(r), side.members.push_back(r);
+  job.comms = {world, side};
+  for (int r = 0; r < nranks; ++r) {
+    SimRank rank;
+    rank.pid = 2000 + static_cast<uint32_t>(r);
+    int64_t carried = 0;
+    for (int step = 1; step <= steps; ++step) {
+      if (r == skipper && step == skipped) {
+        carried += 1000000;  // the step's compute, with no collective after it
+      } else {
+        SimCall c;
+        c.delay_ns = 1000000 + carried;
+        carried = 0;
+        rank.program.push_back(c);
+      }
+      if (step % 5 == 0) {
+        SimCall s;
+        s.comm = 1;
+        s.count = 1024;
+        s.delay_ns = 50000;
+        rank.program.push_back(s);
+      }
+    }
+    job.ranks.push_back(rank);
+  }
+  return job;
+}
+
+const std::map<std::string, std::function<SimJob()>> kScenarios = {
+    // Rank 1 passes half the count at seq 3 and dies after seq 5; the others hang at seq 6.
+    {"count_mismatch_then_stop",
+     [] {
+       SimJob job = world_job(4, 10);
+       job.ranks[1].program[2].count = 1 << 19;
+       job.ranks[1].program.resize(5);
+       job.ranks[1].exits = false;
+       return job;
+     }},
+    // Rank 1 all-reduces half the elements at step 4 (and at step 9); everyone completes and exits.
+    {"silent_mismatch",
+     [] {
+       SimJob job = world_job(2, 12);
+       job.ranks[1].program[3].count = 1 << 19;
+       job.ranks[1].program[8].datatype = 9;  // bfloat16 instead of float32
+       return job;
+     }},
+    {"skip_interleaved_4", [] { return interleaved(4, 30, 1, 7); }},
+    {"skip_interleaved_2", [] { return interleaved(2, 30, 1, 7); }},
+    // Rank 2 sleeps 5 ms before every collective. Ranks 2 and 3 are on another host whose wall
+    // clock is 37 ms ahead: aligned, rank 2 alone is late.
+    {"straggler",
+     [] {
+       SimJob job = world_job(4, 60);
+       for (int r : {2, 3}) job.ranks[static_cast<size_t>(r)].host = "node1";
+       job.wall_skew_ns["node1"] = 37'000'000;
+       job.mono_base_ns["node1"] = 123'456'789'000;
+       for (SimCall& c : job.ranks[2].program) c.delay_ns += 5'000'000;
+       return job;
+     }},
+    // A healthy job: mixed sizes, all-gathers, a broadcast.
+    {"clean",
+     [] {
+       SimJob job = world_job(2, 0);
+       for (SimRank& rank : job.ranks) {
+         for (int i = 0; i < 8; ++i) {
+           SimCall c;
+           c.count = 1 << 20;
+           rank.program.push_back(c);
+           c.count = 1 << 10;
+           rank.program.push_back(c);
+         }
+         SimCall g;
+         g.api = trace::Api::kAllGather;
+         g.count = 1 << 18;
+         g.redop = -1;
+         rank.program.push_back(g);
+         SimCall b;
+         b.api = trace::Api::kBroadcast;
+         b.count = 1 << 16;
+         b.redop = -1;
+         b.peer = 0;
+         rank.program.push_back(b);
+       }
+       return job;
+     }},
+    // Ranks run different NCCL versions and NCCL_ALGO settings; nothing else is wrong.
+    {"env_diff",
+     [] {
+       SimJob job = world_job(3, 4);
+       job.ranks[2].nccl_version = "2.21.5";
+       job.ranks[1].env["NCCL_ALGO"] = "Tree";
+       return job;
+     }},
+    // Host timing only (no GPU timing records).
+    {"host_timing",
+     [] {
+       SimJob job = world_job(2, 10);
+       for (SimRank& r : job.ranks) r.timed = false;
+       return job;
+     }},
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3 || !kScenarios.count(argv[1])) {
+    std::fprintf(stderr, "usage: gen_job SCENARIO DIR\nscenarios:");
+    for (const auto& [name, make] : kScenarios) std::fprintf(stderr, " %s", name.c_str());
+    std::fprintf(stderr, "\n");
+    return 2;
+  }
+  SimJob job = kScenarios.at(argv[1])();
+  for (const std::string& path : write_job(job, argv[2])) std::printf("%s\n", path.c_str());
+  return 0;
+}

@@ -1,0 +1,120 @@
+// The analyzers' building blocks: the latency histogram, nccl-tests' size and bandwidth
+// conventions, and the per-seq signature groups merged across reader threads.
+#include "op_model.h"
+#include "synthetic_trace.h"
+
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <random>
+
+using namespace ncclwatch;
+using namespace ncclwatch::report;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("ncclwatch-model-" + std::to_string(getpid()) + "-" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d.string();
+}
+
+}  // namespace
+
+TEST_CASE("histogram percentiles are within 2% of the exact ones") {
+  std::mt19937_64 rng(7);
+  std::lognormal_distribution<double> dist(11.0, 1.5);
+  std::vector<int64_t> values;
+  LatencyHistogram h;
+  for (int i = 0; i < 100000; ++i) {
+    auto v = static_cast<int64_t>(dist(rng));
+    values.push_back(v);
+    h.add(v);
+  }
+  std::sort(values.begin(), values.end());
+  for (double p : {50.0, 90.0, 99.0, 99.9}) {
+    auto exact = static_cast<double>(values[static_cast<size_t>(std::ceil(p / 100 * values.size())) - 1]);
+    CHECK(std::abs(static_cast<double>(h.percentile(p)) - exact) <= 0.02 * exact + 1);
+  }
+  CHECK(h.max() == values.back());
+  CHECK(h.min() == values.front());
+  CHECK(h.count() == values.size());
+  LatencyHistogram other;
+  other.add(5);
+  h.merge(other);
+  CHECK(h.min() == 5);
+  CHECK(h.count() == values.size() + 1);
+}
+
+TEST_CASE("histogram buckets cover every value once") {
+  for (uint64_t v : {0ull, 1ull, 127ull, 128ull, 129ull, 1000ull, 123456789ull, 1ull << 40}) {
+    size_t b = LatencyHistogram::bucket_of(v);
+    CHECK(LatencyHistogram::bucket_low(b) <= v);
+    CHECK(v < LatencyHistogram::bucket_low(b) + LatencyHistogram::bucket_width(b));
+  }
+  CHECK(LatencyHistogram::bucket_of(~0ull >> 1) == LatencyHistogram::kBuckets - 1);
+}
+
+TEST_CASE("sizes and bus bandwidth follow nccl-tests") {
+  using trace::Api;
+  CHECK(bytes_of(Api::kAllReduce, 1000, 7, 8) == 4000);
+  CHECK(bytes_of(Api::kAllGather, 1000, 7, 8) == 32000);      // sendcount x nranks
+  CHECK(bytes_of(Api::kReduceScatter, 1000, 9, 8) == 16000);  // recvcount x nranks, bf16
+  CHECK(bytes_of(Api::kAlltoAll, 10, 4, 4) == 320);
+  CHECK(bytes_of(Api::kSend, 10, 0, 4) == 10);
+  CHECK(busbw_factor(Api::kAllReduce, 8) == Approx(2.0 * 7 / 8));
+  CHECK(busbw_factor(Api::kAllGather, 8) == Approx(7.0 / 8));
+  CHECK(busbw_factor(Api::kReduceScatter, 4) == Approx(0.75));
+  CHECK(busbw_factor(Api::kAlltoAll, 2) == Approx(0.5));
+  CHECK(busbw_factor(Api::kBroadcast, 8) == 1.0);
+  CHECK(busbw_factor(Api::kReduce, 8) == 1.0);
+  CHECK(busbw_factor(Api::kSend, 2) == 1.0);
+}
+
+TEST_CASE("a mismatch is attributed to the odd rank whichever thread reads it first") {
+  // Eight ranks; rank 0 (the first file, read first) is the odd one at seq 2, rank 5 at seq 4.
+  testing::SimJob job = testing::world_job(8, 6);
+  job.ranks[0].program[1].count = 77;
+  job.ranks[5].program[3].redop = 2;
+  std::string dir = temp_dir("threads");
+  testing::write_job(job, dir);
+  for (unsigned threads : {1u, 2u, 3u}) {
+    AnalysisOptions options;
+    options.threads = threads;
+    JobAnalysis a = analyze_job({dir}, options);
+    REQUIRE(a.comms.size() == 1);
+    const CommOps& c = a.comms[0];
+    auto seq2 = a.signature_groups(c, 2);
+    REQUIRE(seq2.size() == 2);
+    CHECK(seq2[0].second == std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7});
+    CHECK(seq2[1].second == std::vector<int32_t>{0});
+    CHECK(seq2[1].first.count == 77);
+    auto seq4 = a.signature_groups(c, 4);
+    REQUIRE(seq4.size() == 2);
+    CHECK(seq4[1].second == std::vector<int32_t>{5});
+    CHECK(seq4[1].first.redop == 2);
+    CHECK(a.signature_groups(c, 3).size() == 1);
+    CHECK(a.signature_groups(c, 3)[0].second.size() == 8);
+    // Arrival of the last rank and completion per rank.
+    for (const MemberRef& m : a.members.at(c.comm_id)) CHECK(a.member(m).completed_seq() == 6);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("memory stays with seqs, not records: one slot per seq for all ranks") {
+  testing::SimJob job = testing::world_job(16, 50);
+  std::string dir = temp_dir("slots");
+  testing::write_job(job, dir);
+  JobAnalysis a = analyze_job({dir}, {});
+  REQUIRE(a.comms.size() == 1);
+  CHECK(a.comms[0].slots.size() == 50);
+  CHECK(a.comms[0].slots[10].issued == 16);
+  CHECK(a.latency.size() == 1);
+  CHECK(a.latency[0].hist.count() == 16 * 50);
+  fs::remove_all(dir);
+}
