@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <set>
 
 namespace ncclwatch::report {
 namespace {
@@ -33,9 +34,26 @@ double percentile_ms(std::vector<double> v, double p) {
 json latency_json(const JobAnalysis& a) {
   std::map<uint64_t, std::string> names = comm_names(a.job);
   json rows = json::array();
+  // With sampled GPU timing (NCCLWATCH_SAMPLE), calls of one size are partly GPU-timed, partly
+  // host-timed; host enqueue times say nothing about how long an asynchronous op ran, so such a
+  // size gets one row from its GPU samples, counting the untimed calls too.
+  auto untimed_twin = [](LatencyKey k) {
+    k.timing = TimingSource::kHost;
+    return k;
+  };
+  std::map<LatencyKey, uint64_t> host_calls;  // host-timed calls of sizes that also have GPU samples
+  std::set<LatencyKey> gpu_timed;
+  for (const LatencyBucket& b : a.latency)
+    if (b.key.timing != TimingSource::kHost && b.hist.count()) gpu_timed.insert(untimed_twin(b.key));
+  for (const LatencyBucket& b : a.latency) {
+    if (b.key.timing != TimingSource::kHost || !gpu_timed.count(b.key)) continue;
+    size_t ranks = static_cast<size_t>(std::count(b.ranks_seen.begin(), b.ranks_seen.end(), true));
+    host_calls[b.key] += ranks ? (b.hist.count() + ranks - 1) / ranks : b.hist.count();
+  }
   for (const LatencyBucket& b : a.latency) {
     const LatencyHistogram& h = b.hist;
     if (!h.count()) continue;
+    if (b.key.timing == TimingSource::kHost && gpu_timed.count(b.key)) continue;  // folded into the GPU row
     Api api = static_cast<Api>(b.key.api);
     size_t ranks = static_cast<size_t>(std::count(b.ranks_seen.begin(), b.ranks_seen.end(), true));
     double mean_s = h.mean() / 1e9;
@@ -44,7 +62,9 @@ json latency_json(const JobAnalysis& a) {
                 {"op", trace::api_name(api)},
                 {"bytes", b.key.bytes},
                 {"nranks", b.key.nranks},
-                {"calls", ranks ? (h.count() + ranks - 1) / ranks : h.count()},
+                {"calls", (ranks ? (h.count() + ranks - 1) / ranks : h.count()) +
+                              (b.key.timing == TimingSource::kHost ? 0 : host_calls[untimed_twin(b.key)])},
+                {"timed_calls", ranks ? (h.count() + ranks - 1) / ranks : h.count()},
                 {"samples", h.count()},
                 {"ranks_timed", ranks},
                 {"p50_us", h.percentile(50) / 1e3},
