@@ -9,6 +9,9 @@ RESULTS="${GPU_RESULTS:-$(mktemp -d)}"
 mkdir -p "$RESULTS"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
+# The report tool, with the libraries stage.sh put beside it when the machine lacks them.
+report() { LD_LIBRARY_PATH="$BUILD/analyzers/lib:${LD_LIBRARY_PATH:-}" "$REPORT" "$@"; }
+
 gpu_count() { nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true; }
 
 # The folder of the real libnccl.so.2: PyTorch's wheel first, then the system.
