@@ -1,5 +1,6 @@
-"""A PyTorch job that is silently wrong: at step 4 rank 1 all-reduces half the elements. NCCL
-does not notice, the job exits 0, and nobody prints anything — except ncclwatch:
+"""A PyTorch job that is wrong: at step 4 rank 1 all-reduces half the elements. NCCL does not
+notice: the job either exits 0 with wrong data or (on 2 H200s with NCCL 2.28.9) hangs, and
+nobody says why — except ncclwatch:
 
     ncclwatch run -- torchrun --nproc-per-node 2 examples/torch_mismatch.py
     ncclwatch-report hang ncclwatch/job-*      # count mismatch at the seq of step 4

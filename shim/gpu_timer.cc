@@ -210,10 +210,14 @@ class Collector {
         CUresult status = cu.event_query(front.events->end);
         if (status == CUDA_ERROR_NOT_READY) {
           pending = true;
-          if (!stall_reported_.count(front.launch_id) && monotonic_ns() - front.enqueued_ns > stall_ns)
+          // A stall is a stream that made no progress for the threshold: once a long stall
+          // resolves (e.g. an abort), the ops queued behind it are not each reported anew.
+          int64_t waiting_since = std::max(front.enqueued_ns, last_progress_[stream]);
+          if (!stall_reported_.count(front.launch_id) && monotonic_ns() - waiting_since > stall_ns)
             report_stall(front, trace::StallState::kStalled);
           break;
         }
+        last_progress_[stream] = monotonic_ns();
         if (status == CUDA_SUCCESS) complete(cu, front);
         if (stall_reported_.erase(front.launch_id)) report_stall(front, trace::StallState::kResolved);
         give_back(front.events);
@@ -315,6 +319,7 @@ class Collector {
 
   std::map<uint64_t, std::deque<Pending>> queues_;
   std::set<uint64_t> stall_reported_;
+  std::map<uint64_t, int64_t> last_progress_;  // per stream: when a launch last completed
 };
 
 void start_collector() {
