@@ -32,16 +32,18 @@ std::map<std::string, std::string> parse_strings(const RecordView& r) {
   return out;
 }
 
-// Frames and name that follow an ApiEvent, bounds-checked.
-void event_tail(const RecordView& r, const ApiEvent& e, std::vector<uint64_t>* frames, std::string* name) {
+// Frames, name and call-site summary that follow an ApiEvent, bounds-checked.
+void event_tail(const RecordView& r, const ApiEvent& e, std::vector<uint64_t>* frames, std::string* name,
+                std::string* site) {
   size_t frames_bytes = size_t{e.nframes} * 8;
-  if (sizeof(ApiEvent) + frames_bytes + e.name_len > r.size) return;
+  if (sizeof(ApiEvent) + frames_bytes + e.name_len + e.site_len > r.size) return;
   const std::byte* tail = r.data + sizeof(ApiEvent);
   if (frames) {
     frames->resize(e.nframes);
     if (frames_bytes) std::memcpy(frames->data(), tail, frames_bytes);
   }
   if (name) name->assign(reinterpret_cast<const char*>(tail + frames_bytes), e.name_len);
+  if (site) site->assign(reinterpret_cast<const char*>(tail + frames_bytes + e.name_len), e.site_len);
 }
 
 Api api_of(const ApiEvent& e) { return static_cast<Api>(e.api); }
@@ -105,8 +107,8 @@ class ProcessBuilder {
 
   void on_begin(const RecordView& r, const ApiEvent& e) {
     Api api = api_of(e);
-    Pending pending{e, {}, {}};
-    event_tail(r, e, &pending.stack, &pending.name);
+    Pending pending{e, {}, {}, {}};
+    event_tail(r, e, &pending.stack, &pending.name, &pending.site);
     if (api == Api::kCommDestroy || api == Api::kCommAbort) {
       if (CommInstance* c = live_comm(e.comm)) {
         c->release_api = api;
@@ -138,6 +140,7 @@ class ProcessBuilder {
         c.torch = begin->event.flags & kFlagTorchCaller;
         c.stack = begin->stack;
         c.name = begin->name;
+        c.site = begin->site;
       }
       if (!ok_or_pending(e.result) || e.comm == 0) {
         c.state = CommState::kInitFailed;
@@ -182,7 +185,10 @@ class ProcessBuilder {
           res.rank = e.rank;
           res.bytes = e.bytes;
           res.created_ns = e.time_ns;
-          if (begin) res.stack = begin->stack;
+          if (begin) {
+            res.stack = begin->stack;
+            res.site = begin->site;
+          }
           p_.resources.push_back(std::move(res));
         }
         break;
@@ -245,6 +251,7 @@ class ProcessBuilder {
     ApiEvent event;
     std::vector<uint64_t> stack;
     std::string name;
+    std::string site;
   };
   ProcessTrace& p_;
   std::map<uint64_t, Pending> pending_;

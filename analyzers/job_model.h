@@ -48,6 +48,7 @@ struct CommInstance {
   int release_result = 0;
   bool release_during_exit = false;
   std::vector<uint64_t> stack;  // call-site return addresses of the creating call
+  std::string site;             // the shim's own reading of the call site (dynamic symbols)
   CommState state = CommState::kLeaked;
 };
 
@@ -62,6 +63,7 @@ struct ResourceInstance {
   bool released = false;
   bool released_with_comm = false;
   std::vector<uint64_t> stack;
+  std::string site;             // the shim's own reading of the call site
 };
 
 struct ProcessTrace {

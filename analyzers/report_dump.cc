@@ -88,7 +88,7 @@ json record_json(const RecordView& r) {
         j["flags"] = e->flags;
         j["split_index"] = e->split_index;
         size_t frames_bytes = size_t{e->nframes} * 8;
-        if (sizeof(ApiEvent) + frames_bytes + e->name_len <= r.size) {
+        if (sizeof(ApiEvent) + frames_bytes + e->name_len + e->site_len <= r.size) {
           json frames = json::array();
           for (size_t i = 0; i < e->nframes; ++i) {
             uint64_t a;
@@ -98,6 +98,9 @@ json record_json(const RecordView& r) {
           if (!frames.empty()) j["frames"] = frames;
           if (e->name_len)
             j["name"] = std::string(reinterpret_cast<const char*>(r.data + sizeof(ApiEvent) + frames_bytes), e->name_len);
+          if (e->site_len)
+            j["site"] = std::string(
+                reinterpret_cast<const char*>(r.data + sizeof(ApiEvent) + frames_bytes + e->name_len), e->site_len);
         }
       }
       break;

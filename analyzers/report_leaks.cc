@@ -23,13 +23,23 @@ struct Site {
   std::vector<std::string> stack;
 };
 
-Site describe_site(Symbolizer* symbolizer, const ProcessTrace& p, const std::vector<uint64_t>& frames) {
+// `recorded` is what the shim read at the call; it stands in when the module's file (and so its
+// debug information) is not on this machine.
+Site describe_site(Symbolizer* symbolizer, const ProcessTrace& p, const std::vector<uint64_t>& frames,
+                   const std::string& recorded) {
   Site site;
+  bool first_has_function = false;
   for (uint64_t address : frames) {
-    std::string text = symbolizer ? symbolizer->resolve(p, address).describe() : fmt::format("0x{:x}", address);
+    std::string text = fmt::format("0x{:x}", address);
+    if (symbolizer) {
+      Frame frame = symbolizer->resolve(p, address);
+      if (site.stack.empty()) first_has_function = !frame.function.empty();
+      text = frame.describe();
+    }
     if (site.first.empty()) site.first = text;
     site.stack.push_back(std::move(text));
   }
+  if (!first_has_function && !recorded.empty() && recorded.find(" (") != std::string::npos) site.first = recorded;
   return site;
 }
 
@@ -83,7 +93,7 @@ int run_leaks(const Job& job, const Options& options) {
   for (const ProcessTrace& p : job.processes) {
     for (const CommInstance& c : p.comms) {
       ++state_counts[state_name(c.state)];
-      Site site = describe_site(sym, p, c.stack);
+      Site site = describe_site(sym, p, c.stack, c.site);
       json entry = {{"comm", hex_id(c.id)},
                     {"rank", c.rank},
                     {"nranks", c.nranks},
@@ -119,7 +129,7 @@ int run_leaks(const Job& job, const Options& options) {
     for (const ResourceInstance& r : p.resources) {
       if (r.released) continue;
       ++leaked_resources;
-      Site site = describe_site(sym, p, r.stack);
+      Site site = describe_site(sym, p, r.stack, r.site);
       leaks.push_back({{"kind", trace::resource_kind(r.api)},
                        {"comm", r.comm_id ? json(hex_id(r.comm_id)) : json(nullptr)},
                        {"rank", r.rank},
@@ -161,7 +171,7 @@ int run_leaks(const Job& job, const Options& options) {
       for (const std::string& s : g.states) states += (states.empty() ? "" : "; ") + s;
       fmt::print("  comm {}{} ({}, {} ranks): {} on rank(s) {}\n", hex_id(id), c.name.empty() ? "" : " \"" + c.name + "\"",
                  trace::api_name(c.api), c.nranks, states, ranks_list(g.ranks));
-      Site site = describe_site(sym, *g.process, c.stack);
+      Site site = describe_site(sym, *g.process, c.stack, c.site);
       if (!site.first.empty()) fmt::print("      created at {}\n", site.first);
     }
     for (const std::string& line : resource_lines) fmt::print("{}\n", line);

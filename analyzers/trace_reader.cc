@@ -97,7 +97,9 @@ bool read_trace_until(const std::string& path, const StoppableVisitor& visit, Fi
   if (header.min_reader_version > kVersion)
     return fail("written by a newer ncclwatch (format " + std::to_string(header.version) + ", needs a reader of format " +
                 std::to_string(header.min_reader_version) + "; this one reads format " + std::to_string(kVersion) + ")");
-  if (header.version < 1) return fail("invalid format version 0");
+  if (header.version < kOldestReadableFormat)
+    return fail("written in trace format " + std::to_string(header.version) + ", older than this reader reads (" +
+                std::to_string(kOldestReadableFormat) + " to " + std::to_string(kVersion) + ")");
   if (header.header_bytes < sizeof(FileHeader) || header.header_bytes > file_size || header.header_bytes % 8)
     return fail("invalid header size " + std::to_string(header.header_bytes));
   header.host[sizeof(header.host) - 1] = '\0';

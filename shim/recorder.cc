@@ -74,8 +74,9 @@ void emit_api_event(trace::RecordType type, const trace::ApiEvent& event, const 
                     std::string_view comm_name) noexcept {
   uint16_t nframes = site ? static_cast<uint16_t>(site->nframes) : 0;
   uint16_t name_len = static_cast<uint16_t>(std::min<size_t>(comm_name.size(), 256));
+  uint16_t site_len = site ? static_cast<uint16_t>(strnlen(site->summary, sizeof(site->summary))) : 0;
   size_t frames_bytes = size_t{nframes} * sizeof(uint64_t);
-  RecordSlot slot = reserve_record(trace::padded_size(sizeof(trace::ApiEvent) + frames_bytes + name_len));
+  RecordSlot slot = reserve_record(trace::padded_size(sizeof(trace::ApiEvent) + frames_bytes + name_len + site_len));
   if (!slot) return;
   auto* out = slot.as<trace::ApiEvent>();
   // Everything after the record header; the header belongs to the writer's commit protocol.
@@ -84,9 +85,11 @@ void emit_api_event(trace::RecordType type, const trace::ApiEvent& event, const 
               sizeof(trace::ApiEvent) - sizeof(trace::RecordHeader));
   out->nframes = nframes;
   out->name_len = name_len;
+  out->site_len = site_len;
   std::byte* tail = slot.bytes() + sizeof(trace::ApiEvent);
   if (nframes) std::memcpy(tail, site->frames, frames_bytes);
   if (name_len) std::memcpy(tail + frames_bytes, comm_name.data(), name_len);
+  if (site_len) std::memcpy(tail + frames_bytes + name_len, site->summary, site_len);
   slot.commit(type);
 }
 

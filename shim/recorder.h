@@ -38,7 +38,8 @@ ncclResult_t unavailable(const RealNccl* real, const char* name) noexcept;
 
 uint64_t next_call_id() noexcept;
 
-// Writes one ApiEvent (header fields of `event` are filled here). `site` may be null.
+// Writes one ApiEvent (header fields of `event` are filled here). `site` may be null; its frames
+// and summary go into the record.
 void emit_api_event(trace::RecordType type, const trace::ApiEvent& event, const CallSite* site = nullptr,
                     std::string_view comm_name = {}) noexcept;
 

@@ -23,8 +23,9 @@
 namespace ncclwatch::trace {
 
 inline constexpr char kMagic[8] = {'N', 'C', 'C', 'L', 'W', 'T', 'C', 'H'};
-inline constexpr uint32_t kVersion = 1;
-inline constexpr uint32_t kMinReadableVersion = 1;  // oldest reader version that can read this file
+inline constexpr uint32_t kVersion = 2;              // 2: ApiEvent carries the call-site summary
+inline constexpr uint32_t kMinReadableVersion = 2;  // oldest reader version that can read this file
+inline constexpr uint32_t kOldestReadableFormat = 2; // files older than this are refused by readers
 inline constexpr uint32_t kHeaderBytes = 4096;       // records start here
 inline constexpr uint16_t kCommitMark = 0xC0DE;
 inline constexpr uint32_t kMaxRecordBytes = 1u << 20;  // larger sizes mark a corrupt record
@@ -119,7 +120,9 @@ inline constexpr uint32_t kFlagTorchCaller = 1u << 3;    // the call site is ins
 // One lifecycle or resource call: a kCallBegin when entered, one kCallEnd per outcome when it
 // returned (ncclCommInitAll writes one kCallEnd per communicator it created).
 // Followed by `nframes` uint64 return addresses (kCallBegin only; resolved through kModule
-// records) and then `name_len` bytes of config->commName (not NUL-terminated), padded to 8.
+// records), `name_len` bytes of config->commName and `site_len` bytes of the call site as the shim
+// read it at the time ("function (module)" from the dynamic symbol table, for when the module's
+// file is not at hand to symbolize the frames later); strings not NUL-terminated, padded to 8.
 struct ApiEvent {
   RecordHeader h;
   uint64_t call_id;     // pairs kCallBegin with its kCallEnd(s); unique within the file
@@ -141,6 +144,9 @@ struct ApiEvent {
   uint16_t nframes;     // call-site frames following this struct
   uint16_t name_len;    // commName bytes following the frames
   uint32_t split_index; // split/shrink: how many splits of the parent this rank made before
+  uint16_t site_len;    // call-site summary bytes following the name
+  uint16_t reserved0;
+  uint32_t reserved1;
 };
 static_assert(sizeof(ApiEvent) % 8 == 0);
 

@@ -162,6 +162,14 @@ TEST_CASE("unusable files are named with what is wrong") {
     CHECK_FALSE(r.ok);
     CHECK(mentions(r.problems, "newer ncclwatch"));
   }
+  SECTION("written in a format older than this reader reads") {
+    auto* header = reinterpret_cast<FileHeader*>(bytes.data());
+    header->version = kOldestReadableFormat - 1;
+    header->min_reader_version = 1;
+    ReadResult r = read_file(write_copy(bytes, bytes.size(), "older.nwt"));
+    CHECK_FALSE(r.ok);
+    CHECK(mentions(r.problems, "older than this reader reads"));
+  }
   SECTION("a missing file") {
     ReadResult r = read_file((test_dir() / "absent.nwt").string());
     CHECK_FALSE(r.ok);
