@@ -8,7 +8,7 @@ perf="${NCCL_TESTS:-$ROOT/.nccl-tests/build}/all_reduce_perf"
 dir="$RESULTS/latency"; rm -rf "$dir"; mkdir -p "$dir"
 NCCLWATCH_DIR="$dir/traces" LD_PRELOAD="$SHIM" timeout 120 \
   torchrun --nproc-per-node 2 "$ROOT/tests/gpu/torch_collectives.py" >"$dir/torch.log" 2>&1
-LD_LIBRARY_PATH="$(real_nccl_dir):${LD_LIBRARY_PATH:-}" "$perf" -b 1K -e 128M -f 8 -g 2 >"$dir/nccl-tests.txt" 2>&1
+LD_LIBRARY_PATH="$(real_nccl_dir):${LD_LIBRARY_PATH:-}" "$perf" -b 1K -e 128M -f 2 -g 2 >"$dir/nccl-tests.txt" 2>&1
 report latency "$dir/traces" | tee "$dir/latency.txt"
 report latency --json "$dir/traces" >"$dir/latency.json"
 grep -E '^ +[0-9]' "$dir/nccl-tests.txt"
