@@ -1,6 +1,6 @@
 // A multi-process NCCL program issuing collectives, groups and point-to-point calls, run under
 // the preloaded shim by tests/integration/test_collectives.py.
-//   collectives_app mixed|skip|capture|late-peer|bench N
+//   collectives_app mixed|skip|capture|late-peer|bench N|count-mismatch|skip-interleaved|straggler
 #include "hostcuda.h"
 #include "rendezvous.h"
 
@@ -128,6 +128,47 @@ __attribute__((noinline)) ncclResult_t bench_one_allreduce(float* data, ncclComm
   return ncclAllReduce(data, data, 1, ncclFloat, ncclSum, comm, nullptr);
 }
 
+// Rank 1 passes a different count at seq 3 and stops after seq 5; the others go on to seq 8.
+int count_mismatch() {
+  ncclComm_t world = init_world("world");
+  static float data[1024];
+  int last = test_rank() == 1 ? 5 : 8;
+  for (int seq = 1; seq <= last; ++seq) {
+    size_t count = (test_rank() == 1 && seq == 3) ? 512 : 1024;
+    CHECK(ncclAllReduce(data, data, count, ncclFloat, ncclSum, world, nullptr));
+  }
+  sleep_ms(200);  // let the collector see what completed
+  return 0;
+}
+
+// 20 identical all-reduces on the world comm, one on a side comm every 5 steps; rank 1 skips
+// its 7th world all-reduce (the case PyTorch's Flight Recorder reports only as "seq 20").
+int skip_interleaved() {
+  ncclComm_t world = init_world("world");
+  ncclComm_t side = init_world("side");
+  static float data[256];
+  for (int step = 1; step <= 20; ++step) {
+    if (!(test_rank() == 1 && step == 7)) CHECK(ncclAllReduce(data, data, 256, ncclFloat, ncclSum, world, nullptr));
+    if (step % 5 == 0) CHECK(ncclAllReduce(data, data, 256, ncclFloat, ncclSum, side, nullptr));
+  }
+  sleep_ms(200);
+  return 0;
+}
+
+// The last rank arrives 20 ms late at every collective.
+int straggler() {
+  ncclComm_t world = init_world("world");
+  static float data[256];
+  for (int i = 0; i < 10; ++i) {
+    if (test_rank() == test_nranks() - 1) sleep_ms(20);
+    CHECK(ncclAllReduce(data, data, 256, ncclFloat, ncclSum, world, nullptr));
+    cuStreamSynchronize(nullptr);
+  }
+  settle(nullptr);
+  CHECK(ncclCommDestroy(world));
+  return 0;
+}
+
 // N one-element all-reduces: the instruction-count benchmark runs this under callgrind.
 int bench(int n) {
   ncclComm_t world = init_world("world");
@@ -147,6 +188,9 @@ int main(int argc, char** argv) {
   if (scenario == "capture") return capture();
   if (scenario == "late-peer") return late_peer();
   if (scenario == "bench") return bench(argc > 2 ? std::atoi(argv[2]) : 1000);
+  if (scenario == "count-mismatch") return count_mismatch();
+  if (scenario == "skip-interleaved") return skip_interleaved();
+  if (scenario == "straggler") return straggler();
   std::fprintf(stderr, "usage: collectives_app mixed|skip [ms]|capture|late-peer|bench N\n");
   return 2;
 }

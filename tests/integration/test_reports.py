@@ -1,0 +1,113 @@
+"""ncclwatch-report on real multi-process runs (CPU stand-in for NCCL, preloaded shim): the hang,
+mismatch, divergence, straggler, latency and timeline reports, and the launcher."""
+import json
+import os
+import subprocess
+
+from harness import BUILD, REPORT, Job, app, check, main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def world(report, nranks):
+    comms = [c for c in report["comms"] if c["nranks"] == nranks]
+    return max(comms, key=lambda c: c.get("last_seq_issued", 0))
+
+
+def count_mismatch_and_missing_rank():
+    job = Job([app("collectives_app"), "count-mismatch"], nranks=3)
+    for rank, r in enumerate(job.run()):
+        check(r.returncode == 0, f"rank {rank}: {r.returncode} {r.stderr}")
+    code, report, err = job.report("hang", "--json")
+    check(code == 1, f"hang exit {code}: {err}")
+    comm = world(report, 3)
+    mismatches = comm["mismatches"]
+    check(any(m["seq"] == 3 and m["field"] == "count" and m["ranks"] == [1] and m["value"] == 512 for m in mismatches),
+          f"mismatches {mismatches}")
+    check(all(m["seq"] == 3 for m in mismatches), f"only seq 3 differs: {mismatches}")
+    check(comm["missing"] == [{"rank": 1, "first_missing_seq": 6}] or
+          any(m["rank"] == 1 and m["first_missing_seq"] == 6 for m in comm["missing"]), f"missing {comm['missing']}")
+    code, text, _ = job.report("hang")
+    check("rank 1" in text and "seq 3" in text, f"verdict text:\n{text}")
+    code, summary, _ = job.report("summary")
+    check(code == 1 and "MISMATCH" in summary.upper(), f"summary:\n{summary}")
+
+
+def skip_names_the_divergence_stretch():
+    job = Job([app("collectives_app"), "skip-interleaved"], nranks=2)
+    for rank, r in enumerate(job.run()):
+        check(r.returncode == 0, f"rank {rank}: {r.returncode} {r.stderr}")
+    code, report, _ = job.report("hang", "--json")
+    check(code == 1, f"hang exit {code}")
+    divergence = [d for c in report["comms"] for d in c.get("divergence", [])]
+    check(any(d["rank"] == 1 and d["from_seq"] <= 7 <= d["to_seq"] and d["to_seq"] - d["from_seq"] <= 5
+              for d in divergence), f"divergence {divergence}")
+    comm = world(report, 2)
+    check(any(m["rank"] == 1 and m["first_missing_seq"] == 20 for m in comm["missing"]), f"missing {comm['missing']}")
+
+
+def straggler_is_named():
+    job = Job([app("collectives_app"), "straggler"], nranks=3, env={"NCCLWATCH_SAMPLE": "1"})
+    for rank, r in enumerate(job.run()):
+        check(r.returncode == 0, f"rank {rank}: {r.returncode} {r.stderr}")
+    code, report, _ = job.report("hang", "--json")
+    comm = world(report, 3)
+    stragglers = comm["stragglers"]
+    text = json.dumps(stragglers)
+    check('"rank": 2' in text, f"stragglers {stragglers}")
+    code, text, _ = job.report("hang")
+    check("rank 2" in text and "last" in text, f"hang text:\n{text}")
+
+
+def latency_table_from_gpu_events():
+    job = Job([app("collectives_app"), "straggler"], nranks=2, env={"NCCLWATCH_SAMPLE": "1"})
+    job.run()
+    code, report, _ = job.report("latency", "--json")
+    rows = [r for r in report["rows"] if r["op"] == "ncclAllReduce"]
+    check(len(rows) == 1 and rows[0]["bytes"] == 1024 and rows[0]["calls"] == 10 and rows[0]["timing"] == "gpu",
+          f"rows {rows}")
+    # The straggler (rank 1) makes rank 0 wait ~20 ms inside each all-reduce on the (stand-in) GPU,
+    # while rank 1's own all-reduces finish at once: half the samples are slow.
+    check(rows[0]["max_us"] > 15_000 and rows[0]["p90_us"] > 15_000, f"row {rows[0]}")
+    check(rows[0]["busbw_gbps"] > 0 and rows[0]["samples"] == 20, f"row {rows[0]}")
+    code, csv, _ = job.report("latency", "--csv")
+    check(csv.splitlines()[0].startswith("comm,") and len(csv.splitlines()) >= 2, csv)
+
+
+def timeline_has_one_slice_per_op():
+    job = Job([app("collectives_app"), "mixed"], nranks=2, env={"NCCLWATCH_SAMPLE": "1"})
+    job.run()
+    out = os.path.join(job.tmp, "timeline.json")
+    code, _, err = job.report("timeline", "-o", out)
+    check(code == 0, f"timeline exit {code}: {err}")
+    events = json.load(open(out))["traceEvents"]
+    ops = [e for e in events if e.get("ph") == "X" and e.get("name", "").startswith("nccl")
+           and e["name"] not in ("ncclGroupEnd", "ncclCommInitRank", "ncclCommSplit", "ncclCommDestroy")
+           and "seq" in e.get("args", {})]
+    dumped = 0
+    for trace in job.traces():
+        lines = subprocess.run([REPORT, "dump", trace], capture_output=True, text=True).stdout.splitlines()
+        dumped += sum(1 for l in lines if '"type":"op"' in l and '"ncclGroupEnd"' not in l)
+    check(len(ops) == dumped, f"{len(ops)} op slices for {dumped} ops")
+
+
+def launcher_runs_a_job_and_keeps_its_status():
+    job = Job([], nranks=1, preload=False)
+    out_dir = os.path.join(job.tmp, "job")
+    cmd = [os.path.join(ROOT, "scripts", "ncclwatch"), "run", "--dir", out_dir, "--",
+           "python3", os.path.join(ROOT, "tests", "launcher", "mprun.py"), "-n", "2", "--",
+           app("lifecycle_app"), "leaky"]
+    env = dict(job.env, NCCLWATCH_SHIM=os.path.join(BUILD, "shim", "libncclwatch.so"))
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    check(proc.returncode == 0, f"the job's status is kept: {proc.returncode} {proc.stderr[-2000:]}")
+    check("ncclwatch summary" in proc.stderr and out_dir in proc.stderr, f"summary after the job:\n{proc.stderr}")
+    check(len([f for f in os.listdir(out_dir) if f.endswith(".nwt")]) == 2, "one trace per rank in --dir")
+    failing = subprocess.run(cmd[:4] + ["--on-leak", "fail"] + cmd[4:], env=env, capture_output=True, text=True,
+                             timeout=120)
+    check(failing.returncode != 0, "--on-leak fail makes the leaky job fail")
+
+
+if __name__ == "__main__":
+    main({f.__name__: f for f in [
+        count_mismatch_and_missing_rank, skip_names_the_divergence_stretch, straggler_is_named,
+        latency_table_from_gpu_events, timeline_has_one_slice_per_op, launcher_runs_a_job_and_keeps_its_status]})
