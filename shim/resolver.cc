@@ -139,6 +139,4 @@ const RealNccl* real_nccl() noexcept {
   }
 }
 
-void reset_resolver_for_tests() noexcept { g_resolved.store(nullptr, std::memory_order_release); }
-
 }  // namespace ncclwatch

@@ -26,9 +26,6 @@ struct RealNccl {
 // after the first success it costs one acquire load.
 const RealNccl* real_nccl() noexcept;
 
-// Lets a forked child or a test start over.
-void reset_resolver_for_tests() noexcept;
-
 // True when `address` lies inside libncclwatch.so itself.
 bool is_inside_shim(const void* address) noexcept;
 
