@@ -44,6 +44,7 @@ std::atomic<bool> g_signals_installed{false};  // survives fork: the child inher
 void write_exit_record(trace::RecordType type, ExitReason reason, int signal, uint32_t live_comms,
                        uint32_t live_resources) noexcept {
   RecordSlot slot = reserve_record(sizeof(trace::ExitRecord));
+  if (!slot) slot = reserve_final_record(sizeof(trace::ExitRecord));
   if (!slot) return;
   auto* rec = slot.as<trace::ExitRecord>();
   rec->time_ns = monotonic_ns();

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -23,6 +24,9 @@ using namespace trace;
 // The file grows in chunks; each chunk is allocated on disk (posix_fallocate) before it is
 // mapped, so a full disk shows up as a failed allocation here, never as SIGBUS in the application.
 constexpr uint64_t kChunkBytes = 4ull << 20;
+// The file's last bytes are kept for the exit records, so a full trace still says how the process
+// ended and how many records it lost.
+constexpr uint64_t kFinalAreaBytes = 4096;
 
 enum class State : int { kClosed, kOpen, kFailed };
 
@@ -34,6 +38,7 @@ struct Writer {
   uint64_t capacity = 0;                 // bytes of address range reserved
   std::atomic<uint64_t> mapped{0};       // bytes of the file mapped at base
   std::atomic<uint64_t> next{0};         // next free offset
+  std::atomic<uint64_t> final_next{0};   // next free offset in the final area
   std::atomic<uint64_t> lost{0};
   std::string path;
 };
@@ -60,8 +65,9 @@ bool make_directories(const std::string& dir) {
 bool grow_locked(Writer& w, uint64_t needed) {
   uint64_t mapped = w.mapped.load(std::memory_order_relaxed);
   if (needed <= mapped) return true;
-  uint64_t target = (needed + kChunkBytes - 1) / kChunkBytes * kChunkBytes;
-  if (target > w.capacity) return false;
+  if (needed > w.capacity) return false;
+  // Whole chunks, except the last one, which stops at the NCCLWATCH_MAX_MB limit.
+  uint64_t target = std::min((needed + kChunkBytes - 1) / kChunkBytes * kChunkBytes, w.capacity);
   if (posix_fallocate(w.fd, static_cast<off_t>(mapped), static_cast<off_t>(target - mapped)) != 0) return false;
   // MAP_POPULATE: fault the chunk in now, once, rather than a page at a time on the collective
   // path (page faults are dear inside virtual machines).
@@ -131,6 +137,7 @@ bool open_locked(Writer& w) {
   std::atomic_thread_fence(std::memory_order_release);
   std::memcpy(header->magic, kMagic, sizeof(kMagic));
   w.next.store(kHeaderBytes, std::memory_order_relaxed);
+  w.final_next.store(w.capacity - kFinalAreaBytes, std::memory_order_relaxed);
   w.state.store(State::kOpen, std::memory_order_release);
   return true;
 }
@@ -175,6 +182,13 @@ RecordSlot reserve_record(uint32_t size) noexcept {
   // Relaxed: the offset only partitions the file between writers; the commit word publishes data.
   uint64_t offset = w.next.fetch_add(size, std::memory_order_relaxed);
   uint64_t end = offset + size;
+  if (end > w.capacity - kFinalAreaBytes) {
+    count_lost(w);
+    notice_once(Notice::kTraceFull,
+                ("ncclwatch: the trace " + w.path +
+                 " reached NCCLWATCH_MAX_MB; further records are lost and counted").c_str());
+    return {};
+  }
   if (end > w.mapped.load(std::memory_order_acquire)) {
     bool grown = false;
     try {
@@ -193,6 +207,23 @@ RecordSlot reserve_record(uint32_t size) noexcept {
   }
   std::byte* at = w.base + offset;
   // The size goes in first so a reader can step over this record even before it is committed.
+  std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(at)).store(size, std::memory_order_relaxed);
+  return RecordSlot(at, size);
+}
+
+RecordSlot reserve_final_record(uint32_t size) noexcept {
+  Writer& w = writer();
+  if (w.state.load(std::memory_order_acquire) != State::kOpen) return {};
+  uint64_t offset = w.final_next.fetch_add(size, std::memory_order_relaxed);
+  if (offset + size > w.capacity) return {};
+  if (offset + size > w.mapped.load(std::memory_order_acquire)) {
+    // Not in a signal handler's way: the lock is only contended while the file grows.
+    if (!w.open_mutex.try_lock()) return {};
+    bool grown = grow_locked(w, w.capacity);
+    w.open_mutex.unlock();
+    if (!grown) return {};
+  }
+  std::byte* at = w.base + offset;
   std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(at)).store(size, std::memory_order_relaxed);
   return RecordSlot(at, size);
 }

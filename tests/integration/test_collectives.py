@@ -114,6 +114,18 @@ def sampling_times_one_launch_in_n():
         check(len(ungrouped) == 9 and 1 <= len(timed) <= 3, f"rank {rank}: {len(timed)} of {len(ungrouped)} timed")
 
 
+def full_trace_costs_records_not_the_job():
+    # NCCLWATCH_MAX_MB=1 stands in for a full disk: the file cannot grow past its first chunk.
+    job = Job([app("collectives_app"), "bench", "30000"], nranks=1, env={"NCCLWATCH_MAX_MB": "1"}, timeout=120)
+    r = job.run()[0]
+    check(r.returncode == 0, f"exit {r.returncode}: {r.stderr}")
+    check(r.stderr.count("reached NCCLWATCH_MAX_MB") == 1, f"said once: {r.stderr!r}")
+    code, summary, _ = job.report("summary", "--json")
+    check(summary["lost_records"] > 20000, f"lost records counted: {summary.get('lost_records')}")
+    ops = [x for x in records(job.traces()[0]) if x["type"] == "op"]
+    check([o["seq"] for o in ops] == list(range(1, len(ops) + 1)) and len(ops) > 5000, "what fit is intact")
+
+
 def watchdog_names_the_pending_seq():
     job = Job([app("collectives_app"), "skip", "3500"], nranks=2, env={"NCCLWATCH_STALL_SEC": "1"})
     results = job.run()
@@ -148,4 +160,5 @@ if __name__ == "__main__":
     main({f.__name__: f for f in [
         sequence_numbers_agree_on_2_ranks, sequence_numbers_agree_on_3_ranks, sequence_numbers_agree_on_4_ranks,
         gpu_time_comes_from_events, sampling_times_one_launch_in_n, watchdog_names_the_pending_seq,
+        full_trace_costs_records_not_the_job,
         captured_stream_gets_no_event]})
