@@ -2,6 +2,7 @@
 // the preloaded shim by tests/integration/test_collectives.py.
 //   collectives_app mixed|skip|capture|late-peer|bench N|count-mismatch|skip-interleaved|straggler
 #include "hostcuda.h"
+#include "check.h"
 #include "rendezvous.h"
 
 #include <cuda.h>
@@ -16,14 +17,6 @@
 
 namespace {
 
-#define CHECK(call)                                                                           \
-  do {                                                                                        \
-    ncclResult_t r_ = (call);                                                                 \
-    if (r_ != ncclSuccess) {                                                                  \
-      std::fprintf(stderr, "%s failed: %s (line %d)\n", #call, ncclGetErrorString(r_), __LINE__); \
-      std::exit(3);                                                                           \
-    }                                                                                         \
-  } while (0)
 
 ncclComm_t init_world(const char* tag) {
   ncclUniqueId id = rendezvous_unique_id(tag);

@@ -1,6 +1,7 @@
 // A multi-process NCCL program with known lifecycle behaviour, run under the preloaded shim by
 // tests/integration/test_lifecycle.py. Each scenario states what a correct report must say.
 //   lifecycle_app SCENARIO
+#include "check.h"
 #include "rendezvous.h"
 
 #include <nccl.h>
@@ -19,15 +20,6 @@
 
 namespace {
 
-#define CHECK(call)                                                                  \
-  do {                                                                               \
-    ncclResult_t r_ = (call);                                                        \
-    if (r_ != ncclSuccess) {                                                         \
-      std::fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, ncclGetErrorString(r_), \
-                   __FILE__, __LINE__);                                              \
-      std::exit(3);                                                                  \
-    }                                                                                \
-  } while (0)
 
 ncclComm_t init_world(const char* tag) {
   ncclUniqueId id = rendezvous_unique_id(tag);
