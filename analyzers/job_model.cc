@@ -61,7 +61,7 @@ class ProcessBuilder {
     }
     switch (r.type) {
       case RecordType::kProcess: p_.strings = parse_strings(r); break;
-      case RecordType::kLibrary: p_.library = parse_strings(r); break;
+      case RecordType::kLibrary: on_library(r); break;
       case RecordType::kNotice: {
         auto s = parse_strings(r);
         if (auto it = s.find("text"); it != s.end()) p_.notices.push_back(it->second);
@@ -99,6 +99,24 @@ class ProcessBuilder {
   }
 
  private:
+  void on_library(const RecordView& r) {
+    auto strings = parse_strings(r);
+    auto get = [&](const char* key) {
+      auto it = strings.find(key);
+      return it == strings.end() ? std::string() : it->second;
+    };
+    NcclLibrary lib;
+    lib.id = std::atoi(get("id").c_str());
+    lib.path = get("path");
+    lib.version = get("version");
+    lib.status = get("status");
+    if (lib.status.empty()) lib.status = "attached";  // format 2 wrote only the attached one
+    if (lib.id == 0 && lib.status == "attached") lib.id = 1;
+    lib.reached = get("reached");
+    lib.reason = get("reason");
+    p_.libraries.push_back(std::move(lib));
+  }
+
   void on_module(const RecordView& r) {
     const auto* m = r.as<ModuleRecord>();
     if (!m || sizeof(ModuleRecord) + m->path_len > r.size) return;
@@ -135,6 +153,7 @@ class ProcessBuilder {
       c.result = e.result;
       c.non_blocking = e.flags & kFlagNonBlocking;
       c.created_ns = e.time_ns;
+      c.library = e.library;
       if (begin) {
         c.begin_ns = begin->event.time_ns;
         c.torch = begin->event.flags & kFlagTorchCaller;
@@ -283,8 +302,33 @@ std::map<std::string, std::string> ProcessTrace::nccl_env() const {
 }
 
 std::string ProcessTrace::nccl_version() const {
-  auto it = library.find("version");
-  return it == library.end() ? std::string() : it->second;
+  for (const NcclLibrary& lib : libraries)
+    if (lib.status == "attached") return lib.version;
+  return {};
+}
+
+std::string ProcessTrace::library_path(const CommInstance& c) const {
+  int id = c.library ? c.library : 1;
+  for (const NcclLibrary& lib : libraries)
+    if (lib.id == id) return lib.path;
+  return {};
+}
+
+std::vector<UntracedCopy> untraced_copies(const Job& job) {
+  std::vector<UntracedCopy> out;
+  for (const ProcessTrace& p : job.processes) {
+    for (const NcclLibrary& lib : p.libraries) {
+      if (lib.status != "not traced") continue;
+      auto it = std::find_if(out.begin(), out.end(), [&](const UntracedCopy& u) { return u.path == lib.path && u.reason == lib.reason; });
+      if (it == out.end()) out.push_back({lib.path, lib.reason, 1});
+      else ++it->processes;
+    }
+  }
+  return out;
+}
+
+bool ProcessTrace::has_several_libraries() const {
+  return std::count_if(libraries.begin(), libraries.end(), [](const NcclLibrary& l) { return l.status == "attached"; }) > 1;
 }
 
 struct LifecycleFolder::Impl {

@@ -49,6 +49,7 @@ struct CommInstance {
   bool release_during_exit = false;
   std::vector<uint64_t> stack;  // call-site return addresses of the creating call
   std::string site;             // the shim's own reading of the call site (dynamic symbols)
+  uint16_t library = 0;         // id of the NCCL library that made it (0: the process's only one)
   CommState state = CommState::kLeaked;
 };
 
@@ -66,11 +67,21 @@ struct ResourceInstance {
   std::string site;             // the shim's own reading of the call site
 };
 
+// An NCCL copy the process held (kLibrary record).
+struct NcclLibrary {
+  int id = 0;                   // attached libraries: the id ApiEvents name; else 0
+  std::string path;
+  std::string version;          // NCCL's version code as text ("22809"), "0" when unknown
+  std::string status;           // attached | unused | not traced
+  std::string reached;          // attached: "global scope" or "dlsym from <module>"
+  std::string reason;           // unused / not traced: why
+};
+
 struct ProcessTrace {
   std::string path;
   trace::FileHeader header{};
   std::map<std::string, std::string> strings;  // kProcess record: host, pid, cmdline, env.*
-  std::map<std::string, std::string> library;  // kLibrary record: path, version, ...
+  std::vector<NcclLibrary> libraries;          // kLibrary records, in the order written
   std::vector<std::string> notices;
   std::vector<Module> modules;
   std::vector<CommInstance> comms;
@@ -84,6 +95,9 @@ struct ProcessTrace {
   // NCCL_* variables of the process ("NCCL_DEBUG" -> "INFO") and the NCCL version it ran.
   std::map<std::string, std::string> nccl_env() const;
   std::string nccl_version() const;
+  // The path of the library that made `c` ("" when unknown).
+  std::string library_path(const CommInstance& c) const;
+  bool has_several_libraries() const;
   int pid() const { return static_cast<int>(header.pid); }
   // Wall-clock ns for a monotonic timestamp of this process.
   int64_t to_wall(int64_t mono_ns) const { return header.start_wall_ns + (mono_ns - header.start_mono_ns); }
@@ -94,6 +108,14 @@ struct Job {
   std::vector<ProcessTrace> processes;
   std::vector<TraceProblem> problems;
 };
+
+// NCCL copies some process held that its trace cannot speak for, grouped across processes.
+struct UntracedCopy {
+  std::string path;
+  std::string reason;
+  int processes = 0;
+};
+std::vector<UntracedCopy> untraced_copies(const Job& job);
 
 // Reads every input (files or directories), several files at a time. Unusable files are listed
 // in problems.

@@ -87,6 +87,7 @@ json record_json(const RecordView& r) {
         j["arg1"] = e->arg1;
         j["flags"] = e->flags;
         j["split_index"] = e->split_index;
+        j["library"] = e->library;
         size_t frames_bytes = size_t{e->nframes} * 8;
         if (sizeof(ApiEvent) + frames_bytes + e->name_len + e->site_len <= r.size) {
           json frames = json::array();

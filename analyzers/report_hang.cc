@@ -87,7 +87,7 @@ json environment_differences(const JobAnalysis& a) {
   for (size_t i = 0; i < a.job.processes.size(); ++i) {
     const ProcessTrace& p = a.job.processes[i];
     auto env = p.nccl_env();
-    if (!p.library.empty()) env["nccl_version"] = p.nccl_version();
+    if (!p.nccl_version().empty()) env["nccl_version"] = p.nccl_version();
     for (const auto& [k, v] : env) keys.insert(k);
     envs.push_back(std::move(env));
   }

@@ -109,6 +109,7 @@ int run_leaks(const Job& job, const Options& options) {
                     {"age_s", (end_of(p) - c.created_ns) / 1e9},
                     {"created_at", site.first},
                     {"stack", site.stack},
+                    {"library", p.library_path(c)},
                     {"trace", p.path}};
       if (c.release_begin_ns) {
         entry["released_by"] = trace::api_name(c.release_api);
@@ -152,8 +153,13 @@ int run_leaks(const Job& job, const Options& options) {
   }
 
   bool found = leaked_comm_ranks + leaked_resources > 0;
+  std::vector<UntracedCopy> untraced = untraced_copies(job);
   if (options.json) {
-    json out = {{"leaks", leaks}, {"communicators", communicators}, {"traces", job.processes.size()}};
+    json not_traced = json::array();
+    for (const UntracedCopy& u : untraced)
+      not_traced.push_back({{"path", u.path}, {"reason", u.reason}, {"processes", u.processes}});
+    json out = {{"leaks", leaks}, {"communicators", communicators}, {"traces", job.processes.size()},
+                {"not_traced", not_traced}};
     std::cout << out.dump(2) << "\n";
     return found ? 1 : 0;
   }
@@ -173,6 +179,7 @@ int run_leaks(const Job& job, const Options& options) {
                  trace::api_name(c.api), c.nranks, states, ranks_list(g.ranks));
       Site site = describe_site(sym, *g.process, c.stack, c.site);
       if (!site.first.empty()) fmt::print("      created at {}\n", site.first);
+      if (g.process->has_several_libraries()) fmt::print("      by NCCL {}\n", g.process->library_path(c));
     }
     for (const std::string& line : resource_lines) fmt::print("{}\n", line);
     if (torch) fmt::print("  remedy: call torch.distributed.destroy_process_group() before the program exits\n");
@@ -181,6 +188,9 @@ int run_leaks(const Job& job, const Options& options) {
   for (const auto& [id, ranks] : finalized_only)
     fmt::print("  note: comm {} was finalized but never destroyed on rank(s) {} (its host memory stays allocated)\n",
                hex_id(id), ranks_list(ranks));
+  for (const UntracedCopy& u : untraced)
+    fmt::print("  NOT TRACED in {} process(es): {}: {} (its communicators are not counted here)\n", u.processes, u.path,
+               u.reason);
   std::string counts;
   for (const auto& [state, n] : state_counts) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", n, state);
   if (!counts.empty()) fmt::print("Communicator instances by end state: {}\n", counts);

@@ -64,12 +64,35 @@ int run_summary(const Options& options) {
     stalls += c["stall_records"].get<size_t>();
     divergences += c["divergence"].size();
   }
+  // Which NCCL copies the traces cover, grouped across processes.
+  struct LibraryUse {
+    std::string version, status, how;
+    int processes = 0;
+  };
+  std::map<std::string, LibraryUse> libraries;  // by path
+  for (const ProcessTrace& p : job.processes) {
+    for (const NcclLibrary& lib : p.libraries) {
+      LibraryUse& use = libraries[lib.path];
+      // attached wins over unused: one process may call a copy another only loaded
+      if (use.status.empty() || lib.status == "attached" || lib.status == "not traced") {
+        use.version = lib.version;
+        use.status = lib.status;
+        use.how = lib.status == "attached" ? lib.reached : lib.reason;
+      }
+      ++use.processes;
+    }
+  }
+  std::vector<UntracedCopy> untraced = untraced_copies(job);
+
   std::string first_look;
   if (hang_findings) first_look = hang["verdict"].get<std::string>();
   else if (leaks) first_look = "leaks: run `ncclwatch-report leaks`";
+  else if (!untraced.empty())
+    first_look = "not traced: " + untraced.front().path + " (" + untraced.front().reason + "): its NCCL calls are in no trace";
   else if (!hang["environment"].empty()) first_look = hang["verdict"].get<std::string>();
   else first_look = "nothing: no leak, hang or mismatch found";
-  bool findings = leaks || hang_findings;
+  // A copy we could not trace is a finding: "no leaks" cannot be vouched for.
+  bool findings = leaks || hang_findings || !untraced.empty();
 
   if (options.json) {
     json out = {{"traces", job.processes.size()},
@@ -91,6 +114,11 @@ int run_summary(const Options& options) {
                 {"environment", hang["environment"]},
                 {"verdict", hang["verdict"]},
                 {"first_look", first_look}};
+    json nccl = json::array();
+    for (const auto& [path, use] : libraries)
+      nccl.push_back({{"path", path}, {"version", use.version}, {"status", use.status}, {"how", use.how},
+                      {"processes", use.processes}});
+    out["nccl_libraries"] = nccl;
     std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
     return findings ? 1 : 0;
   }
@@ -99,6 +127,13 @@ int run_summary(const Options& options) {
   std::string by_state;
   for (const auto& [s, n] : states) by_state += fmt::format("{}{} {}", by_state.empty() ? "" : ", ", n, s);
   if (!by_state.empty()) fmt::print("  communicator instances: {}\n", by_state);
+  for (const auto& [path, use] : libraries) {
+    if (use.status == "not traced")
+      fmt::print("  NOT TRACED: {} in {} process(es): {}\n", path, use.processes, use.how);
+    else
+      fmt::print("  NCCL {} {}: {} in {} process(es){}\n", use.version, path, use.status, use.processes,
+                 use.how.empty() ? "" : " (" + use.how + ")");
+  }
   if (killed) fmt::print("  {} process(es) ended without a final record (killed or crashed)\n", killed);
   if (lost) fmt::print("  {} record(s) were lost while tracing\n", lost);
   if (leaks)

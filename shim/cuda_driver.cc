@@ -1,5 +1,7 @@
 #include "cuda_driver.h"
 
+#include "resolver.h"
+
 #include <dlfcn.h>
 
 #include <mutex>
@@ -19,7 +21,7 @@ template <class Fn> bool resolve(GetProcAddressFn get, void* lib, const char* na
     out = reinterpret_cast<Fn>(fn);
     return true;
   }
-  fn = dlsym(lib, symbol);
+  fn = real_dlsym(lib, symbol);
   out = reinterpret_cast<Fn>(fn);
   return fn != nullptr;
 }
@@ -32,8 +34,8 @@ const CudaDriver* load() {
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   if (!lib) lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!lib) return nullptr;
-  auto get = reinterpret_cast<GetProcAddressFn>(dlsym(lib, "cuGetProcAddress_v2"));
-  auto init = reinterpret_cast<CUresult (*)(unsigned)>(dlsym(lib, "cuInit"));
+  auto get = reinterpret_cast<GetProcAddressFn>(real_dlsym(lib, "cuGetProcAddress_v2"));
+  auto init = reinterpret_cast<CUresult (*)(unsigned)>(real_dlsym(lib, "cuInit"));
   if (!init || init(0) != CUDA_SUCCESS) return nullptr;
   auto* d = new CudaDriver();
   // The second name is the symbol cuda.h binds the call to, for drivers without cuGetProcAddress.

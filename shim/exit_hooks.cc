@@ -6,6 +6,7 @@
 #include "comm_table.h"
 #include "config.h"
 #include "gpu_timer.h"
+#include "library_census.h"
 #include "notices.h"
 #include "process_info.h"
 #include "registry.h"
@@ -100,6 +101,7 @@ AlertCounts build_alert(AlertText& out, bool wait) {
           if (c.phase == CommPhase::kReleasedAtExit)
             body.add(" by ").add(trace::api_name(c.released_by)).add(" during exit");
           if (c.site[0]) body.add("; created at ").add(c.site);
+          if (library_count() > 1) body.add("; by NCCL ").add(library_path(c.library_id));
           body.add('\n');
         }
         for (const ResourceEntry& r : resources) {
@@ -147,7 +149,9 @@ void print(const AlertText& text) {
 
 // Writes the final record and prints the alert, once. Returns whether something leaked.
 bool finish_process(ExitReason reason, int signal, bool wait) {
-  if (!g_attached.load(std::memory_order_relaxed)) return false;
+  // A process that never called NCCL through us has a trace only when it holds a copy we
+  // could not trace (library_census.h).
+  if (!g_attached.load(std::memory_order_relaxed) && !trace_path_c()[0]) return false;
   if (g_alert_done.exchange(true, std::memory_order_relaxed)) return false;
   static char buffer[64 * 1024];  // static: the signal path cannot allocate
   AlertText text(buffer, sizeof(buffer));
@@ -168,6 +172,7 @@ void on_exit_began() {
 
 // Registered in the constructor, so it runs after nearly everything else at exit.
 void on_final_exit(int status, void*) {
+  if (config().record) report_untraced_nccl(true);
   bool leaked = finish_process(ExitReason::kNormal, 0, true);
   if (leaked && status == 0 && config().on_leak == LeakPolicy::kFail) {
     std::fflush(nullptr);
@@ -222,6 +227,7 @@ void after_fork_in_child() {
   forget_modules_after_fork();
   reset_process_info_after_fork();
   reset_notices();
+  library_census_after_fork();
   forget_cached_tid();
 }
 
@@ -240,19 +246,17 @@ void attach_process() noexcept {
     if (g_attached.load(std::memory_order_relaxed)) return;
     atexit(on_exit_began);
     install_signal_handlers();
-    auto finalizing = reinterpret_cast<IsFinalizingFn>(dlsym(RTLD_DEFAULT, "Py_IsFinalizing"));
-    if (!finalizing) finalizing = reinterpret_cast<IsFinalizingFn>(dlsym(RTLD_DEFAULT, "_Py_IsFinalizing"));
+    auto finalizing = reinterpret_cast<IsFinalizingFn>(real_dlsym(RTLD_DEFAULT, "Py_IsFinalizing"));
+    if (!finalizing) finalizing = reinterpret_cast<IsFinalizingFn>(real_dlsym(RTLD_DEFAULT, "_Py_IsFinalizing"));
     g_python_is_finalizing.store(finalizing, std::memory_order_relaxed);
     g_attached.store(true, std::memory_order_release);
   } catch (...) {
   }
-  if (const RealNccl* real = real_nccl()) {
-    std::string blob = "path=" + real->path + '\0' + "version=" + std::to_string(real->version) + '\0' +
-                       "profiling_aliases=" + (real->has_profiling_aliases ? "1" : "0") + '\0';
-    for (const std::string& name : real->missing) blob += "missing=" + name + '\0';
-    write_strings_record(trace::RecordType::kLibrary, blob);
-  }
+  announce_libraries();
+  report_untraced_nccl(false);
 }
+
+bool process_attached() noexcept { return g_attached.load(std::memory_order_acquire); }
 
 bool program_exiting() noexcept {
   if (g_exit_began.load(std::memory_order_relaxed)) return true;

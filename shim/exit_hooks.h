@@ -7,6 +7,9 @@ namespace ncclwatch {
 // At the first NCCL call of a process: installs the exit-began hook and the signal handlers.
 void attach_process() noexcept;
 
+// True once attach_process has run in this process (a forked child starts unattached).
+bool process_attached() noexcept;
+
 // True once the program began exiting: exit() was called, a fatal signal arrived, or the Python
 // interpreter is finalizing (PyTorch aborts communicators from destructors at that point).
 bool program_exiting() noexcept;

@@ -104,6 +104,7 @@ void finish_creation(const RealNccl* real, Creation& c, ncclResult_t result, ncc
   entry.created_by = c.api;
   entry.created_ns = e.time_ns;
   entry.torch_caller = c.site.in_torch;
+  entry.library_id = real->library_id;
   std::memcpy(entry.site, c.site.summary, sizeof(entry.site));
   std::memcpy(entry.name, c.config.name.data(), std::min(c.config.name.size(), sizeof(entry.name) - 1));
   registry().add_comm(entry);

@@ -9,6 +9,8 @@ enum class Notice {
   kTraceOpenFailed,
   kTraceFull,
   kInternalError,
+  kTooManyLibraries,
+  kDlsymUnavailable,
   kCount
 };
 

@@ -66,6 +66,7 @@ trace::ApiEvent make_event(uint64_t call_id, trace::Api api) noexcept {
   e.rank = -1;
   e.nranks = -1;
   e.device = -1;
+  e.library = current_library_id();
   if (program_exiting()) e.flags |= trace::kFlagDuringExit;
   return e;
 }

@@ -32,6 +32,7 @@ struct CommEntry {
   bool torch_caller = false;
   int64_t created_ns = 0;
   uint32_t children_made = 0;  // splits/shrinks of this comm issued on this rank
+  uint16_t library_id = 0;     // the NCCL library that made it (resolver.h)
   char site[192] = {};         // "function (module)" of the creating call
   char name[48] = {};          // config->commName
 };

@@ -1,5 +1,6 @@
 #include "resolver.h"
 
+#include "library_census.h"
 #include "notices.h"
 
 #include <dlfcn.h>
@@ -12,9 +13,25 @@
 namespace ncclwatch {
 namespace {
 
-// Pairs with the acquire load in real_nccl(): a reader that sees the pointer sees the table.
-std::atomic<const RealNccl*> g_resolved{nullptr};
-std::mutex g_resolve_mutex;
+// Slot 0 is the default instance (calls through the global scope); slots 1.. serve libraries
+// reached only through dlsym. Two slots may share one instance. A slot, once set, never changes:
+// the acquire load in real_nccl() pairs with the release store that published it.
+std::atomic<const RealNccl*> g_slots[kMaxLibraries];
+std::mutex g_mutex;                  // guards g_libraries and the making of slots
+// Distinct instances, in id order. Never destroyed: exit handlers read it after static destructors.
+std::vector<RealNccl*>& g_libraries = *new std::vector<RealNccl*>();
+std::atomic<int> g_library_count{0};  // g_libraries.size(), readable without the lock
+thread_local uint8_t t_bound_slot = 0;
+
+using DlsymFn = void* (*)(void*, const char*);
+
+DlsymFn find_libc_dlsym() {
+  // dlvsym is not interposed, so it reaches the C library; RTLD_NEXT from here skips the shim.
+  // glibc 2.34 moved dlsym into libc under a new version; older ones have only the base version.
+  for (const char* version : {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"})
+    if (void* fn = dlvsym(RTLD_NEXT, "dlsym", version)) return reinterpret_cast<DlsymFn>(fn);
+  return nullptr;
+}
 
 const void* shim_base() noexcept {
   static const void* base = [] {
@@ -23,6 +40,11 @@ const void* shim_base() noexcept {
     return static_cast<const void*>(info.dli_fbase);
   }();
   return base;
+}
+
+const void* object_base(const void* address) {
+  Dl_info info{};
+  return dladdr(address, &info) ? info.dli_fbase : nullptr;
 }
 
 bool is_nccl_library_name(const char* path) {
@@ -40,103 +62,193 @@ int find_loaded_nccl(dl_phdr_info* info, size_t, void* out) {
   return 0;
 }
 
-// A handle on the NCCL library already in the process, without loading a second copy.
-void* open_loaded_nccl(std::string& how) {
-  if (void* h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD)) {
-    how = "libnccl.so.2 (already loaded)";
-    return h;
-  }
+// A handle on the NCCL library already in the process, without loading a second copy; with
+// `allow_load`, the standard name is loaded when none is (the program called NCCL, so it
+// expects one).
+void* open_default_nccl(bool allow_load) {
+  if (void* h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD)) return h;
   std::string path;
   dl_iterate_phdr(find_loaded_nccl, &path);
   if (!path.empty()) {
-    if (void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD)) {
-      how = path + " (already loaded)";
-      return h;
-    }
+    if (void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD)) return h;
   }
-  // The global scope may know a copy under another name (e.g. a versioned file).
-  if (void* sym = dlsym(RTLD_NEXT, "ncclGetVersion")) {
+  // The global scope may know a copy under another name (e.g. NCCL linked into another library).
+  if (void* sym = real_dlsym(RTLD_NEXT, "ncclGetVersion")) {
     Dl_info info{};
     if (dladdr(sym, &info) && info.dli_fname) {
-      if (void* h = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD)) {
-        how = std::string(info.dli_fname) + " (global scope)";
-        return h;
-      }
+      if (void* h = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD)) return h;
     }
   }
-  // The program called NCCL, so it expects one: load the standard name ourselves.
-  if (void* h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL)) {
-    how = "libnccl.so.2 (loaded by ncclwatch)";
-    return h;
-  }
-  return nullptr;
+  return allow_load ? dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL) : nullptr;
 }
 
-void* lookup(void* handle, const char* name, bool& used_alias) {
-  // pnccl* is NCCL's strong profiling alias: it can never resolve back to our ncclX.
+// `name` from the library at `base` (any library but the shim when base is null). pnccl* is
+// NCCL's strong profiling alias: it can never resolve back to our ncclX.
+void* lookup(void* handle, const char* name, const void* base, bool& used_alias) {
+  auto belongs = [&](void* fn) { return fn && !is_inside_shim(fn) && (!base || object_base(fn) == base); };
   std::string alias = std::string("p") + name;
-  void* fn = dlsym(handle, alias.c_str());
-  if (fn && !is_inside_shim(fn)) {
+  void* fn = real_dlsym(handle, alias.c_str());
+  if (belongs(fn)) {
     used_alias = true;
     return fn;
   }
-  fn = dlsym(handle, name);
-  return (fn && !is_inside_shim(fn)) ? fn : nullptr;
+  fn = real_dlsym(handle, name);
+  return belongs(fn) ? fn : nullptr;
 }
 
-const RealNccl* resolve_locked() {
-  std::string how;
-  void* handle = open_loaded_nccl(how);
-  if (!handle) return nullptr;
-
+RealNccl* read_library(void* handle, const void* base) {
   auto* real = new RealNccl();  // lives for the rest of the process
+  real->base = base;
   bool any_alias = false;
-#define NCCLWATCH_API(group, name, since)                                        \
-  {                                                                              \
-    bool used_alias = false;                                                     \
-    real->name = reinterpret_cast<decltype(real->name)>(lookup(handle, #name, used_alias)); \
-    any_alias |= used_alias;                                                     \
-    if (!real->name) real->missing.emplace_back(#name);                          \
+#define NCCLWATCH_API(group, name, since)                                                     \
+  {                                                                                           \
+    bool used_alias = false;                                                                  \
+    real->name = reinterpret_cast<decltype(real->name)>(lookup(handle, #name, base, used_alias)); \
+    any_alias |= used_alias;                                                                  \
+    if (!real->name) real->missing.emplace_back(#name);                                       \
   }
 #include "nccl_api.def"
 #undef NCCLWATCH_API
   real->has_profiling_aliases = any_alias;
 
-  if (real->ncclGetVersion) {
-    Dl_info info{};
-    if (dladdr(reinterpret_cast<void*>(real->ncclGetVersion), &info) && info.dli_fname) real->path = info.dli_fname;
-    int version = 0;
-    if (real->ncclGetVersion(&version) == ncclSuccess) real->version = version;
+  const void* any_function = reinterpret_cast<const void*>(real->ncclGetVersion);
+  if (!any_function) any_function = reinterpret_cast<const void*>(real->ncclCommInitRank);
+  Dl_info info{};
+  if (any_function && dladdr(any_function, &info)) {
+    if (info.dli_fname) real->path = info.dli_fname;
+    if (!real->base) real->base = info.dli_fbase;
   }
-  if (real->path.empty()) real->path = how;
+  int version = 0;
+  if (real->ncclGetVersion && real->ncclGetVersion(&version) == ncclSuccess) real->version = version;
   return real;
 }
 
+// The known instance at `base`, if any (g_mutex held).
+RealNccl* known_at(const void* base) {
+  for (RealNccl* lib : g_libraries)
+    if (lib->base == base) return lib;
+  return nullptr;
+}
+
+// Keeps `fresh` as a new instance, or returns the known one at the same address (g_mutex held).
+const RealNccl* remember(RealNccl* fresh, std::string reached) {
+  if (RealNccl* known = known_at(fresh->base)) {
+    delete fresh;
+    return known;
+  }
+  fresh->library_id = static_cast<uint16_t>(g_libraries.size() + 1);
+  fresh->reached = std::move(reached);
+  g_libraries.push_back(fresh);
+  g_library_count.store(static_cast<int>(g_libraries.size()), std::memory_order_relaxed);
+  return fresh;
+}
+
+// Finds the default instance (g_mutex held); nullptr when no NCCL is at hand.
+const RealNccl* resolve_default_locked(bool allow_load, const std::string& reached) {
+  if (const RealNccl* real = g_slots[0].load(std::memory_order_relaxed)) return real;
+  void* handle = open_default_nccl(allow_load);
+  if (!handle) return nullptr;
+  const RealNccl* real = remember(read_library(handle, nullptr), reached);
+  g_slots[0].store(real, std::memory_order_release);
+  return real;
+}
+
+std::string module_name(const void* address) {
+  Dl_info info{};
+  if (!address || !dladdr(address, &info) || !info.dli_fname || !info.dli_fname[0]) return "the main program";
+  const char* slash = std::strrchr(info.dli_fname, '/');
+  return slash ? slash + 1 : info.dli_fname;
+}
+
 }  // namespace
+
+void* real_dlsym_function() noexcept {
+  static const DlsymFn fn = find_libc_dlsym();
+  return reinterpret_cast<void*>(fn);
+}
+
+void* real_dlsym(void* handle, const char* name) noexcept {
+  auto fn = reinterpret_cast<DlsymFn>(real_dlsym_function());
+  return fn ? fn(handle, name) : nullptr;
+}
 
 bool is_inside_shim(const void* address) noexcept {
   Dl_info info{};
   return dladdr(address, &info) && info.dli_fbase == shim_base();
 }
 
+BoundSlotScope::BoundSlotScope(uint8_t slot) noexcept : previous_(t_bound_slot) { t_bound_slot = slot; }
+BoundSlotScope::~BoundSlotScope() { t_bound_slot = previous_; }
+
 const RealNccl* real_nccl() noexcept {
-  // Pairs with the release store below.
-  if (const RealNccl* real = g_resolved.load(std::memory_order_acquire)) return real;
+  // Pairs with the release stores that publish a slot.
+  if (const RealNccl* real = g_slots[t_bound_slot].load(std::memory_order_acquire)) return real;
+  const RealNccl* real = nullptr;
   try {
-    std::lock_guard lock(g_resolve_mutex);
-    if (const RealNccl* real = g_resolved.load(std::memory_order_relaxed)) return real;
-    const RealNccl* real = resolve_locked();
-    if (!real) {
-      notice_once(Notice::kNoNccl,
-                  "ncclwatch: no NCCL library is loaded in this process (looked for libnccl.so.2 and any "
-                  "libnccl.so*); NCCL calls are answered with ncclSystemError and nothing is traced");
-      return nullptr;  // not cached: NCCL may still be loaded later
-    }
-    g_resolved.store(real, std::memory_order_release);
-    return real;
+    std::lock_guard lock(g_mutex);
+    real = resolve_default_locked(true, "global scope");
   } catch (...) {
-    return nullptr;
   }
+  if (!real) {
+    notice_once(Notice::kNoNccl,
+                "ncclwatch: no NCCL library is loaded in this process (looked for libnccl.so.2 and any "
+                "libnccl.so*); NCCL calls are answered with ncclSystemError and nothing is traced");
+    return nullptr;  // not cached: NCCL may still be loaded later
+  }
+  announce_libraries();
+  return real;
+}
+
+uint16_t current_library_id() noexcept {
+  const RealNccl* real = g_slots[t_bound_slot].load(std::memory_order_relaxed);
+  return real ? real->library_id : 0;
+}
+
+int slot_for_library_of(const void* real_function, const void* caller) noexcept {
+  int slot = -1;
+  try {
+    Dl_info info{};
+    if (!dladdr(real_function, &info) || !info.dli_fname) return -1;
+    std::string reached = "dlsym from " + module_name(caller);
+    std::lock_guard lock(g_mutex);
+    const RealNccl* default_instance = resolve_default_locked(false, reached);
+    if (default_instance && default_instance->base == info.dli_fbase) slot = 0;
+    for (int s = 1; s < kMaxLibraries && slot < 0; ++s) {
+      const RealNccl* real = g_slots[s].load(std::memory_order_relaxed);
+      if (real && real->base == info.dli_fbase) slot = s;
+    }
+    for (int s = 1; s < kMaxLibraries && slot < 0; ++s) {
+      if (g_slots[s].load(std::memory_order_relaxed)) continue;
+      void* handle = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+      if (!handle) return -1;
+      g_slots[s].store(remember(read_library(handle, info.dli_fbase), reached), std::memory_order_release);
+      slot = s;
+    }
+  } catch (...) {
+    return -1;
+  }
+  if (slot < 0) {
+    notice_once(Notice::kTooManyLibraries,
+                "ncclwatch: more NCCL libraries than ncclwatch can tell apart were opened in this process; "
+                "calls to the extra ones are not traced");
+  }
+  announce_libraries();
+  return slot;
+}
+
+std::vector<const RealNccl*> known_libraries() {
+  std::lock_guard lock(g_mutex);
+  return {g_libraries.begin(), g_libraries.end()};
+}
+
+int library_count() noexcept { return g_library_count.load(std::memory_order_relaxed); }
+
+const char* library_path(uint16_t id) noexcept {
+  for (const auto& slot : g_slots) {
+    const RealNccl* real = slot.load(std::memory_order_acquire);
+    if (real && real->library_id == id) return real->path.c_str();
+  }
+  return "";
 }
 
 }  // namespace ncclwatch

@@ -1,10 +1,18 @@
-// Finds the real NCCL behind the shim: once, lazily (at the first wrapped call, so NCCL may be
-// loaded after our constructor), wherever it sits — linked directly, or inside a library opened
-// RTLD_LOCAL (Python), where dlsym(RTLD_NEXT) sees nothing.
+// Finds the real NCCL libraries behind the shim. A process may hold several (PyTorch's wheel NCCL
+// beside one opened by ctypes or by XLA's plugin); each is an instance with its own table.
+//
+// Calls reach an instance in one of two ways:
+//   - through the global scope: the application calls ncclX, the dynamic linker binds it to our
+//     export. That goes to the default instance, found lazily at the first such call (NCCL may be
+//     loaded after our constructor), wherever it sits: linked directly, or inside a library opened
+//     RTLD_LOCAL (Python), where dlsym(RTLD_NEXT) sees nothing.
+//   - through dlsym(handle, "ncclX") (ctypes, XLA, NVSHMEM): the caller gets a wrapper bound to the
+//     library that dlsym found (dlsym_hook.cc, bound_wrappers.h).
 #pragma once
 
 #include "nccl_api.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,11 +28,53 @@ struct RealNccl {
   int version = 0;                    // ncclGetVersion's answer
   bool has_profiling_aliases = false; // pnccl* names found: forwarding to them never loops back
   std::vector<std::string> missing;   // table entries the library lacks
+  const void* base = nullptr;         // its load address: tells two copies apart
+  uint16_t library_id = 0;            // 1, 2, ... in the order libraries were found; names it in the trace
+  std::string reached;                // how calls reach it: "global scope" or "dlsym from <module>"
 };
 
-// The resolved library, or nullptr when no NCCL is loaded (said once on stderr). Thread-safe;
-// after the first success it costs one acquire load.
+// Most libraries one process can hold: the default instance and the rest, one slot each.
+inline constexpr int kMaxLibraries = 8;
+
+// The instance the current call is bound to: the one of the dlsym'd wrapper being run, else the
+// default instance; nullptr when no NCCL is loaded (said once on stderr). Thread-safe; after the
+// first success it costs one thread-local and one acquire load.
 const RealNccl* real_nccl() noexcept;
+
+// The trace's id of the library serving the current call (0 when none is resolved).
+uint16_t current_library_id() noexcept;
+
+// The slot of the library that defines `real_function` (found by dlsym in some library), made
+// on first sight; -1 when it cannot be served (say once why). `caller` is the address dlsym was
+// called from, to name who reached the library.
+int slot_for_library_of(const void* real_function, const void* caller) noexcept;
+
+// Marks the calling thread as running a wrapper bound to `slot` for the scope's lifetime.
+class BoundSlotScope {
+ public:
+  explicit BoundSlotScope(uint8_t slot) noexcept;
+  ~BoundSlotScope();
+  BoundSlotScope(const BoundSlotScope&) = delete;
+  BoundSlotScope& operator=(const BoundSlotScope&) = delete;
+
+ private:
+  uint8_t previous_;
+};
+
+// Every distinct library instance found so far, in id order.
+std::vector<const RealNccl*> known_libraries();
+
+// How many distinct libraries were found (allocation-free, for the exit alert).
+int library_count() noexcept;
+
+// The path of library `id`, or "" (allocation-free, for the exit alert).
+const char* library_path(uint16_t id) noexcept;
+
+// The C library's own dlsym: the shim exports a dlsym of its own (dlsym_hook.cc), so the shim's
+// lookups must not go through that name.
+void* real_dlsym(void* handle, const char* name) noexcept;
+// Its address (for dlsym_hook.cc's jump), nullptr if it could not be found.
+void* real_dlsym_function() noexcept;
 
 // True when `address` lies inside libncclwatch.so itself.
 bool is_inside_shim(const void* address) noexcept;

@@ -23,7 +23,8 @@
 namespace ncclwatch::trace {
 
 inline constexpr char kMagic[8] = {'N', 'C', 'C', 'L', 'W', 'T', 'C', 'H'};
-inline constexpr uint32_t kVersion = 2;              // 2: ApiEvent carries the call-site summary
+inline constexpr uint32_t kVersion = 3;              // 2: ApiEvent carries the call-site summary
+                                                     // 3: ApiEvent names its library; kLibrary per copy
 inline constexpr uint32_t kMinReadableVersion = 2;  // oldest reader version that can read this file
 inline constexpr uint32_t kOldestReadableFormat = 2; // files older than this are refused by readers
 inline constexpr uint32_t kHeaderBytes = 4096;       // records start here
@@ -49,7 +50,8 @@ static_assert(sizeof(FileHeader) == kHeaderBytes);
 enum class RecordType : uint16_t {
   kPadding = 1,     // filler, skip it
   kProcess = 2,     // once, first: strings describing the process (StringsRecord)
-  kLibrary = 3,     // the NCCL library the shim attached to (StringsRecord)
+  kLibrary = 3,     // an NCCL copy in the process (StringsRecord): id (attached ones), path,
+                    // version, status (attached | unused | not traced), reached, reason, missing
   kModule = 4,      // a loaded object named by call-site frames (ModuleRecord)
   kCallBegin = 5,   // an NCCL API call entered (ApiEvent)
   kCallEnd = 6,     // ... and returned (ApiEvent)
@@ -145,7 +147,7 @@ struct ApiEvent {
   uint16_t name_len;    // commName bytes following the frames
   uint32_t split_index; // split/shrink: how many splits of the parent this rank made before
   uint16_t site_len;    // call-site summary bytes following the name
-  uint16_t reserved0;
+  uint16_t library;     // id of the kLibrary the call went to (0 unknown: one library, format 2)
   uint32_t reserved1;
 };
 static_assert(sizeof(ApiEvent) % 8 == 0);

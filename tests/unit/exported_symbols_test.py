@@ -1,5 +1,5 @@
-"""libncclwatch.so must export NCCL API names and nothing else (no C++ runtime, no fmt), and
-every name it exports must be a function of the API table."""
+"""libncclwatch.so must export NCCL API names and dlsym and nothing else (no C++ runtime, no
+fmt), and every NCCL name it exports must be a function of the API table."""
 import re
 import subprocess
 import sys
@@ -7,6 +7,8 @@ import sys
 shim, table = sys.argv[1], sys.argv[2]
 out = subprocess.run(["nm", "-D", "--defined-only", shim], capture_output=True, text=True, check=True).stdout
 exported = sorted(line.split()[-1] for line in out.splitlines() if line.strip())
+assert "dlsym" in exported, "dlsym must be exported: it hands out wrappers bound to dlopen'ed NCCLs"
+exported.remove("dlsym")
 bad = [name for name in exported if not re.match(r"^p?nccl[A-Z]", name)]
 assert not bad, f"non-NCCL symbols exported: {bad}"
 known = set(re.findall(r"NCCLWATCH_API\(\w+, (\w+),", open(table).read()))
@@ -16,4 +18,4 @@ assert "ncclCommInitRankConfig" in exported and "ncclCommDestroy" in exported, e
 undefined = subprocess.run(["nm", "-D", "--undefined-only", shim], capture_output=True, text=True, check=True).stdout
 foreign = [s for s in undefined.split() if s.startswith(("_ZN3fmt", "_ZN4absl"))]
 assert not foreign, f"fmt/abseil must be header-only or static, found {foreign}"
-print(f"{len(exported)} exported names, all NCCL API")
+print(f"dlsym and {len(exported)} exported names, all NCCL API")

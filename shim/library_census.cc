@@ -1,0 +1,154 @@
+#include "library_census.h"
+
+#include "elf_image.h"
+#include "exit_hooks.h"
+#include "resolver.h"
+#include "trace_writer.h"
+
+#include <link.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+
+namespace ncclwatch {
+namespace {
+
+std::atomic<uint32_t> g_announced{0};   // bit i: library id i is in the trace
+std::mutex g_census_mutex;              // guards g_reported
+// Copies (by load address) already written. Never destroyed: the exit handler uses it last.
+std::vector<const void*>& g_reported = *new std::vector<const void*>();
+
+// The symbol that tells an object holds NCCL: every NCCL version has it.
+constexpr const char* kMarkerSymbol = "ncclCommInitRank";
+
+std::string main_program_path() {
+  char buffer[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
+  return n > 0 ? std::string(buffer, static_cast<size_t>(n)) : std::string("/proc/self/exe");
+}
+
+bool named_libnccl(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return path.compare(slash == std::string::npos ? 0 : slash + 1, 10, "libnccl.so") == 0;
+}
+
+struct Scan {
+  std::vector<NcclCopy> copies;
+  std::vector<int (*)(int*)> version_functions;  // asked after the walk, outside the loader's lock
+};
+
+int inspect_object(dl_phdr_info* info, size_t, void* out) {
+  auto& scan = *static_cast<Scan*>(out);
+  const char* name = info->dlpi_name ? info->dlpi_name : "";
+  if (std::strstr(name, "linux-vdso") || std::strstr(name, "linux-gate") || info->dlpi_phnum == 0) return 0;
+  if (is_inside_shim(info->dlpi_phdr)) return 0;
+  NcclCopy copy;
+  copy.path = name[0] ? std::string(name) : main_program_path();
+  LoadedImage image(*info);
+  const void* marker = image.defined_address(kMarkerSymbol);
+  if (marker) {
+    copy.exported = true;
+    copy.binds_own_calls = image.binds_symbolically() || !image.relocates_symbols_starting_with("nccl");
+  } else if (file_defines_symbol(name[0] ? name : "/proc/self/exe", kMarkerSymbol)) {
+    copy.binds_own_calls = true;
+  } else {
+    return 0;
+  }
+  Dl_info where{};
+  copy.base = dladdr(info->dlpi_phdr, &where) ? where.dli_fbase : reinterpret_cast<const void*>(info->dlpi_addr);
+  copy.named_libnccl = named_libnccl(copy.path);
+  scan.version_functions.push_back(
+      reinterpret_cast<int (*)(int*)>(const_cast<void*>(image.defined_address("ncclGetVersion"))));
+  scan.copies.push_back(std::move(copy));
+  return 0;
+}
+
+std::string library_strings(const RealNccl& lib) {
+  std::string blob = "id=" + std::to_string(lib.library_id) + '\0' + "path=" + lib.path + '\0' +
+                     "version=" + std::to_string(lib.version) + '\0' + "status=attached" + '\0' +
+                     "reached=" + lib.reached + '\0' + "profiling_aliases=" + (lib.has_profiling_aliases ? "1" : "0") +
+                     '\0';
+  for (const std::string& name : lib.missing) blob += "missing=" + name + '\0';
+  return blob;
+}
+
+// Why the calls of an NCCL copy never reach the shim.
+std::string why_not_traced(const NcclCopy& copy) {
+  if (!copy.exported) return "NCCL is linked into it with hidden symbols: its calls never reach the dynamic linker";
+  if (copy.binds_own_calls)
+    return "it carries its own NCCL and binds calls to it inside itself (-Bsymbolic or protected symbols)";
+  return "it carries its own NCCL, and no call reached that copy through the dynamic linker";
+}
+
+void say(const std::string& text) {
+  std::string line = text + '\n';
+  ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+  (void)ignored;
+  write_notice_record(text.c_str());
+}
+
+}  // namespace
+
+std::vector<NcclCopy> find_nccl_copies() {
+  Scan scan;
+  dl_iterate_phdr(inspect_object, &scan);
+  for (size_t i = 0; i < scan.copies.size(); ++i) {
+    int version = 0;
+    if (scan.version_functions[i] && scan.version_functions[i](&version) == 0) scan.copies[i].version = version;
+  }
+  return scan.copies;
+}
+
+void announce_libraries() noexcept {
+  if (!process_attached()) return;
+  try {
+    for (const RealNccl* lib : known_libraries()) {
+      uint32_t bit = 1u << lib->library_id;
+      if (g_announced.fetch_or(bit, std::memory_order_relaxed) & bit) continue;
+      write_strings_record(trace::RecordType::kLibrary, library_strings(*lib));
+    }
+  } catch (...) {
+  }
+}
+
+int report_untraced_nccl(bool at_exit) noexcept {
+  int untraced = 0;
+  try {
+    std::vector<NcclCopy> copies = find_nccl_copies();
+    std::vector<const RealNccl*> attached = known_libraries();
+    std::lock_guard lock(g_census_mutex);
+    for (const NcclCopy& copy : copies) {
+      bool is_attached = std::any_of(attached.begin(), attached.end(), [&](const RealNccl* lib) { return lib->base == copy.base; });
+      // A libnccl of its own that no call reached yet: unused rather than hidden from us. Said
+      // only at exit (it may still be attached before), and only into a trace that exists anyway.
+      bool unused_library = copy.named_libnccl && copy.exported;
+      if (!unused_library && !is_attached) ++untraced;
+      if (is_attached || std::find(g_reported.begin(), g_reported.end(), copy.base) != g_reported.end()) continue;
+      if (unused_library && (!at_exit || !process_attached())) continue;
+      std::string blob = "path=" + copy.path + '\0' + "version=" + std::to_string(copy.version) + '\0';
+      if (unused_library) {
+        blob += std::string("status=unused") + '\0' + "reason=no call reached it through ncclwatch" + '\0';
+      } else {
+        std::string reason = why_not_traced(copy);
+        blob += std::string("status=not traced") + '\0' + "reason=" + reason + '\0';
+        say("ncclwatch: not traced: " + copy.path + ": " + reason +
+            "; communicators made through it are missing from the trace");
+      }
+      write_strings_record(trace::RecordType::kLibrary, blob);
+      g_reported.push_back(copy.base);
+    }
+  } catch (...) {
+  }
+  return untraced;
+}
+
+void library_census_after_fork() noexcept {
+  g_announced.store(0, std::memory_order_relaxed);
+  new (&g_census_mutex) std::mutex();
+  g_reported.clear();
+}
+
+}  // namespace ncclwatch
