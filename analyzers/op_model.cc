@@ -16,18 +16,25 @@ using namespace trace;
 // Ops whose GPU timing has not arrived yet. The shim numbers launches in issue order and the
 // collector writes their timings soon after, so a window indexed by launch_id serves almost every
 // lookup; anything outside it goes to a map.
+// One op of a launch: a grouped launch spans several ops, maybe on several streams (one process
+// driving several GPUs), each stream timed on its own.
+struct LaunchOp {
+  uint32_t rank_comm = 0;   // into ProcessOps::comms
+  uint64_t seq = 0;         // collectives only (0: send/recv)
+  uint64_t stream = 0;
+  uint64_t bytes = 0;
+  int32_t rank = -1;
+};
+
 struct Launch {
   bool valid = false;
-  bool collective = false;
   uint16_t api = 0;
   int32_t nranks = 0;
-  int32_t rank = -1;
-  uint32_t rank_comm = 0;   // into ProcessOps::comms
   uint32_t nops = 0;
-  uint64_t seq = 0;
-  uint64_t bytes = 0;
-  int64_t host_begin = 0;   // monotonic
-  std::vector<std::pair<uint32_t, uint64_t>> more;  // further (rank_comm, seq) of a grouped launch
+  int64_t host_begin = 0;     // monotonic
+  LaunchOp first;
+  std::vector<LaunchOp> more; // the further ops of a grouped launch
+  uint32_t streams_left = 0;  // streams whose timing has not come yet
 };
 
 class LaunchTable {
@@ -177,10 +184,13 @@ class OpScanner {
   }
 
  private:
+  // One entry per (communicator, rank): a process that drives several GPUs (ncclCommInitAll,
+  // JAX, CuPy) holds several ranks of one communicator.
   uint32_t rank_comm(uint64_t comm_id, int32_t rank, int32_t nranks) {
-    if (cached_ < out_.comms.size() && out_.comms[cached_].comm_id == comm_id) return cached_;
+    auto same = [&](const RankComm& rc) { return rc.comm_id == comm_id && (rank < 0 || rc.rank < 0 || rc.rank == rank); };
+    if (cached_ < out_.comms.size() && same(out_.comms[cached_])) return cached_;
     for (uint32_t i = 0; i < out_.comms.size(); ++i)
-      if (out_.comms[i].comm_id == comm_id) return cached_ = i;
+      if (same(out_.comms[i])) return cached_ = i;
     RankComm rc;
     rc.comm_id = comm_id;
     rc.rank = rank;
@@ -224,20 +234,20 @@ class OpScanner {
     if ((o.flags & kOpTimed) || grouped) {
       bool fresh = false;
       Launch& l = launches_.insert(o.launch_id, fresh);
+      LaunchOp op{rc_index, collective ? o.seq : 0, o.stream, bytes, rc.rank};
       if (fresh) {
-        l.collective = collective;
         l.api = o.api;
         l.nranks = o.nranks;
-        l.rank = rc.rank;
-        l.rank_comm = rc_index;
-        l.seq = collective ? o.seq : 0;
-        l.bytes = bytes;
+        l.first = op;
         l.host_begin = o.host_begin_ns;
         l.nops = 1;
+        l.streams_left = 1;
       } else {
+        bool new_stream = o.stream != l.first.stream &&
+                          std::none_of(l.more.begin(), l.more.end(), [&](const LaunchOp& m) { return m.stream == o.stream; });
+        l.streams_left += new_stream;
         ++l.nops;
-        l.bytes += bytes;
-        if (collective) l.more.emplace_back(rc_index, o.seq);
+        l.more.push_back(op);
       }
       if (!grouped) return;
     }
@@ -299,21 +309,34 @@ class OpScanner {
       ++out_.orphan_timings;
       return;
     }
-    // Work on one stream completes in order: a finished launch finishes every earlier op too.
-    auto done = [&](uint32_t rc, uint64_t seq) {
-      if (rc < out_.comms.size()) out_.comms[rc].timed_done_seq = std::max(out_.comms[rc].timed_done_seq, seq);
+    // Work on one stream completes in order: a finished launch finishes every earlier op of
+    // that stream too. The timing is the rank's whose op ran on the stream.
+    const LaunchOp* timed = nullptr;
+    uint64_t bytes = 0;  // of the ops on this stream
+    auto finish = [&](const LaunchOp& op) {
+      if (op.stream != g.stream) return;
+      if (!timed) timed = &op;
+      bytes += op.bytes;
+      if (op.seq && op.rank_comm < out_.comms.size())
+        out_.comms[op.rank_comm].timed_done_seq = std::max(out_.comms[op.rank_comm].timed_done_seq, op.seq);
     };
-    if (l->collective) done(l->rank_comm, l->seq);
-    for (const auto& [rc, seq] : l->more) done(rc, seq);
+    finish(l->first);
+    for (const LaunchOp& op : l->more) finish(op);
+    if (!timed) {  // a stream none of its ops named: the launch's first op, all its bytes
+      timed = &l->first;
+      bytes = l->first.bytes;
+      for (const LaunchOp& op : l->more) bytes += op.bytes;
+    }
     bool has_begin = g.flags & kTimingHasBegin;
     int64_t ns = has_begin ? wrap_sub(g.gpu_end_ns, g.gpu_begin_ns) : wrap_sub(g.gpu_end_ns, l->host_begin);
-    if (ns >= 0 && l->rank_comm < out_.comms.size()) {
-      uint64_t comm_id = out_.comms[l->rank_comm].comm_id;
+    if (ns >= 0 && timed->rank_comm < out_.comms.size()) {
+      uint64_t comm_id = out_.comms[timed->rank_comm].comm_id;
       uint16_t api = l->nops == 1 ? l->api : static_cast<uint16_t>(Api::kGroupEnd);
-      add_latency({comm_id, l->bytes, l->nranks, api, has_begin ? TimingSource::kGpu : TimingSource::kHostToGpuEnd},
-                  l->rank, ns);
+      add_latency({comm_id, bytes, l->nranks, api, has_begin ? TimingSource::kGpu : TimingSource::kHostToGpuEnd},
+                  timed->rank, ns);
     }
-    launches_.erase(g.launch_id);
+    if (l->streams_left <= 1) launches_.erase(g.launch_id);
+    else --l->streams_left;
   }
 
   void on_stall(const RecordView& r, const StallRecord& s) {

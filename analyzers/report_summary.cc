@@ -34,7 +34,11 @@ int run_summary(const Options& options) {
     hosts.insert(p.host());
     lost += p.lost_records;
     if (!p.process_end) ++killed;
-    if (int r = a.ops[i].world_rank(); r >= 0) world_ranks.insert(r);
+    // Every rank this process holds in its largest communicator (one process may drive several GPUs).
+    int32_t widest = 0;
+    for (const RankComm& c : a.ops[i].comms) widest = std::max(widest, c.nranks);
+    for (const RankComm& c : a.ops[i].comms)
+      if (c.rank >= 0 && c.nranks == widest) world_ranks.insert(c.rank);
     for (const CommInstance& c : p.comms) {
       if (c.state != CommState::kInitFailed) comm_ids.insert(c.id);
       ++states[state_name(c.state)];

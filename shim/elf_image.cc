@@ -107,47 +107,82 @@ bool LoadedImage::relocates_symbols_starting_with(const char* prefix) const {
          relocations_name(relocations_, relocation_bytes_, prefix);
 }
 
-bool file_defines_symbol(const std::string& path, const char* name) {
+ElfFile::ElfFile(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+  if (fd < 0) return;
   struct stat st{};
-  bool found = false;
-  void* map = MAP_FAILED;
-  size_t size = 0;
   if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= static_cast<off_t>(sizeof(ElfW(Ehdr)))) {
-    size = static_cast<size_t>(st.st_size);
-    map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  }
-  ::close(fd);
-  if (map == MAP_FAILED) return false;
-  auto bytes = static_cast<const unsigned char*>(map);
-  auto ehdr = reinterpret_cast<const ElfW(Ehdr)*>(bytes);
-  auto within = [&](size_t offset, size_t length) { return offset <= size && length <= size - offset; };
-  bool sane = std::memcmp(ehdr->e_ident, ELFMAG, SELFMAG) == 0 && ehdr->e_ident[EI_CLASS] == ELFCLASS64 &&
-              ehdr->e_shentsize == sizeof(ElfW(Shdr)) &&
-              within(ehdr->e_shoff, size_t{ehdr->e_shnum} * sizeof(ElfW(Shdr)));
-  size_t name_len = std::strlen(name);
-  for (size_t s = 0; sane && !found && s < ehdr->e_shnum; ++s) {
-    auto sections = reinterpret_cast<const ElfW(Shdr)*>(bytes + ehdr->e_shoff);
-    const ElfW(Shdr)& symtab = sections[s];
-    if (symtab.sh_type != SHT_SYMTAB || symtab.sh_link >= ehdr->e_shnum) continue;
-    const ElfW(Shdr)& strtab = sections[symtab.sh_link];
-    if (symtab.sh_size > kMaxSymtabBytes || !within(symtab.sh_offset, symtab.sh_size) ||
-        !within(strtab.sh_offset, strtab.sh_size))
-      continue;
-    auto syms = reinterpret_cast<const ElfW(Sym)*>(bytes + symtab.sh_offset);
-    const char* strings = reinterpret_cast<const char*>(bytes + strtab.sh_offset);
-    for (size_t i = 0; i < symtab.sh_size / sizeof(ElfW(Sym)); ++i) {
-      size_t at = syms[i].st_name;
-      if (syms[i].st_shndx == SHN_UNDEF || at >= strtab.sh_size || strtab.sh_size - at <= name_len) continue;
-      if (std::memcmp(strings + at, name, name_len + 1) == 0) {
-        found = true;
-        break;
-      }
+    void* map = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map != MAP_FAILED) {
+      bytes_ = static_cast<const unsigned char*>(map);
+      size_ = static_cast<size_t>(st.st_size);
     }
   }
-  ::munmap(map, size);
-  return found;
+  ::close(fd);
+  if (!bytes_) return;
+  auto ehdr = reinterpret_cast<const ElfW(Ehdr)*>(bytes_);
+  if (std::memcmp(ehdr->e_ident, ELFMAG, SELFMAG) == 0 && ehdr->e_ident[EI_CLASS] == ELFCLASS64 &&
+      ehdr->e_shentsize == sizeof(ElfW(Shdr)) && within(ehdr->e_shoff, size_t{ehdr->e_shnum} * sizeof(ElfW(Shdr))))
+    nsections_ = ehdr->e_shnum;
+}
+
+ElfFile::~ElfFile() {
+  if (bytes_) ::munmap(const_cast<unsigned char*>(bytes_), size_);
+}
+
+const ElfW(Shdr)* ElfFile::section(size_t index) const {
+  if (index >= nsections_) return nullptr;
+  auto ehdr = reinterpret_cast<const ElfW(Ehdr)*>(bytes_);
+  const ElfW(Shdr)* s = reinterpret_cast<const ElfW(Shdr)*>(bytes_ + ehdr->e_shoff) + index;
+  return s->sh_type == SHT_NOBITS || within(s->sh_offset, s->sh_size) ? s : nullptr;
+}
+
+bool ElfFile::defines_symbol(const char* name) const {
+  size_t name_len = std::strlen(name);
+  for (size_t s = 0; s < nsections_; ++s) {
+    const ElfW(Shdr)* symtab = section(s);
+    if (!symtab || symtab->sh_type != SHT_SYMTAB || symtab->sh_size > kMaxSymtabBytes) continue;
+    const ElfW(Shdr)* strtab = section(symtab->sh_link);
+    if (!strtab || strtab->sh_type != SHT_STRTAB) continue;
+    auto syms = reinterpret_cast<const ElfW(Sym)*>(bytes_ + symtab->sh_offset);
+    const char* strings = reinterpret_cast<const char*>(bytes_ + strtab->sh_offset);
+    for (size_t i = 0; i < symtab->sh_size / sizeof(ElfW(Sym)); ++i) {
+      size_t at = syms[i].st_name;
+      if (syms[i].st_shndx == SHN_UNDEF || at >= strtab->sh_size || strtab->sh_size - at <= name_len) continue;
+      if (std::memcmp(strings + at, name, name_len + 1) == 0) return true;
+    }
+  }
+  return false;
+}
+
+int ElfFile::nccl_banner_version() const {
+  auto ehdr = reinterpret_cast<const ElfW(Ehdr)*>(bytes_);
+  const ElfW(Shdr)* names = nsections_ ? section(ehdr->e_shstrndx) : nullptr;
+  if (!names) return -1;
+  static constexpr char kBanner[] = "NCCL version ";
+  for (size_t s = 0; s < nsections_; ++s) {
+    const ElfW(Shdr)* rodata = section(s);
+    if (!rodata || rodata->sh_type != SHT_PROGBITS || rodata->sh_name >= names->sh_size ||
+        std::strncmp(reinterpret_cast<const char*>(bytes_ + names->sh_offset + rodata->sh_name), ".rodata", 8) != 0)
+      continue;
+    const auto* begin = reinterpret_cast<const char*>(bytes_ + rodata->sh_offset);
+    const char* end = begin + rodata->sh_size;
+    for (const char* at = begin; at < end;) {
+      const void* hit = memmem(at, static_cast<size_t>(end - at), kBanner, sizeof(kBanner) - 1);
+      if (!hit) break;
+      const char* digits = static_cast<const char*>(hit) + sizeof(kBanner) - 1;
+      int parts[3] = {0, 0, 0}, part = 0;
+      const char* p = digits;
+      for (; p < end && part < 3; ++p) {
+        if (*p >= '0' && *p <= '9') parts[part] = parts[part] * 10 + (*p - '0');
+        else if (*p == '.') ++part;
+        else break;
+      }
+      if (p > digits && *digits >= '0' && *digits <= '9') return parts[0] * 10000 + parts[1] * 100 + parts[2];
+      at = digits;  // "NCCL version " not followed by a number (a format string): look further
+    }
+  }
+  return -1;
 }
 
 }  // namespace ncclwatch

@@ -41,8 +41,29 @@ class LoadedImage {
   bool symbolic_ = false;
 };
 
-// True when the file's static symbol table (.symtab, absent from stripped files) defines `name`:
-// NCCL linked in with hidden symbols shows only there. False on any unreadable or odd file.
-bool file_defines_symbol(const std::string& path, const char* name);
+// An object's file on disk, mapped read-only. Any unreadable or odd file reads as empty.
+class ElfFile {
+ public:
+  explicit ElfFile(const std::string& path);
+  ~ElfFile();
+  ElfFile(const ElfFile&) = delete;
+  ElfFile& operator=(const ElfFile&) = delete;
+
+  // The static symbol table (.symtab, absent from stripped files) defines `name`: NCCL linked in
+  // with hidden symbols shows only there.
+  bool defines_symbol(const char* name) const;
+  // NCCL's version banner ("NCCL version 2.28.9+cuda13.0") in .rodata: NCCL's own code is in
+  // the object, not just functions of its names (stubs that forward to a dlopen'ed NCCL). Its
+  // version code, 0 if unparsable; -1 when there is no banner.
+  int nccl_banner_version() const;
+
+ private:
+  const ElfW(Shdr)* section(size_t index) const;
+  bool within(size_t offset, size_t length) const { return offset <= size_ && length <= size_ - offset; }
+
+  const unsigned char* bytes_ = nullptr;
+  size_t size_ = 0;
+  size_t nsections_ = 0;
+};
 
 }  // namespace ncclwatch

@@ -45,21 +45,32 @@ int inspect_object(dl_phdr_info* info, size_t, void* out) {
   const char* name = info->dlpi_name ? info->dlpi_name : "";
   if (std::strstr(name, "linux-vdso") || std::strstr(name, "linux-gate") || info->dlpi_phnum == 0) return 0;
   if (is_inside_shim(info->dlpi_phdr)) return 0;
+  Dl_info where{};
+  const void* base = dladdr(info->dlpi_phdr, &where) ? where.dli_fbase : reinterpret_cast<const void*>(info->dlpi_addr);
+  // It reached NCCL through dlsym: the functions of NCCL's names it has are forwarding stubs.
+  if (looked_up_nccl_through_dlsym(base)) return 0;
   NcclCopy copy;
   copy.path = name[0] ? std::string(name) : main_program_path();
+  copy.base = base;
+  copy.named_libnccl = named_libnccl(copy.path);
   LoadedImage image(*info);
   const void* marker = image.defined_address(kMarkerSymbol);
   if (marker) {
     copy.exported = true;
     copy.binds_own_calls = image.binds_symbolically() || !image.relocates_symbols_starting_with("nccl");
-  } else if (file_defines_symbol(name[0] ? name : "/proc/self/exe", kMarkerSymbol)) {
-    copy.binds_own_calls = true;
-  } else {
+  }
+  if (!copy.named_libnccl) {
+    // Another object with NCCL's names is a copy of NCCL only if NCCL's own code came along:
+    // stubs that forward to a dlopen'ed NCCL define the names too, but not NCCL's banner.
+    ElfFile file(name[0] ? name : "/proc/self/exe");
+    if (!marker && !file.defines_symbol(kMarkerSymbol)) return 0;
+    int banner_version = file.nccl_banner_version();
+    if (banner_version < 0) return 0;
+    copy.version = banner_version;
+    copy.binds_own_calls |= !marker;
+  } else if (!marker) {
     return 0;
   }
-  Dl_info where{};
-  copy.base = dladdr(info->dlpi_phdr, &where) ? where.dli_fbase : reinterpret_cast<const void*>(info->dlpi_addr);
-  copy.named_libnccl = named_libnccl(copy.path);
   scan.version_functions.push_back(
       reinterpret_cast<int (*)(int*)>(const_cast<void*>(image.defined_address("ncclGetVersion"))));
   scan.copies.push_back(std::move(copy));
@@ -97,7 +108,7 @@ std::vector<NcclCopy> find_nccl_copies() {
   dl_iterate_phdr(inspect_object, &scan);
   for (size_t i = 0; i < scan.copies.size(); ++i) {
     int version = 0;
-    if (scan.version_functions[i] && scan.version_functions[i](&version) == 0) scan.copies[i].version = version;
+    if (scan.version_functions[i] && scan.version_functions[i](&version) == 0 && version > 0) scan.copies[i].version = version;
   }
   return scan.copies;
 }

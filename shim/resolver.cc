@@ -20,6 +20,8 @@ std::atomic<const RealNccl*> g_slots[kMaxLibraries];
 std::mutex g_mutex;                  // guards g_libraries and the making of slots
 // Distinct instances, in id order. Never destroyed: exit handlers read it after static destructors.
 std::vector<RealNccl*>& g_libraries = *new std::vector<RealNccl*>();
+// Load addresses of the objects that called dlsym for an NCCL function (g_mutex held to add).
+std::atomic<const void*> g_dlsym_callers[16];
 std::atomic<int> g_library_count{0};  // g_libraries.size(), readable without the lock
 thread_local uint8_t t_bound_slot = 0;
 
@@ -160,7 +162,26 @@ std::string module_name(const void* address) {
   return slash ? slash + 1 : info.dli_fname;
 }
 
+void remember_dlsym_caller(const void* caller) {
+  const void* base = object_base(caller);
+  if (!base) return;
+  for (auto& slot : g_dlsym_callers) {
+    const void* known = slot.load(std::memory_order_relaxed);
+    if (known == base) return;
+    if (!known) {
+      slot.store(base, std::memory_order_release);
+      return;
+    }
+  }
+}
+
 }  // namespace
+
+bool looked_up_nccl_through_dlsym(const void* object_base) noexcept {
+  for (const auto& slot : g_dlsym_callers)
+    if (slot.load(std::memory_order_acquire) == object_base) return true;
+  return false;
+}
 
 void* real_dlsym_function() noexcept {
   static const DlsymFn fn = find_libc_dlsym();
@@ -211,6 +232,7 @@ int slot_for_library_of(const void* real_function, const void* caller) noexcept 
     if (!dladdr(real_function, &info) || !info.dli_fname) return -1;
     std::string reached = "dlsym from " + module_name(caller);
     std::lock_guard lock(g_mutex);
+    remember_dlsym_caller(caller);
     const RealNccl* default_instance = resolve_default_locked(false, reached);
     if (default_instance && default_instance->base == info.dli_fbase) slot = 0;
     for (int s = 1; s < kMaxLibraries && slot < 0; ++s) {

@@ -61,6 +61,10 @@ class BoundSlotScope {
   uint8_t previous_;
 };
 
+// True when the object loaded at `object_base` looked NCCL up through dlsym: it reaches a traced
+// library, and any functions of NCCL's names it defines are its forwarding stubs (XLA's).
+bool looked_up_nccl_through_dlsym(const void* object_base) noexcept;
+
 // Every distinct library instance found so far, in id order.
 std::vector<const RealNccl*> known_libraries();
 

@@ -169,8 +169,24 @@ void make_unique_id(ncclUniqueId* id) {
   if (id_key(*id) == 0) id->internal[0] = 1;  // 0 is never a valid key
 }
 
+// Like NCCL, the stand-in names its version at the first init when NCCL_DEBUG=INFO; the banner
+// is also how a copy linked into another object can be recognised (the shim looks for it).
+#define HOSTNCCL_STR2(x) #x
+#define HOSTNCCL_STR(x) HOSTNCCL_STR2(x)
+constexpr char kVersionBanner[] =
+    "NCCL version " HOSTNCCL_STR(NCCL_MAJOR) "." HOSTNCCL_STR(NCCL_MINOR) "." HOSTNCCL_STR(NCCL_PATCH) "+hostnccl";
+
+void say_version_once() {
+  static bool said = false;
+  const char* debug = std::getenv("NCCL_DEBUG");
+  if (said || !debug || std::strcmp(debug, "INFO") != 0) return;
+  said = true;
+  std::fprintf(stderr, "NCCL INFO %s\n", kVersionBanner);
+}
+
 ncclResult_t init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
                        const ncclConfig_t* config, int device) {
+  say_version_once();
   if (!out) {
     set_last_error("CommInitRank: comm is NULL");
     return ncclInvalidArgument;

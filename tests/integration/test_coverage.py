@@ -163,8 +163,22 @@ def dlsym_wraps_only_wrapped_names():
     check(result.returncode == 0, f"dlsym_app: {result.returncode} {result.stderr}")
 
 
+def forwarding_stubs_are_not_a_copy():
+    # Stubs that call NCCL: their calls are traced through dlsym, nothing is "not traced".
+    job, result = run_one([app("stub_app")])
+    check_leak_traced(job, result, STANDIN)
+    check("not traced" not in result.stderr, f"stubs taken for a copy of NCCL: {result.stderr!r}")
+    libs = records(job.traces()[0], "library")
+    check([l["status"] for l in libs] == ["attached"] and libs[0]["reached"] == "dlsym from stub_app", f"{libs}")
+    # Stubs never called: no NCCL copy, so no trace and not a word.
+    job = Job([app("stub_app"), "--idle"], nranks=1)
+    result = job.run()[0]
+    check(result.returncode == 0 and result.stderr == "" and job.traces() == [],
+          f"an idle program with stubs: {result.stderr!r} {job.traces()}")
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in [
         dlopen_dlsym_program_is_traced, ctypes_program_is_traced, two_copies_are_told_apart,
         statically_linked_nccl_is_named_not_traced, symbolic_library_is_named_not_traced,
-        dlsym_wraps_only_wrapped_names]})
+        dlsym_wraps_only_wrapped_names, forwarding_stubs_are_not_a_copy]})

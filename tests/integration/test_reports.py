@@ -59,6 +59,22 @@ def straggler_is_named():
     check("rank 2" in text and "last" in text, f"hang text:\n{text}")
 
 
+def one_process_driving_two_ranks_is_not_a_hang():
+    job = Job([app("collectives_app"), "one-process-two-ranks"], nranks=1, env={"NCCLWATCH_SAMPLE": "1"})
+    r = job.run()[0]
+    check(r.returncode == 0, f"{r.returncode} {r.stderr}")
+    code, report, err = job.report("hang", "--json")
+    comm = world(report, 2)
+    check(code == 0 and comm["mismatched_seqs"] == 0 and comm["missing"] == [] and comm["divergence"] == [],
+          f"two ranks of one process read as a hang: {code} {comm} {err}")
+    code, summary, _ = job.report("summary", "--json")
+    check(code == 0 and summary["ranks"] == 2, f"summary {summary}")
+    code, latency, _ = job.report("latency", "--json")
+    # Grouped launches are timed as their ncclGroupEnd: 3 groups, each seen by both ranks.
+    rows = [row for row in latency["rows"] if row["op"] == "ncclGroupEnd"]
+    check(len(rows) == 1 and rows[0]["calls"] == 3 and rows[0]["ranks_timed"] == 2, f"latency rows {latency['rows']}")
+
+
 def latency_table_from_gpu_events():
     job = Job([app("collectives_app"), "straggler"], nranks=2, env={"NCCLWATCH_SAMPLE": "1"})
     job.run()
@@ -109,5 +125,5 @@ def launcher_runs_a_job_and_keeps_its_status():
 
 if __name__ == "__main__":
     main({f.__name__: f for f in [
-        count_mismatch_and_missing_rank, skip_names_the_divergence_stretch, straggler_is_named,
+        count_mismatch_and_missing_rank, skip_names_the_divergence_stretch, straggler_is_named, one_process_driving_two_ranks_is_not_a_hang,
         latency_table_from_gpu_events, timeline_has_one_slice_per_op, launcher_runs_a_job_and_keeps_its_status]})

@@ -1,6 +1,7 @@
 // A multi-process NCCL program issuing collectives, groups and point-to-point calls, run under
 // the preloaded shim by tests/integration/test_collectives.py.
-//   collectives_app mixed|skip|capture|late-peer|bench N|count-mismatch|skip-interleaved|straggler
+//   collectives_app mixed|skip|capture|late-peer|bench N|count-mismatch|skip-interleaved|straggler|
+//                   one-process-two-ranks
 #include "hostcuda.h"
 #include "check.h"
 #include "rendezvous.h"
@@ -172,6 +173,25 @@ int bench(int n) {
   return 0;
 }
 
+// One process driving two ranks of one communicator (ncclCommInitAll), as JAX and CuPy do on
+// the GPUs of one host: grouped all-reduces, one stream per rank.
+int one_process_two_ranks() {
+  ncclComm_t comms[2] = {};
+  CHECK(ncclCommInitAll(comms, 2, nullptr));
+  CUstream streams[2] = {};
+  for (CUstream& s : streams) cuStreamCreate(&s, 0);
+  std::vector<float> a(1024, 1.0f), b(1024, 0.0f), c(1024, 0.0f);
+  for (int step = 0; step < 3; ++step) {
+    CHECK(ncclGroupStart());
+    CHECK(ncclAllReduce(a.data(), b.data(), 1024, ncclFloat, ncclSum, comms[0], streams[0]));
+    CHECK(ncclAllReduce(a.data(), c.data(), 1024, ncclFloat, ncclSum, comms[1], streams[1]));
+    CHECK(ncclGroupEnd());
+  }
+  for (CUstream s : streams) settle(s);
+  for (ncclComm_t comm : comms) CHECK(ncclCommDestroy(comm));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -184,6 +204,7 @@ int main(int argc, char** argv) {
   if (scenario == "count-mismatch") return count_mismatch();
   if (scenario == "skip-interleaved") return skip_interleaved();
   if (scenario == "straggler") return straggler();
+  if (scenario == "one-process-two-ranks") return one_process_two_ranks();
   std::fprintf(stderr, "usage: collectives_app mixed|skip [ms]|capture|late-peer|bench N\n");
   return 2;
 }
