@@ -96,7 +96,7 @@ asm(R"(
   .p2align 4
 dlsym:
   .cfi_startproc
-  bti c
+  hint #34  // bti c, spelled so any assembler takes it
   stp x29, x30, [sp, #-48]!
   .cfi_def_cfa_offset 48
   .cfi_offset x29, -48
