@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <fmt/format.h>
@@ -312,6 +313,14 @@ std::string ProcessTrace::library_path(const CommInstance& c) const {
   for (const NcclLibrary& lib : libraries)
     if (lib.id == id) return lib.path;
   return {};
+}
+
+std::string nccl_version_text(const std::string& code) {
+  char* end = nullptr;
+  long value = std::strtol(code.c_str(), &end, 10);
+  if (code.empty() || *end != '\0' || value <= 0) return "unknown version";
+  if (value >= 20900) return fmt::format("{}.{}.{}", value / 10000, value % 10000 / 100, value % 100);
+  return fmt::format("{}.{}.{}", value / 1000, value % 1000 / 100, value % 100);
 }
 
 std::vector<UntracedCopy> untraced_copies(const Job& job) {

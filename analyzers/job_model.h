@@ -109,6 +109,10 @@ struct Job {
   std::vector<TraceProblem> problems;
 };
 
+// NCCL's version code as people write it: "22809" -> "2.28.9" (codes before 2.9 were
+// major*1000 + minor*100 + patch); "" or "0" -> "unknown version".
+std::string nccl_version_text(const std::string& code);
+
 // NCCL copies some process held that its trace cannot speak for, grouped across processes.
 struct UntracedCopy {
   std::string path;

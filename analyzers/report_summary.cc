@@ -135,7 +135,7 @@ int run_summary(const Options& options) {
     if (use.status == "not traced")
       fmt::print("  NOT TRACED: {} in {} process(es): {}\n", path, use.processes, use.how);
     else
-      fmt::print("  NCCL {} {}: {} in {} process(es){}\n", use.version, path, use.status, use.processes,
+      fmt::print("  NCCL {} {}: {} in {} process(es){}\n", nccl_version_text(use.version), path, use.status, use.processes,
                  use.how.empty() ? "" : " (" + use.how + ")");
   }
   if (killed) fmt::print("  {} process(es) ended without a final record (killed or crashed)\n", killed);

@@ -34,25 +34,31 @@ constexpr const char* kWrappedNames[] = {
 };
 constexpr size_t kWrappedCount = sizeof(kWrappedNames) / sizeof(kWrappedNames[0]);
 
-template <int Slot> void* const kSlotTable[kWrappedCount] = {
+// Built at first use (a function-local static), so a dlsym from another library's constructor,
+// before this file's static initialisers ran, still finds a complete table.
+template <int Slot> void* const* slot_table() {
+  static void* const table[kWrappedCount] = {
 #define X(name) reinterpret_cast<void*>(&Bound<Slot, &::name>::call),
 #include "nccl_api.def"
 #undef X
-};
+  };
+  return table;
+}
 
 #undef NCCLWATCH_API
 
 template <size_t... Slots> constexpr auto make_tables(std::index_sequence<Slots...>) {
-  return std::array<void* const*, sizeof...(Slots)>{kSlotTable<static_cast<int>(Slots)>...};
+  return std::array<void* const* (*)(), sizeof...(Slots)>{&slot_table<static_cast<int>(Slots)>...};
 }
-const auto kTables = make_tables(std::make_index_sequence<kMaxLibraries>{});
+// Function addresses only: constant-initialised, valid before any constructor runs.
+constexpr auto kTables = make_tables(std::make_index_sequence<kMaxLibraries>{});
 
 }  // namespace
 
 void* bound_wrapper(int slot, const char* name) noexcept {
   if (slot < 0 || slot >= kMaxLibraries || !name) return nullptr;
   for (size_t i = 0; i < kWrappedCount; ++i)
-    if (std::strcmp(kWrappedNames[i], name) == 0) return kTables[static_cast<size_t>(slot)][i];
+    if (std::strcmp(kWrappedNames[i], name) == 0) return kTables[static_cast<size_t>(slot)]()[i];
   return nullptr;
 }
 

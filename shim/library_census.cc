@@ -35,7 +35,19 @@ bool named_libnccl(const std::string& path) {
   return path.compare(slash == std::string::npos ? 0 : slash + 1, 10, "libnccl.so") == 0;
 }
 
+// Where an object is loaded as dladdr would say (the start of its first segment), computed from
+// the program headers: dladdr takes the loader's lock, which must not be taken inside
+// dl_iterate_phdr (a dlopen in another thread takes the two locks in the other order).
+const void* load_address(const dl_phdr_info& info, ElfW(Addr) page_size) {
+  for (int i = 0; i < info.dlpi_phnum; ++i)
+    if (info.dlpi_phdr[i].p_type == PT_LOAD)
+      return reinterpret_cast<const void*>(info.dlpi_addr + (info.dlpi_phdr[i].p_vaddr & ~(page_size - 1)));
+  return reinterpret_cast<const void*>(info.dlpi_addr);
+}
+
 struct Scan {
+  const void* shim = nullptr;
+  ElfW(Addr) page_size = 4096;
   std::vector<NcclCopy> copies;
   std::vector<int (*)(int*)> version_functions;  // asked after the walk, outside the loader's lock
 };
@@ -44,9 +56,8 @@ int inspect_object(dl_phdr_info* info, size_t, void* out) {
   auto& scan = *static_cast<Scan*>(out);
   const char* name = info->dlpi_name ? info->dlpi_name : "";
   if (std::strstr(name, "linux-vdso") || std::strstr(name, "linux-gate") || info->dlpi_phnum == 0) return 0;
-  if (is_inside_shim(info->dlpi_phdr)) return 0;
-  Dl_info where{};
-  const void* base = dladdr(info->dlpi_phdr, &where) ? where.dli_fbase : reinterpret_cast<const void*>(info->dlpi_addr);
+  const void* base = load_address(*info, scan.page_size);
+  if (base == scan.shim) return 0;
   // It reached NCCL through dlsym: the functions of NCCL's names it has are forwarding stubs.
   if (looked_up_nccl_through_dlsym(base)) return 0;
   NcclCopy copy;
@@ -105,6 +116,8 @@ void say(const std::string& text) {
 
 std::vector<NcclCopy> find_nccl_copies() {
   Scan scan;
+  scan.shim = shim_load_address();
+  scan.page_size = static_cast<ElfW(Addr)>(sysconf(_SC_PAGESIZE));
   dl_iterate_phdr(inspect_object, &scan);
   for (size_t i = 0; i < scan.copies.size(); ++i) {
     int version = 0;

@@ -193,6 +193,8 @@ void* real_dlsym(void* handle, const char* name) noexcept {
   return fn ? fn(handle, name) : nullptr;
 }
 
+const void* shim_load_address() noexcept { return shim_base(); }
+
 bool is_inside_shim(const void* address) noexcept {
   Dl_info info{};
   return dladdr(address, &info) && info.dli_fbase == shim_base();

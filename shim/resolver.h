@@ -80,6 +80,9 @@ void* real_dlsym(void* handle, const char* name) noexcept;
 // Its address (for dlsym_hook.cc's jump), nullptr if it could not be found.
 void* real_dlsym_function() noexcept;
 
+// Where libncclwatch.so is loaded (dladdr's dli_fbase).
+const void* shim_load_address() noexcept;
+
 // True when `address` lies inside libncclwatch.so itself.
 bool is_inside_shim(const void* address) noexcept;
 

@@ -118,3 +118,13 @@ TEST_CASE("memory stays with seqs, not records: one slot per seq for all ranks")
   CHECK(a.latency[0].hist.count() == 16 * 50);
   fs::remove_all(dir);
 }
+
+TEST_CASE("NCCL version codes read as people write them") {
+  using ncclwatch::report::nccl_version_text;
+  CHECK(nccl_version_text("22809") == "2.28.9");
+  CHECK(nccl_version_text("21803") == "2.18.3");
+  CHECK(nccl_version_text("2804") == "2.8.4");  // before 2.9: major*1000 + minor*100 + patch
+  CHECK(nccl_version_text("") == "unknown version");
+  CHECK(nccl_version_text("0") == "unknown version");
+  CHECK(nccl_version_text("2.28") == "unknown version");
+}
