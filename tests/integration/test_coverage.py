@@ -147,6 +147,13 @@ print(address("ncclGetVersion") == address("pncclGetVersion"), address("ncclComm
 """
 
 
+def embedded_copy_called_through_plt_is_traced():
+    library = os.path.join(BUILD, "tests", "integration", "libembedded_nccl_plt.so")
+    job, result = run_one([app("embedded_plt_app")])
+    check("not traced" not in result.stderr, f"a copy called through the PLT is traceable: {result.stderr!r}")
+    check_leak_traced(job, result, library)
+
+
 def dlsym_wraps_only_wrapped_names():
     library = copy_of_standin("query")
     answers = {}
@@ -181,4 +188,5 @@ if __name__ == "__main__":
     main({f.__name__: f for f in [
         dlopen_dlsym_program_is_traced, ctypes_program_is_traced, two_copies_are_told_apart,
         statically_linked_nccl_is_named_not_traced, symbolic_library_is_named_not_traced,
-        dlsym_wraps_only_wrapped_names, forwarding_stubs_are_not_a_copy]})
+        dlsym_wraps_only_wrapped_names, forwarding_stubs_are_not_a_copy,
+        embedded_copy_called_through_plt_is_traced]})
