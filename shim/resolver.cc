@@ -11,19 +11,23 @@
 #include <mutex>
 
 namespace ncclwatch {
+
+// Two slots may share one instance. The acquire load in real_nccl() pairs with the release store
+// that published a slot.
+std::atomic<const RealNccl*> detail::g_slots[kMaxLibraries];
+thread_local uint8_t detail::t_bound_slot = 0;
+
 namespace {
 
-// Slot 0 is the default instance (calls through the global scope); slots 1.. serve libraries
-// reached only through dlsym. Two slots may share one instance. A slot, once set, never changes:
-// the acquire load in real_nccl() pairs with the release store that published it.
-std::atomic<const RealNccl*> g_slots[kMaxLibraries];
+using detail::g_slots;
+using detail::t_bound_slot;
+
 std::mutex g_mutex;                  // guards g_libraries and the making of slots
 // Distinct instances, in id order. Never destroyed: exit handlers read it after static destructors.
 std::vector<RealNccl*>& g_libraries = *new std::vector<RealNccl*>();
 // Load addresses of the objects that called dlsym for an NCCL function (g_mutex held to add).
 std::atomic<const void*> g_dlsym_callers[16];
 std::atomic<int> g_library_count{0};  // g_libraries.size(), readable without the lock
-thread_local uint8_t t_bound_slot = 0;
 
 using DlsymFn = void* (*)(void*, const char*);
 
@@ -203,8 +207,7 @@ bool is_inside_shim(const void* address) noexcept {
 BoundSlotScope::BoundSlotScope(uint8_t slot) noexcept : previous_(t_bound_slot) { t_bound_slot = slot; }
 BoundSlotScope::~BoundSlotScope() { t_bound_slot = previous_; }
 
-const RealNccl* real_nccl() noexcept {
-  // Pairs with the release stores that publish a slot.
+const RealNccl* detail::resolve_default() noexcept {
   if (const RealNccl* real = g_slots[t_bound_slot].load(std::memory_order_acquire)) return real;
   const RealNccl* real = nullptr;
   try {

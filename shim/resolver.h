@@ -12,6 +12,7 @@
 
 #include "nccl_api.h"
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -36,10 +37,23 @@ struct RealNccl {
 // Most libraries one process can hold: the default instance and the rest, one slot each.
 inline constexpr int kMaxLibraries = 8;
 
+namespace detail {
+// Slot 0 is the default instance (calls through the global scope); slots 1.. serve libraries
+// reached only through dlsym. A slot, once set, never changes.
+extern std::atomic<const RealNccl*> g_slots[kMaxLibraries];
+// The slot of the dlsym'd wrapper the calling thread is running (0: none).
+extern thread_local uint8_t t_bound_slot;
+const RealNccl* resolve_default() noexcept;
+}  // namespace detail
+
 // The instance the current call is bound to: the one of the dlsym'd wrapper being run, else the
 // default instance; nullptr when no NCCL is loaded (said once on stderr). Thread-safe; after the
-// first success it costs one thread-local and one acquire load.
-const RealNccl* real_nccl() noexcept;
+// first success it costs one thread-local and one acquire load, inline (the hot path).
+inline const RealNccl* real_nccl() noexcept {
+  // Pairs with the release stores that publish a slot.
+  if (const RealNccl* real = detail::g_slots[detail::t_bound_slot].load(std::memory_order_acquire)) return real;
+  return detail::resolve_default();
+}
 
 // The trace's id of the library serving the current call (0 when none is resolved).
 uint16_t current_library_id() noexcept;
