@@ -62,6 +62,7 @@ struct OpArgs {
   int redop;  // -1 none
   int peer;   // root or peer, -1 none
   bool in_place;
+  uint16_t flags = 0;  // trace::kOp* the call itself implies (kOpCollConfig)
 };
 
 void write_op_record(const OpArgs& a, const CommTrack* track, uint64_t seq, uint64_t launch_id, int64_t begin_ns,
@@ -114,7 +115,7 @@ template <class Call> ncclResult_t run_op(const OpArgs& a, Call&& call) noexcept
 
   ncclResult_t result = call();
 
-  uint16_t flags = (captured ? trace::kOpCaptured : 0) | (a.in_place ? trace::kOpInPlace : 0);
+  uint16_t flags = a.flags | (captured ? trace::kOpCaptured : 0) | (a.in_place ? trace::kOpInPlace : 0);
   if (timed) {
     end_timed_launch(timed, stream, launch_id, track, trace::is_point_to_point(a.api) ? 0 : seq, a.api, 1, begin_ns);
     if (timed.timed) flags |= trace::kOpTimed;
@@ -191,6 +192,73 @@ NCCLWATCH_EXPORT ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, 
   NCCLWATCH_FORWARD_UNRECORDED(ncclScatter, sendbuff, recvbuff, count, datatype, root, comm, stream)
   return run_op({trace::Api::kScatter, comm, stream, count, datatype, -1, root, sendbuff == recvbuff},
                 [&] { return real->ncclScatter(sendbuff, recvbuff, count, datatype, root, comm, stream); });
+}
+
+// The *Config variants (NCCL >= 2.31) are their base collective with a per-call tuning config:
+// the same op, sequence and record, flagged.
+NCCLWATCH_EXPORT ncclResult_t ncclAllReduceConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                                  ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                                  cudaStream_t stream, const ncclCollConfig_t* config) {
+  NCCLWATCH_FORWARD_UNRECORDED(ncclAllReduceConfig, sendbuff, recvbuff, count, datatype, op, comm, stream, config)
+  return run_op({trace::Api::kAllReduce, comm, stream, count, datatype, op, -1, sendbuff == recvbuff, trace::kOpCollConfig},
+                [&] { return real->ncclAllReduceConfig(sendbuff, recvbuff, count, datatype, op, comm, stream, config); });
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclBroadcastConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                                  ncclDataType_t datatype, int root, ncclComm_t comm,
+                                                  cudaStream_t stream, const ncclCollConfig_t* config) {
+  NCCLWATCH_FORWARD_UNRECORDED(ncclBroadcastConfig, sendbuff, recvbuff, count, datatype, root, comm, stream, config)
+  return run_op({trace::Api::kBroadcast, comm, stream, count, datatype, -1, root, sendbuff == recvbuff, trace::kOpCollConfig},
+                [&] { return real->ncclBroadcastConfig(sendbuff, recvbuff, count, datatype, root, comm, stream, config); });
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclReduceConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                               ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                                               cudaStream_t stream, const ncclCollConfig_t* config) {
+  NCCLWATCH_FORWARD_UNRECORDED(ncclReduceConfig, sendbuff, recvbuff, count, datatype, op, root, comm, stream, config)
+  return run_op({trace::Api::kReduce, comm, stream, count, datatype, op, root, sendbuff == recvbuff, trace::kOpCollConfig},
+                [&] { return real->ncclReduceConfig(sendbuff, recvbuff, count, datatype, op, root, comm, stream, config); });
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclAllGatherConfig(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                                  ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream,
+                                                  const ncclCollConfig_t* config) {
+  NCCLWATCH_FORWARD_UNRECORDED(ncclAllGatherConfig, sendbuff, recvbuff, sendcount, datatype, comm, stream, config)
+  return run_op({trace::Api::kAllGather, comm, stream, sendcount, datatype, -1, -1, sendbuff == recvbuff, trace::kOpCollConfig},
+                [&] { return real->ncclAllGatherConfig(sendbuff, recvbuff, sendcount, datatype, comm, stream, config); });
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclReduceScatterConfig(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                                      ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                                      cudaStream_t stream, const ncclCollConfig_t* config) {
+  NCCLWATCH_FORWARD_UNRECORDED(ncclReduceScatterConfig, sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config)
+  return run_op({trace::Api::kReduceScatter, comm, stream, recvcount, datatype, op, -1, sendbuff == recvbuff,
+                 trace::kOpCollConfig},
+                [&] { return real->ncclReduceScatterConfig(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config); });
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclAlltoAllConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                                 ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream,
+                                                 const ncclCollConfig_t* config) {
+  NCCLWATCH_FORWARD_UNRECORDED(ncclAlltoAllConfig, sendbuff, recvbuff, count, datatype, comm, stream, config)
+  return run_op({trace::Api::kAlltoAll, comm, stream, count, datatype, -1, -1, sendbuff == recvbuff, trace::kOpCollConfig},
+                [&] { return real->ncclAlltoAllConfig(sendbuff, recvbuff, count, datatype, comm, stream, config); });
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclGatherConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                               ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream,
+                                               const ncclCollConfig_t* config) {
+  NCCLWATCH_FORWARD_UNRECORDED(ncclGatherConfig, sendbuff, recvbuff, count, datatype, root, comm, stream, config)
+  return run_op({trace::Api::kGather, comm, stream, count, datatype, -1, root, sendbuff == recvbuff, trace::kOpCollConfig},
+                [&] { return real->ncclGatherConfig(sendbuff, recvbuff, count, datatype, root, comm, stream, config); });
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclScatterConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                                ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream,
+                                                const ncclCollConfig_t* config) {
+  NCCLWATCH_FORWARD_UNRECORDED(ncclScatterConfig, sendbuff, recvbuff, count, datatype, root, comm, stream, config)
+  return run_op({trace::Api::kScatter, comm, stream, count, datatype, -1, root, sendbuff == recvbuff, trace::kOpCollConfig},
+                [&] { return real->ncclScatterConfig(sendbuff, recvbuff, count, datatype, root, comm, stream, config); });
 }
 
 NCCLWATCH_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,

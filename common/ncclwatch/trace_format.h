@@ -200,6 +200,7 @@ static_assert(sizeof(LostRecord) % 8 == 0);
 inline constexpr uint16_t kOpCaptured = 1u << 0;    // issued on a stream under CUDA-graph capture: it runs at replay
 inline constexpr uint16_t kOpTimed = 1u << 1;       // GPU events bracket its launch (a kGpuTiming will follow)
 inline constexpr uint16_t kOpInPlace = 1u << 2;     // sendbuff == recvbuff (for the analyzers' byte counts)
+inline constexpr uint16_t kOpCollConfig = 1u << 3;  // called as its *Config variant (NCCL >= 2.31); `api` is the base op
 
 // One collective or point-to-point call (or a group end), written when the call returns.
 struct OpRecord {

@@ -11,6 +11,12 @@
 struct ncclDevCommRequirements;
 struct ncclDevComm;
 
+// NCCL 2.31's per-call collective config, when nccl.h is older; the stand-in ignores its content.
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 31, 0)
+struct ncclwatchCollConfig;
+typedef struct ncclwatchCollConfig ncclCollConfig_t;
+#endif
+
 extern "C" {
 ncclResult_t pncclDevCommCreate(ncclComm_t comm, const struct ncclDevCommRequirements* reqs,
                                 struct ncclDevComm* outDevComm);
@@ -359,6 +365,40 @@ ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, nc
   return collective("Scatter", Kind::Scatter, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
 }
 
+// The *Config variants (NCCL 2.31): the same collectives; a tuning config changes no result.
+ncclResult_t pncclAllReduceConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                  ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t*) {
+  return pncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
+}
+ncclResult_t pncclBroadcastConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                  int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t*) {
+  return pncclBroadcast(sendbuff, recvbuff, count, datatype, root, comm, stream);
+}
+ncclResult_t pncclReduceConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                               ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t*) {
+  return pncclReduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+}
+ncclResult_t pncclAllGatherConfig(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                                  ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t*) {
+  return pncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+}
+ncclResult_t pncclReduceScatterConfig(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                                      ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t*) {
+  return pncclReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+}
+ncclResult_t pncclAlltoAllConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                 ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t*) {
+  return pncclAlltoAll(sendbuff, recvbuff, count, datatype, comm, stream);
+}
+ncclResult_t pncclGatherConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                               ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t*) {
+  return pncclGather(sendbuff, recvbuff, count, datatype, root, comm, stream);
+}
+ncclResult_t pncclScatterConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                                ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t*) {
+  return pncclScatter(sendbuff, recvbuff, count, datatype, root, comm, stream);
+}
+
 ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                        cudaStream_t stream) {
   return collective("Send", Kind::Send, sendbuff, nullptr, count, datatype, ncclSum, peer, comm, stream);
@@ -435,6 +475,14 @@ HOSTNCCL_ALIAS(ncclReduceScatter)
 HOSTNCCL_ALIAS(ncclAlltoAll)
 HOSTNCCL_ALIAS(ncclGather)
 HOSTNCCL_ALIAS(ncclScatter)
+HOSTNCCL_ALIAS(ncclAllReduceConfig)
+HOSTNCCL_ALIAS(ncclBroadcastConfig)
+HOSTNCCL_ALIAS(ncclReduceConfig)
+HOSTNCCL_ALIAS(ncclAllGatherConfig)
+HOSTNCCL_ALIAS(ncclReduceScatterConfig)
+HOSTNCCL_ALIAS(ncclAlltoAllConfig)
+HOSTNCCL_ALIAS(ncclGatherConfig)
+HOSTNCCL_ALIAS(ncclScatterConfig)
 HOSTNCCL_ALIAS(ncclSend)
 HOSTNCCL_ALIAS(ncclRecv)
 HOSTNCCL_ALIAS(ncclGroupStart)

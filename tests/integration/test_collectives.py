@@ -83,6 +83,22 @@ def sequence_numbers_agree_on_4_ranks():
     sequence_numbers_agree(4)
 
 
+def config_variants_are_their_collectives():
+    job = Job([app("collectives_app"), "config-variants"], nranks=2, env=EVERY_LAUNCH)
+    for rank, r in enumerate(job.run()):
+        check(r.returncode == 0, f"rank {rank}: {r.returncode} {r.stderr}")
+    ranks = ops_by_rank(job)
+    expected = ["ncclAllReduce", "ncclAllGather", "ncclBroadcast"] * 2
+    for rank, data in ranks.items():
+        ops = [o for o in data["ops"] if o["op"] != "ncclGroupEnd"]
+        check([o["op"] for o in ops] == expected and [o["seq"] for o in ops] == list(range(1, 7)), f"rank {rank}: {ops}")
+        flagged = [bool(o["flags"] & 8) for o in ops]  # kOpCollConfig
+        check(flagged == [rank == 0] * 6, f"rank {rank}: config flags {flagged}")
+    code, report, err = job.report("hang", "--json")
+    world = [c for c in report["comms"] if c["nranks"] == 2][0]
+    check(code == 0 and world["mismatched_seqs"] == 0 and world["missing"] == [], f"hang report {world} {err}")
+
+
 def gpu_time_comes_from_events():
     job = Job([app("collectives_app"), "late-peer"], nranks=2, env=EVERY_LAUNCH)
     for rank, r in enumerate(job.run()):
@@ -159,6 +175,6 @@ def captured_stream_gets_no_event():
 if __name__ == "__main__":
     main({f.__name__: f for f in [
         sequence_numbers_agree_on_2_ranks, sequence_numbers_agree_on_3_ranks, sequence_numbers_agree_on_4_ranks,
-        gpu_time_comes_from_events, sampling_times_one_launch_in_n, watchdog_names_the_pending_seq,
+        config_variants_are_their_collectives, gpu_time_comes_from_events, sampling_times_one_launch_in_n, watchdog_names_the_pending_seq,
         full_trace_costs_records_not_the_job,
         captured_stream_gets_no_event]})

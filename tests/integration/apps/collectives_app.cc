@@ -1,9 +1,10 @@
 // A multi-process NCCL program issuing collectives, groups and point-to-point calls, run under
 // the preloaded shim by tests/integration/test_collectives.py.
 //   collectives_app mixed|skip|capture|late-peer|bench N|count-mismatch|skip-interleaved|straggler|
-//                   one-process-two-ranks
+//                   one-process-two-ranks|config-variants
 #include "hostcuda.h"
 #include "check.h"
+#include "nccl_api.h"  // the *Config collectives of NCCL 2.31
 #include "rendezvous.h"
 
 #include <cuda.h>
@@ -192,6 +193,28 @@ int one_process_two_ranks() {
   return 0;
 }
 
+// NCCL 2.31's *Config collectives beside the plain ones: rank 0 calls the Config variant where
+// the others call the plain one. They are the same collectives: nothing mismatches.
+int config_variants() {
+  int rank = test_rank(), n = test_nranks();
+  CUstream stream = nullptr;
+  cuStreamCreate(&stream, 0);
+  ncclComm_t world = init_world("world");
+  std::vector<float> a(64 * n, 1.0f), b(64 * n, 0.0f);
+  bool config = rank == 0;
+  for (int step = 0; step < 2; ++step) {
+    if (config) CHECK(ncclAllReduceConfig(a.data(), b.data(), 64, ncclFloat, ncclSum, world, stream, nullptr));
+    else CHECK(ncclAllReduce(a.data(), b.data(), 64, ncclFloat, ncclSum, world, stream));
+    if (config) CHECK(ncclAllGatherConfig(a.data(), b.data(), 64, ncclFloat, world, stream, nullptr));
+    else CHECK(ncclAllGather(a.data(), b.data(), 64, ncclFloat, world, stream));
+    if (config) CHECK(ncclBroadcastConfig(a.data(), b.data(), 64, ncclFloat, 0, world, stream, nullptr));
+    else CHECK(ncclBroadcast(a.data(), b.data(), 64, ncclFloat, 0, world, stream));
+  }
+  settle(stream);
+  CHECK(ncclCommDestroy(world));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -205,6 +228,7 @@ int main(int argc, char** argv) {
   if (scenario == "skip-interleaved") return skip_interleaved();
   if (scenario == "straggler") return straggler();
   if (scenario == "one-process-two-ranks") return one_process_two_ranks();
+  if (scenario == "config-variants") return config_variants();
   std::fprintf(stderr, "usage: collectives_app mixed|skip [ms]|capture|late-peer|bench N\n");
   return 2;
 }
