@@ -112,6 +112,29 @@ def two_copies_are_told_apart():
     check(attached == {os.path.realpath(first), os.path.realpath(second)}, f"summary libraries {summary['nccl_libraries']}")
 
 
+def more_copies_than_slots_still_work():
+    # Eight copies get a slot each; the ninth passes through untraced, said once, and still works.
+    copies = [copy_of_standin(f"many{i}") for i in range(9)]
+    job, result = run_one([app("dlsym_app"), *copies])
+    check(result.returncode == 0 and "dlsym_app: done" in result.stdout, f"the program must run: {result.stderr}")
+    check(result.stderr.count("more NCCL libraries than ncclwatch can tell apart") == 1, f"stderr {result.stderr!r}")
+    attached = [l for l in records(job.traces()[0], "library") if l["status"] == "attached"]
+    check(sorted(os.path.realpath(l["path"]) for l in attached) == sorted(os.path.realpath(c) for c in copies[:8]),
+          f"attached {[l['path'] for l in attached]}")
+    # The ninth copy's communicator (the leaked one) is not traced: no alert, no leak in the report.
+    check(alert_blocks(result.stderr) == [], f"alert for an untraced copy: {result.stderr!r}")
+    code, report, _ = job.report("leaks", "--json")
+    check(sorted(c["state"] for c in report["communicators"]) == ["destroyed"] * 8, f"{report['communicators']}")
+
+
+def racing_lookups_agree():
+    copies = [copy_of_standin(f"race{i}") for i in range(3)]
+    result = Job([app("dlsym_app"), "--race", *copies], nranks=1).run()[0]
+    check(result.returncode == 0 and "16 threads agree" in result.stdout, f"{result.returncode} {result.stderr}")
+    plain = Job([app("dlsym_app"), "--race", *copies], nranks=1, preload=False).run()[0]
+    check(plain.returncode == 0, f"without the shim: {plain.stderr}")
+
+
 def check_not_traced(argv, program_path, reason_words):
     job, result = run_one(argv)
     check(result.returncode == 0 and "done" in result.stdout, f"the program must still run: {result.stderr}")
@@ -189,4 +212,5 @@ if __name__ == "__main__":
         dlopen_dlsym_program_is_traced, ctypes_program_is_traced, two_copies_are_told_apart,
         statically_linked_nccl_is_named_not_traced, symbolic_library_is_named_not_traced,
         dlsym_wraps_only_wrapped_names, forwarding_stubs_are_not_a_copy,
-        embedded_copy_called_through_plt_is_traced]})
+        embedded_copy_called_through_plt_is_traced, more_copies_than_slots_still_work,
+        racing_lookups_agree]})

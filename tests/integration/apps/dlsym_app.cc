@@ -7,6 +7,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
 
 namespace {
 
@@ -28,13 +31,44 @@ bool rtld_next_is_relative_to_caller() {
   return next == first;
 }
 
+// Many threads look the same functions up in several copies at once: each copy must get one
+// slot, so every thread must get the same answer for the same (copy, name).
+int race(int nlibs, char** paths) {
+  constexpr int kThreads = 16;
+  const char* names[] = {"ncclCommInitRank", "ncclAllReduce", "ncclCommDestroy", "ncclGroupStart", "ncclSend"};
+  constexpr int kNames = sizeof(names) / sizeof(names[0]);
+  std::vector<void*> seen(size_t(kThreads) * size_t(nlibs) * kNames);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int l = 0; l < nlibs; ++l) {
+        void* lib = dlopen(paths[(l + t) % nlibs], RTLD_NOW | RTLD_LOCAL);
+        int at = (l + t) % nlibs;
+        for (int n = 0; n < kNames; ++n) seen[(size_t(t) * nlibs + at) * kNames + n] = lib ? dlsym(lib, names[n]) : nullptr;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int t = 1; t < kThreads; ++t) {
+    if (std::memcmp(&seen[size_t(t) * nlibs * kNames], &seen[0], sizeof(void*) * nlibs * kNames) != 0) {
+      std::fprintf(stderr, "thread %d got other answers than thread 0\n", t);
+      return 5;
+    }
+  }
+  for (void* p : seen)
+    if (!p) return 5;
+  std::printf("dlsym_app: %d threads agree\n", kThreads);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: dlsym_app LIBNCCL [LIBNCCL...]\n");
+    std::fprintf(stderr, "usage: dlsym_app [--race] LIBNCCL [LIBNCCL...]\n");
     return 2;
   }
+  if (std::strcmp(argv[1], "--race") == 0) return race(argc - 2, argv + 2);
   if (!rtld_next_is_relative_to_caller()) return 4;
   for (int i = 1; i < argc; ++i) {
     void* lib = dlopen(argv[i], RTLD_NOW | RTLD_LOCAL);
