@@ -45,7 +45,10 @@ extern "C" __attribute__((visibility("hidden"), used)) void* ncclwatch_route_dls
   *answer = found;
   if (found && !is_inside_shim(found)) {
     int slot = slot_for_library_of(found, caller);
-    if (void* wrapper = slot >= 0 ? bound_wrapper(slot, name) : nullptr) *answer = wrapper;
+    void* wrapper = slot >= 0 ? bound_wrapper(slot, name) : nullptr;
+    if (wrapper && slot_serves(slot, name, found)) *answer = wrapper;
+    // The lookups above left their own dlerror() state: the application's lookup comes last.
+    real_dlsym(handle, name);
   }
   return nullptr;
 }

@@ -108,7 +108,8 @@ bool LoadedImage::relocates_symbols_starting_with(const char* prefix) const {
 }
 
 ElfFile::ElfFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a path that names a FIFO must not hang the process.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return;
   struct stat st{};
   if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= static_cast<off_t>(sizeof(ElfW(Ehdr)))) {
@@ -134,7 +135,7 @@ const ElfW(Shdr)* ElfFile::section(size_t index) const {
   if (index >= nsections_) return nullptr;
   auto ehdr = reinterpret_cast<const ElfW(Ehdr)*>(bytes_);
   const ElfW(Shdr)* s = reinterpret_cast<const ElfW(Shdr)*>(bytes_ + ehdr->e_shoff) + index;
-  return s->sh_type == SHT_NOBITS || within(s->sh_offset, s->sh_size) ? s : nullptr;
+  return within(s->sh_offset, s->sh_size) ? s : nullptr;  // every section we read has its bytes in the file
 }
 
 bool ElfFile::defines_symbol(const char* name) const {
@@ -158,12 +159,14 @@ bool ElfFile::defines_symbol(const char* name) const {
 int ElfFile::nccl_banner_version() const {
   auto ehdr = reinterpret_cast<const ElfW(Ehdr)*>(bytes_);
   const ElfW(Shdr)* names = nsections_ ? section(ehdr->e_shstrndx) : nullptr;
-  if (!names) return -1;
+  if (!names || names->sh_type != SHT_STRTAB) return -1;
   static constexpr char kBanner[] = "NCCL version ";
+  static constexpr char kRodata[] = ".rodata";  // compared with its NUL
   for (size_t s = 0; s < nsections_; ++s) {
     const ElfW(Shdr)* rodata = section(s);
     if (!rodata || rodata->sh_type != SHT_PROGBITS || rodata->sh_name >= names->sh_size ||
-        std::strncmp(reinterpret_cast<const char*>(bytes_ + names->sh_offset + rodata->sh_name), ".rodata", 8) != 0)
+        names->sh_size - rodata->sh_name < sizeof(kRodata) ||
+        std::memcmp(bytes_ + names->sh_offset + rodata->sh_name, kRodata, sizeof(kRodata)) != 0)
       continue;
     const auto* begin = reinterpret_cast<const char*>(bytes_ + rodata->sh_offset);
     const char* end = begin + rodata->sh_size;

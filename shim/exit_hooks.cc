@@ -228,6 +228,7 @@ void after_fork_in_child() {
   reset_process_info_after_fork();
   reset_notices();
   library_census_after_fork();
+  resolver_after_fork_in_child();
   forget_cached_tid();
 }
 

@@ -17,9 +17,13 @@ namespace ncclwatch {
 namespace {
 
 std::atomic<uint32_t> g_announced{0};   // bit i: library id i is in the trace
-std::mutex g_census_mutex;              // guards g_reported
-// Copies (by load address) already written. Never destroyed: the exit handler uses it last.
-std::vector<const void*>& g_reported = *new std::vector<const void*>();
+std::mutex g_census_mutex;              // guards reported()
+// Copies (by load address) already written. Built at first use, never destroyed: the exit
+// handler uses it last.
+std::vector<const void*>& reported() {
+  static auto* list = new std::vector<const void*>();
+  return *list;
+}
 
 // The symbol that tells an object holds NCCL: every NCCL version has it.
 constexpr const char* kMarkerSymbol = "ncclCommInitRank";
@@ -48,44 +52,51 @@ const void* load_address(const dl_phdr_info& info, ElfW(Addr) page_size) {
 struct Scan {
   const void* shim = nullptr;
   ElfW(Addr) page_size = 4096;
-  std::vector<NcclCopy> copies;
-  std::vector<int (*)(int*)> version_functions;  // asked after the walk, outside the loader's lock
+  std::vector<NcclCopy> copies;  // every object, with what its dynamic symbols say; files read after
 };
 
-int inspect_object(dl_phdr_info* info, size_t, void* out) {
+// Inside dl_iterate_phdr, with the loader's lock held: memory reads only, no file, no lock of
+// ours, nothing that throws out of the callback.
+int inspect_object(dl_phdr_info* info, size_t, void* out) noexcept {
   auto& scan = *static_cast<Scan*>(out);
-  const char* name = info->dlpi_name ? info->dlpi_name : "";
-  if (std::strstr(name, "linux-vdso") || std::strstr(name, "linux-gate") || info->dlpi_phnum == 0) return 0;
-  const void* base = load_address(*info, scan.page_size);
-  if (base == scan.shim) return 0;
-  // It reached NCCL through dlsym: the functions of NCCL's names it has are forwarding stubs.
-  if (looked_up_nccl_through_dlsym(base)) return 0;
-  NcclCopy copy;
-  copy.path = name[0] ? std::string(name) : main_program_path();
-  copy.base = base;
-  copy.named_libnccl = named_libnccl(copy.path);
-  LoadedImage image(*info);
-  const void* marker = image.defined_address(kMarkerSymbol);
-  if (marker) {
-    copy.exported = true;
-    copy.binds_own_calls = image.binds_symbolically() || !image.relocates_symbols_starting_with("nccl");
+  try {
+    const char* name = info->dlpi_name ? info->dlpi_name : "";
+    if (std::strstr(name, "linux-vdso") || std::strstr(name, "linux-gate") || info->dlpi_phnum == 0) return 0;
+    const void* base = load_address(*info, scan.page_size);
+    // It reached NCCL through dlsym: the functions of NCCL's names it has are forwarding stubs.
+    if (base == scan.shim || looked_up_nccl_through_dlsym(base)) return 0;
+    NcclCopy copy;
+    copy.path = name;  // the main program's ("") is read from /proc/self/exe after the walk
+    copy.base = base;
+    copy.named_libnccl = named_libnccl(copy.path);
+    LoadedImage image(*info);
+    if (image.defined_address(kMarkerSymbol)) {
+      copy.exported = true;
+      copy.binds_own_calls = image.binds_symbolically() || !image.relocates_symbols_starting_with("nccl");
+    }
+    scan.copies.push_back(std::move(copy));
+  } catch (...) {
   }
-  if (!copy.named_libnccl) {
-    // Another object with NCCL's names is a copy of NCCL only if NCCL's own code came along:
-    // stubs that forward to a dlopen'ed NCCL define the names too, but not NCCL's banner.
-    ElfFile file(name[0] ? name : "/proc/self/exe");
-    if (!marker && !file.defines_symbol(kMarkerSymbol)) return 0;
-    int banner_version = file.nccl_banner_version();
-    if (banner_version < 0) return 0;
-    copy.version = banner_version;
-    copy.binds_own_calls |= !marker;
-  } else if (!marker) {
-    return 0;
-  }
-  scan.version_functions.push_back(
-      reinterpret_cast<int (*)(int*)>(const_cast<void*>(image.defined_address("ncclGetVersion"))));
-  scan.copies.push_back(std::move(copy));
   return 0;
+}
+
+// After the walk: the files. An object with NCCL's names is a copy of NCCL only if NCCL's own
+// code came along (its version banner): stubs that forward to a dlopen'ed NCCL define the names
+// too. A libnccl of its own exports them; its banner gives its version.
+bool confirm_from_file(NcclCopy& copy) {
+  ElfFile file(copy.path.empty() ? std::string("/proc/self/exe") : copy.path);
+  if (copy.path.empty()) copy.path = main_program_path();
+  if (copy.named_libnccl) {
+    if (!copy.exported) return false;
+    copy.version = std::max(file.nccl_banner_version(), 0);
+    return true;
+  }
+  if (!copy.exported && !file.defines_symbol(kMarkerSymbol)) return false;
+  int banner_version = file.nccl_banner_version();
+  if (banner_version < 0) return false;
+  copy.version = banner_version;
+  copy.binds_own_calls |= !copy.exported;
+  return true;
 }
 
 std::string library_strings(const RealNccl& lib) {
@@ -119,11 +130,10 @@ std::vector<NcclCopy> find_nccl_copies() {
   scan.shim = shim_load_address();
   scan.page_size = static_cast<ElfW(Addr)>(sysconf(_SC_PAGESIZE));
   dl_iterate_phdr(inspect_object, &scan);
-  for (size_t i = 0; i < scan.copies.size(); ++i) {
-    int version = 0;
-    if (scan.version_functions[i] && scan.version_functions[i](&version) == 0 && version > 0) scan.copies[i].version = version;
-  }
-  return scan.copies;
+  std::vector<NcclCopy> found;
+  for (NcclCopy& copy : scan.copies)
+    if (confirm_from_file(copy)) found.push_back(std::move(copy));
+  return found;
 }
 
 void announce_libraries() noexcept {
@@ -150,7 +160,7 @@ int report_untraced_nccl(bool at_exit) noexcept {
       // only at exit (it may still be attached before), and only into a trace that exists anyway.
       bool unused_library = copy.named_libnccl && copy.exported;
       if (!unused_library && !is_attached) ++untraced;
-      if (is_attached || std::find(g_reported.begin(), g_reported.end(), copy.base) != g_reported.end()) continue;
+      if (is_attached || std::find(reported().begin(), reported().end(), copy.base) != reported().end()) continue;
       if (unused_library && (!at_exit || !process_attached())) continue;
       std::string blob = "path=" + copy.path + '\0' + "version=" + std::to_string(copy.version) + '\0';
       if (unused_library) {
@@ -162,7 +172,7 @@ int report_untraced_nccl(bool at_exit) noexcept {
             "; communicators made through it are missing from the trace");
       }
       write_strings_record(trace::RecordType::kLibrary, blob);
-      g_reported.push_back(copy.base);
+      reported().push_back(copy.base);
     }
   } catch (...) {
   }
@@ -172,7 +182,7 @@ int report_untraced_nccl(bool at_exit) noexcept {
 void library_census_after_fork() noexcept {
   g_announced.store(0, std::memory_order_relaxed);
   new (&g_census_mutex) std::mutex();
-  g_reported.clear();
+  reported().clear();
 }
 
 }  // namespace ncclwatch

@@ -22,22 +22,40 @@ namespace {
 using detail::g_slots;
 using detail::t_bound_slot;
 
-std::mutex g_mutex;                  // guards g_libraries and the making of slots
-// Distinct instances, in id order. Never destroyed: exit handlers read it after static destructors.
-std::vector<RealNccl*>& g_libraries = *new std::vector<RealNccl*>();
-// Load addresses of the objects that called dlsym for an NCCL function (g_mutex held to add).
+// Guards libraries() and the publishing of slots. Never held across a call into the loader or a
+// library: a dlopen in another thread may run a constructor that calls our dlsym.
+std::mutex g_mutex;
+
+// Distinct instances, in id order. Built at first use (a constructor of the application's may
+// call dlsym before ours run) and never destroyed (exit handlers read it).
+std::vector<RealNccl*>& libraries() {
+  static auto* list = new std::vector<RealNccl*>();
+  return *list;
+}
+// Load addresses of the objects that called dlsym for an NCCL function.
 std::atomic<const void*> g_dlsym_callers[16];
-std::atomic<int> g_library_count{0};  // g_libraries.size(), readable without the lock
+std::atomic<int> g_library_count{0};  // libraries().size(), readable without the lock
 
 using DlsymFn = void* (*)(void*, const char*);
+std::atomic<DlsymFn> g_libc_dlsym{nullptr};
 
 DlsymFn find_libc_dlsym() {
   // dlvsym is not interposed, so it reaches the C library; RTLD_NEXT from here skips the shim.
-  // glibc 2.34 moved dlsym into libc under a new version; older ones have only the base version.
-  for (const char* version : {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"})
+  // The architecture's base version exists in every glibc (2.34 keeps it beside its new one), so
+  // the first lookup succeeds: a failed one would allocate its error message, and a malloc
+  // interposer calling dlsym from malloc would come back here.
+#if defined(__x86_64__)
+  const char* versions[] = {"GLIBC_2.2.5", "GLIBC_2.34"};
+#else
+  const char* versions[] = {"GLIBC_2.17", "GLIBC_2.34"};
+#endif
+  for (const char* version : versions)
     if (void* fn = dlvsym(RTLD_NEXT, "dlsym", version)) return reinterpret_cast<DlsymFn>(fn);
   return nullptr;
 }
+
+// Before any other constructor of ours (and most of the application's) can call dlsym.
+__attribute__((constructor(101))) void find_libc_dlsym_early() { real_dlsym_function(); }
 
 const void* shim_base() noexcept {
   static const void* base = [] {
@@ -131,7 +149,7 @@ RealNccl* read_library(void* handle, const void* base) {
 
 // The known instance at `base`, if any (g_mutex held).
 RealNccl* known_at(const void* base) {
-  for (RealNccl* lib : g_libraries)
+  for (RealNccl* lib : libraries())
     if (lib->base == base) return lib;
   return nullptr;
 }
@@ -142,21 +160,34 @@ const RealNccl* remember(RealNccl* fresh, std::string reached) {
     delete fresh;
     return known;
   }
-  fresh->library_id = static_cast<uint16_t>(g_libraries.size() + 1);
+  fresh->library_id = static_cast<uint16_t>(libraries().size() + 1);
   fresh->reached = std::move(reached);
-  g_libraries.push_back(fresh);
-  g_library_count.store(static_cast<int>(g_libraries.size()), std::memory_order_relaxed);
+  libraries().push_back(fresh);
+  g_library_count.store(static_cast<int>(libraries().size()), std::memory_order_relaxed);
   return fresh;
 }
 
-// Finds the default instance (g_mutex held); nullptr when no NCCL is at hand.
-const RealNccl* resolve_default_locked(bool allow_load, const std::string& reached) {
-  if (const RealNccl* real = g_slots[0].load(std::memory_order_relaxed)) return real;
+// Puts `fresh` into `slot` unless another thread filled it first; returns what the slot holds
+// (g_mutex held).
+const RealNccl* publish(int slot, RealNccl* fresh, std::string reached) {
+  if (const RealNccl* there = g_slots[slot].load(std::memory_order_relaxed)) {
+    delete fresh;
+    return there;
+  }
+  const RealNccl* kept = remember(fresh, std::move(reached));
+  g_slots[slot].store(kept, std::memory_order_release);
+  return kept;
+}
+
+// The default instance, found on first use; nullptr when no NCCL is at hand. The library is read
+// with no lock held (that calls the loader and the library); threads racing here keep one answer.
+const RealNccl* default_instance(bool allow_load, const std::string& reached) {
+  if (const RealNccl* real = g_slots[0].load(std::memory_order_acquire)) return real;
   void* handle = open_default_nccl(allow_load);
   if (!handle) return nullptr;
-  const RealNccl* real = remember(read_library(handle, nullptr), reached);
-  g_slots[0].store(real, std::memory_order_release);
-  return real;
+  RealNccl* fresh = read_library(handle, nullptr);
+  std::lock_guard lock(g_mutex);
+  return publish(0, fresh, reached);
 }
 
 std::string module_name(const void* address) {
@@ -170,12 +201,9 @@ void remember_dlsym_caller(const void* caller) {
   const void* base = object_base(caller);
   if (!base) return;
   for (auto& slot : g_dlsym_callers) {
-    const void* known = slot.load(std::memory_order_relaxed);
-    if (known == base) return;
-    if (!known) {
-      slot.store(base, std::memory_order_release);
-      return;
-    }
+    const void* known = nullptr;
+    // Claims the first free entry, or stops at this caller's own.
+    if (slot.compare_exchange_strong(known, base, std::memory_order_acq_rel) || known == base) return;
   }
 }
 
@@ -188,7 +216,13 @@ bool looked_up_nccl_through_dlsym(const void* object_base) noexcept {
 }
 
 void* real_dlsym_function() noexcept {
-  static const DlsymFn fn = find_libc_dlsym();
+  // No function-local static: its guard would deadlock a thread that re-enters while resolving.
+  // Two threads resolving at once find the same function.
+  DlsymFn fn = g_libc_dlsym.load(std::memory_order_acquire);
+  if (!fn) {
+    fn = find_libc_dlsym();
+    g_libc_dlsym.store(fn, std::memory_order_release);
+  }
   return reinterpret_cast<void*>(fn);
 }
 
@@ -211,8 +245,7 @@ const RealNccl* detail::resolve_default() noexcept {
   if (const RealNccl* real = g_slots[t_bound_slot].load(std::memory_order_acquire)) return real;
   const RealNccl* real = nullptr;
   try {
-    std::lock_guard lock(g_mutex);
-    real = resolve_default_locked(true, "global scope");
+    real = default_instance(true, "global scope");
   } catch (...) {
   }
   if (!real) {
@@ -235,21 +268,32 @@ int slot_for_library_of(const void* real_function, const void* caller) noexcept 
   try {
     Dl_info info{};
     if (!dladdr(real_function, &info) || !info.dli_fname) return -1;
+    const void* base = info.dli_fbase;
     std::string reached = "dlsym from " + module_name(caller);
-    std::lock_guard lock(g_mutex);
     remember_dlsym_caller(caller);
-    const RealNccl* default_instance = resolve_default_locked(false, reached);
-    if (default_instance && default_instance->base == info.dli_fbase) slot = 0;
-    for (int s = 1; s < kMaxLibraries && slot < 0; ++s) {
-      const RealNccl* real = g_slots[s].load(std::memory_order_relaxed);
-      if (real && real->base == info.dli_fbase) slot = s;
-    }
-    for (int s = 1; s < kMaxLibraries && slot < 0; ++s) {
-      if (g_slots[s].load(std::memory_order_relaxed)) continue;
+    const RealNccl* default_lib = default_instance(false, reached);
+    auto slot_at_base = [&] {
+      if (default_lib && default_lib->base == base) return 0;
+      for (int s = 1; s < kMaxLibraries; ++s) {
+        const RealNccl* real = g_slots[s].load(std::memory_order_acquire);
+        if (real && real->base == base) return s;
+      }
+      return -1;
+    };
+    slot = slot_at_base();
+    if (slot < 0) {
       void* handle = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
       if (!handle) return -1;
-      g_slots[s].store(remember(read_library(handle, info.dli_fbase), reached), std::memory_order_release);
-      slot = s;
+      RealNccl* fresh = read_library(handle, base);
+      std::lock_guard lock(g_mutex);
+      slot = slot_at_base();  // another thread may have made it meanwhile
+      for (int s = 1; s < kMaxLibraries && slot < 0; ++s) {
+        if (g_slots[s].load(std::memory_order_relaxed)) continue;
+        publish(s, fresh, reached);
+        fresh = nullptr;
+        slot = s;
+      }
+      delete fresh;
     }
   } catch (...) {
     return -1;
@@ -263,9 +307,23 @@ int slot_for_library_of(const void* real_function, const void* caller) noexcept 
   return slot;
 }
 
+bool slot_serves(int slot, const char* name, const void* found) noexcept {
+  if (slot < 0 || slot >= kMaxLibraries) return false;
+  const RealNccl* real = g_slots[slot].load(std::memory_order_acquire);
+  if (!real) return false;
+  const void* fn = nullptr;
+#define NCCLWATCH_API(group, api_name, since) \
+  if (std::strcmp(name, #api_name) == 0) fn = reinterpret_cast<const void*>(real->api_name);
+#include "nccl_api.def"
+#undef NCCLWATCH_API
+  return fn && object_base(fn) == object_base(found);
+}
+
+void resolver_after_fork_in_child() noexcept { new (&g_mutex) std::mutex(); }
+
 std::vector<const RealNccl*> known_libraries() {
   std::lock_guard lock(g_mutex);
-  return {g_libraries.begin(), g_libraries.end()};
+  return {libraries().begin(), libraries().end()};
 }
 
 int library_count() noexcept { return g_library_count.load(std::memory_order_relaxed); }

@@ -63,6 +63,13 @@ uint16_t current_library_id() noexcept;
 // called from, to name who reached the library.
 int slot_for_library_of(const void* real_function, const void* caller) noexcept;
 
+// True when slot `slot`'s library has `name` and it lies in the object where dlsym `found` it:
+// only then may dlsym hand out the slot's wrapper.
+bool slot_serves(int slot, const char* name, const void* found) noexcept;
+
+// In a forked child: the resolver's lock may have been held by a thread that is gone.
+void resolver_after_fork_in_child() noexcept;
+
 // Marks the calling thread as running a wrapper bound to `slot` for the scope's lifetime.
 class BoundSlotScope {
  public:

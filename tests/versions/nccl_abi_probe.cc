@@ -58,9 +58,17 @@ int main(int argc, char** argv) {
   }
 #endif
   std::string found;
+  // Lookups checked as dlsym(3) says: dlerror() cleared before, NULL after a successful one.
+  int stale_errors = 0;
 #ifndef PROBE_LINKED
-#define NCCLWATCH_API(group, name, since) \
-  if (dlsym(lib, #name)) found += std::string(found.empty() ? "" : ",") + "\"" #name "\"";
+#define NCCLWATCH_API(group, name, since)                                  \
+  {                                                                        \
+    dlerror();                                                             \
+    void* fn = dlsym(lib, #name);                                          \
+    bool error = dlerror() != nullptr;                                     \
+    if (fn) found += std::string(found.empty() ? "" : ",") + "\"" #name "\""; \
+    if (fn && error) ++stale_errors;                                       \
+  }
 #include "nccl_api.def"
 #undef NCCLWATCH_API
 #endif
@@ -89,7 +97,7 @@ int main(int argc, char** argv) {
   }
 #endif
   std::printf("{\"version\": %d, \"get_unique_id\": %d, \"init_rank\": %d, \"init_rank_config\": %d, "
-              "\"window_register\": %d, \"found\": [%s]}\n",
-              version, get_id, init, init_config, absent_call, found.c_str());
+              "\"window_register\": %d, \"stale_dlerror\": %d, \"found\": [%s]}\n",
+              version, get_id, init, init_config, absent_call, stale_errors, found.c_str());
   return 0;
 }

@@ -13,10 +13,12 @@
 
 namespace {
 
+// The lookup as dlsym(3) tells to check it: clear dlerror(), look up, then dlerror() must be NULL.
 template <class Fn> Fn need(void* lib, const char* name) {
+  dlerror();
   auto fn = reinterpret_cast<Fn>(dlsym(lib, name));
-  if (!fn) {
-    std::fprintf(stderr, "dlsym %s: %s\n", name, dlerror());
+  if (const char* error = dlerror(); error || !fn) {
+    std::fprintf(stderr, "dlsym %s: %s\n", name, error ? error : "NULL");
     std::exit(2);
   }
   return fn;
