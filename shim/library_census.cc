@@ -82,15 +82,11 @@ int inspect_object(dl_phdr_info* info, size_t, void* out) noexcept {
 
 // After the walk: the files. An object with NCCL's names is a copy of NCCL only if NCCL's own
 // code came along (its version banner): stubs that forward to a dlopen'ed NCCL define the names
-// too. A libnccl of its own exports them; its banner gives its version.
+// too. A libnccl of its own needs no reading: it exports them.
 bool confirm_from_file(NcclCopy& copy) {
+  if (copy.named_libnccl) return copy.exported;
   ElfFile file(copy.path.empty() ? std::string("/proc/self/exe") : copy.path);
   if (copy.path.empty()) copy.path = main_program_path();
-  if (copy.named_libnccl) {
-    if (!copy.exported) return false;
-    copy.version = std::max(file.nccl_banner_version(), 0);
-    return true;
-  }
   if (!copy.exported && !file.defines_symbol(kMarkerSymbol)) return false;
   int banner_version = file.nccl_banner_version();
   if (banner_version < 0) return false;
@@ -162,7 +158,9 @@ int report_untraced_nccl(bool at_exit) noexcept {
       if (!unused_library && !is_attached) ++untraced;
       if (is_attached || std::find(reported().begin(), reported().end(), copy.base) != reported().end()) continue;
       if (unused_library && (!at_exit || !process_attached())) continue;
-      std::string blob = "path=" + copy.path + '\0' + "version=" + std::to_string(copy.version) + '\0';
+      // An unused libnccl is never called: its banner tells its version.
+      int version = unused_library ? std::max(ElfFile(copy.path).nccl_banner_version(), 0) : copy.version;
+      std::string blob = "path=" + copy.path + '\0' + "version=" + std::to_string(version) + '\0';
       if (unused_library) {
         blob += std::string("status=unused") + '\0' + "reason=no call reached it through ncclwatch" + '\0';
       } else {

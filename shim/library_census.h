@@ -13,7 +13,7 @@ namespace ncclwatch {
 struct NcclCopy {
   std::string path;
   const void* base = nullptr;
-  int version = 0;              // its ncclGetVersion's answer (0 when it cannot be asked)
+  int version = 0;              // from NCCL's banner in it (0 unknown; not read for a libnccl)
   bool exported = false;        // in its dynamic symbol table
   bool binds_own_calls = false; // its own calls to NCCL never reach the dynamic linker
   bool named_libnccl = false;   // a libnccl.so* of its own, not NCCL inside another object

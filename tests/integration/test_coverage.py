@@ -127,6 +127,22 @@ def more_copies_than_slots_still_work():
     check(sorted(c["state"] for c in report["communicators"]) == ["destroyed"] * 8, f"{report['communicators']}")
 
 
+def loaded_but_unused_copy_is_listed():
+    used, idle = copy_of_standin("used"), copy_of_standin("idle")
+    program = CTYPES_PROGRAM.replace("nccl = ctypes.CDLL(sys.argv[1])",
+                                     "nccl = ctypes.CDLL(sys.argv[1]); idle = ctypes.CDLL(sys.argv[2])")
+    job, result = run_one([sys.executable, "-c", program, used, idle])
+    check_leak_traced(job, result, used)
+    check("not traced" not in result.stderr, f"an idle libnccl is no untraced copy: {result.stderr!r}")
+    libs = {os.path.realpath(l["path"]): l for l in records(job.traces()[0], "library")}
+    check(libs[os.path.realpath(used)]["status"] == "attached", f"{libs}")
+    check(libs[os.path.realpath(idle)]["status"] == "unused" and libs[os.path.realpath(idle)]["version"] == "22809",
+          f"the idle copy, with its version from its banner: {libs}")
+    code, summary, _ = job.report("summary", "--json")
+    statuses = sorted(l["status"] for l in summary["nccl_libraries"])
+    check(statuses == ["attached", "unused"], f"summary libraries {summary['nccl_libraries']}")
+
+
 def racing_lookups_agree():
     copies = [copy_of_standin(f"race{i}") for i in range(3)]
     result = Job([app("dlsym_app"), "--race", *copies], nranks=1).run()[0]
@@ -213,4 +229,4 @@ if __name__ == "__main__":
         statically_linked_nccl_is_named_not_traced, symbolic_library_is_named_not_traced,
         dlsym_wraps_only_wrapped_names, forwarding_stubs_are_not_a_copy,
         embedded_copy_called_through_plt_is_traced, more_copies_than_slots_still_work,
-        racing_lookups_agree]})
+        racing_lookups_agree, loaded_but_unused_copy_is_listed]})
