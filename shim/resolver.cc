@@ -86,24 +86,44 @@ int find_loaded_nccl(dl_phdr_info* info, size_t, void* out) {
   return 0;
 }
 
-// A handle on the NCCL library already in the process, without loading a second copy; with
-// `allow_load`, the standard name is loaded when none is (the program called NCCL, so it
-// expects one).
-void* open_default_nccl(bool allow_load) {
-  if (void* h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD)) return h;
+// An NCCL library: a handle on it and, when known, where it is loaded (its functions must all
+// come from there).
+struct Opened {
+  void* handle = nullptr;
+  const void* base = nullptr;
+  explicit operator bool() const { return handle != nullptr; }
+};
+
+// The object, other than the shim, that defines `name` as seen from `handle`'s scope.
+Opened open_definer(void* handle, const char* name) {
+  void* sym = real_dlsym(handle, name);
+  Dl_info info{};
+  if (!sym || is_inside_shim(sym) || !dladdr(sym, &info) || !info.dli_fname) return {};
+  return {dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD), info.dli_fbase};
+}
+
+// A handle on the NCCL that the first caller of an exported function would have reached
+// without the shim, never loading a second copy; with `allow_load`, the standard name is loaded
+// when none is (the program called NCCL, so it expects one). The dynamic linker's order:
+//   1. the global scope after the shim (RTLD_NEXT);
+//   2. the caller's own scope: under Python, NCCL sits in an RTLD_LOCAL scope where RTLD_NEXT
+//      finds nothing, and an object may carry its own copy;
+//   3. any loaded libnccl, by name (a caller of unknown scope: dlsym'd wrappers, the shim).
+Opened open_default_nccl(bool allow_load, const void* caller) {
+  if (Opened global = open_definer(RTLD_NEXT, "ncclCommInitRank")) return global;
+  Dl_info info{};
+  if (caller && !is_inside_shim(caller) && dladdr(caller, &info) && info.dli_fname && info.dli_fname[0]) {
+    if (void* scope = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD)) {
+      if (Opened own = open_definer(scope, "ncclCommInitRank")) return own;
+    }
+  }
+  if (void* h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD)) return {h, nullptr};
   std::string path;
   dl_iterate_phdr(find_loaded_nccl, &path);
   if (!path.empty()) {
-    if (void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD)) return h;
+    if (void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD)) return {h, nullptr};
   }
-  // The global scope may know a copy under another name (e.g. NCCL linked into another library).
-  if (void* sym = real_dlsym(RTLD_NEXT, "ncclGetVersion")) {
-    Dl_info info{};
-    if (dladdr(sym, &info) && info.dli_fname) {
-      if (void* h = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD)) return h;
-    }
-  }
-  return allow_load ? dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL) : nullptr;
+  return {allow_load ? dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL) : nullptr, nullptr};
 }
 
 // `name` from the library at `base` (any library but the shim when base is null). pnccl* is
@@ -181,11 +201,11 @@ const RealNccl* publish(int slot, RealNccl* fresh, std::string reached) {
 
 // The default instance, found on first use; nullptr when no NCCL is at hand. The library is read
 // with no lock held (that calls the loader and the library); threads racing here keep one answer.
-const RealNccl* default_instance(bool allow_load, const std::string& reached) {
+const RealNccl* default_instance(bool allow_load, const void* caller, const std::string& reached) {
   if (const RealNccl* real = g_slots[0].load(std::memory_order_acquire)) return real;
-  void* handle = open_default_nccl(allow_load);
-  if (!handle) return nullptr;
-  RealNccl* fresh = read_library(handle, nullptr);
+  Opened nccl = open_default_nccl(allow_load, caller);
+  if (!nccl) return nullptr;
+  RealNccl* fresh = read_library(nccl.handle, nccl.base);
   std::lock_guard lock(g_mutex);
   return publish(0, fresh, reached);
 }
@@ -241,11 +261,11 @@ bool is_inside_shim(const void* address) noexcept {
 BoundSlotScope::BoundSlotScope(uint8_t slot) noexcept : previous_(t_bound_slot) { t_bound_slot = slot; }
 BoundSlotScope::~BoundSlotScope() { t_bound_slot = previous_; }
 
-const RealNccl* detail::resolve_default() noexcept {
+const RealNccl* detail::resolve_default(const void* caller) noexcept {
   if (const RealNccl* real = g_slots[t_bound_slot].load(std::memory_order_acquire)) return real;
   const RealNccl* real = nullptr;
   try {
-    real = default_instance(true, "global scope");
+    real = default_instance(true, caller, "global scope");
   } catch (...) {
   }
   if (!real) {
@@ -271,7 +291,7 @@ int slot_for_library_of(const void* real_function, const void* caller) noexcept 
     const void* base = info.dli_fbase;
     std::string reached = "dlsym from " + module_name(caller);
     remember_dlsym_caller(caller);
-    const RealNccl* default_lib = default_instance(false, reached);
+    const RealNccl* default_lib = default_instance(false, nullptr, reached);
     auto slot_at_base = [&] {
       if (default_lib && default_lib->base == base) return 0;
       for (int s = 1; s < kMaxLibraries; ++s) {

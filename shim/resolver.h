@@ -43,16 +43,19 @@ namespace detail {
 extern std::atomic<const RealNccl*> g_slots[kMaxLibraries];
 // The slot of the dlsym'd wrapper the calling thread is running (0: none).
 extern thread_local uint8_t t_bound_slot;
-const RealNccl* resolve_default() noexcept;
+// Finds the default instance: the NCCL that `caller` (the application's return address) would
+// have reached without the shim.
+const RealNccl* resolve_default(const void* caller) noexcept;
 }  // namespace detail
 
 // The instance the current call is bound to: the one of the dlsym'd wrapper being run, else the
 // default instance; nullptr when no NCCL is loaded (said once on stderr). Thread-safe; after the
-// first success it costs one thread-local and one acquire load, inline (the hot path).
-inline const RealNccl* real_nccl() noexcept {
+// first success it costs one thread-local and one acquire load, inline (the hot path). Always
+// inlined into the exported wrapper, so __builtin_return_address(0) is the application's call.
+__attribute__((always_inline)) inline const RealNccl* real_nccl() noexcept {
   // Pairs with the release stores that publish a slot.
   if (const RealNccl* real = detail::g_slots[detail::t_bound_slot].load(std::memory_order_acquire)) return real;
-  return detail::resolve_default();
+  return detail::resolve_default(__builtin_return_address(0));
 }
 
 // The trace's id of the library serving the current call (0 when none is resolved).

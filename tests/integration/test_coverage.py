@@ -193,6 +193,17 @@ def embedded_copy_called_through_plt_is_traced():
     check_leak_traced(job, result, library)
 
 
+def calls_go_to_the_copy_the_caller_would_reach():
+    # An RTLD_LOCAL library calling its own embedded NCCL through its PLT, beside another local
+    # libnccl: the shim must forward to the caller's own copy, as the dynamic linker would.
+    other = copy_of_standin("other")
+    embedding = os.path.join(BUILD, "tests", "integration", "libembedded_nccl_plt.so")
+    job, result = run_one([app("dlsym_app"), "--embedded", other, embedding])
+    check_leak_traced(job, result, embedding)
+    libs = {os.path.realpath(l["path"]): l["status"] for l in records(job.traces()[0], "library")}
+    check(libs == {os.path.realpath(embedding): "attached", os.path.realpath(other): "unused"}, f"libraries {libs}")
+
+
 def dlsym_wraps_only_wrapped_names():
     library = copy_of_standin("query")
     answers = {}
@@ -229,4 +240,4 @@ if __name__ == "__main__":
         statically_linked_nccl_is_named_not_traced, symbolic_library_is_named_not_traced,
         dlsym_wraps_only_wrapped_names, forwarding_stubs_are_not_a_copy,
         embedded_copy_called_through_plt_is_traced, more_copies_than_slots_still_work,
-        racing_lookups_agree, loaded_but_unused_copy_is_listed]})
+        racing_lookups_agree, loaded_but_unused_copy_is_listed, calls_go_to_the_copy_the_caller_would_reach]})

@@ -63,14 +63,31 @@ int race(int nlibs, char** paths) {
   return 0;
 }
 
+// A library that carries its own NCCL and calls it through its PLT, opened RTLD_LOCAL beside
+// another libnccl (also local): without a preload its calls bind to its own copy, and the shim
+// must send them there too, not to the other copy.
+int embedded_beside(const char* other_nccl, const char* embedding_library) {
+  if (!dlopen(other_nccl, RTLD_NOW | RTLD_LOCAL)) return 2;
+  void* lib = dlopen(embedding_library, RTLD_NOW | RTLD_LOCAL);
+  auto run = lib ? reinterpret_cast<int (*)()>(dlsym(lib, "run_embedded_job")) : nullptr;
+  if (!run) {
+    std::fprintf(stderr, "dlopen %s: %s\n", embedding_library, dlerror());
+    return 2;
+  }
+  int status = run();
+  std::printf("dlsym_app: embedded job done\n");
+  return status;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: dlsym_app [--race] LIBNCCL [LIBNCCL...]\n");
+    std::fprintf(stderr, "usage: dlsym_app [--race] LIBNCCL [LIBNCCL...] | --embedded LIBNCCL LIBRARY\n");
     return 2;
   }
   if (std::strcmp(argv[1], "--race") == 0) return race(argc - 2, argv + 2);
+  if (std::strcmp(argv[1], "--embedded") == 0 && argc == 4) return embedded_beside(argv[2], argv[3]);
   if (!rtld_next_is_relative_to_caller()) return 4;
   for (int i = 1; i < argc; ++i) {
     void* lib = dlopen(argv[i], RTLD_NOW | RTLD_LOCAL);
