@@ -19,22 +19,23 @@ using namespace trace;
 // One op of a launch: a grouped launch spans several ops, maybe on several streams (one process
 // driving several GPUs), each stream timed on its own.
 struct LaunchOp {
-  uint32_t rank_comm = 0;   // into ProcessOps::comms
   uint64_t seq = 0;         // collectives only (0: send/recv)
   uint64_t stream = 0;
   uint64_t bytes = 0;
+  uint32_t rank_comm = 0;   // into ProcessOps::comms
   int32_t rank = -1;
 };
 
+// Packed: the table holds up to 64k of these and every op record touches one.
 struct Launch {
   bool valid = false;
   uint16_t api = 0;
   int32_t nranks = 0;
   uint32_t nops = 0;
+  uint32_t streams_left = 0;  // streams whose timing has not come yet
   int64_t host_begin = 0;     // monotonic
   LaunchOp first;
   std::vector<LaunchOp> more; // the further ops of a grouped launch
-  uint32_t streams_left = 0;  // streams whose timing has not come yet
 };
 
 class LaunchTable {
@@ -186,11 +187,17 @@ class OpScanner {
  private:
   // One entry per (communicator, rank): a process that drives several GPUs (ncclCommInitAll,
   // JAX, CuPy) holds several ranks of one communicator.
+  static bool same_rank_comm(const RankComm& rc, uint64_t comm_id, int32_t rank) {
+    return rc.comm_id == comm_id && (rc.rank == rank || rank < 0 || rc.rank < 0);
+  }
   uint32_t rank_comm(uint64_t comm_id, int32_t rank, int32_t nranks) {
-    auto same = [&](const RankComm& rc) { return rc.comm_id == comm_id && (rank < 0 || rc.rank < 0 || rc.rank == rank); };
-    if (cached_ < out_.comms.size() && same(out_.comms[cached_])) return cached_;
+    if (cached_ < out_.comms.size() && same_rank_comm(out_.comms[cached_], comm_id, rank)) [[likely]]
+      return cached_;
+    return find_rank_comm(comm_id, rank, nranks);
+  }
+  uint32_t find_rank_comm(uint64_t comm_id, int32_t rank, int32_t nranks) {
     for (uint32_t i = 0; i < out_.comms.size(); ++i)
-      if (same(out_.comms[i])) return cached_ = i;
+      if (same_rank_comm(out_.comms[i], comm_id, rank)) return cached_ = i;
     RankComm rc;
     rc.comm_id = comm_id;
     rc.rank = rank;
@@ -234,7 +241,7 @@ class OpScanner {
     if ((o.flags & kOpTimed) || grouped) {
       bool fresh = false;
       Launch& l = launches_.insert(o.launch_id, fresh);
-      LaunchOp op{rc_index, collective ? o.seq : 0, o.stream, bytes, rc.rank};
+      LaunchOp op{collective ? o.seq : 0, o.stream, bytes, rc_index, rc.rank};
       if (fresh) {
         l.api = o.api;
         l.nranks = o.nranks;
