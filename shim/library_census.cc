@@ -12,9 +12,21 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <string>
+#include <vector>
 
 namespace ncclwatch {
 namespace {
+
+// One object in the process that defines NCCL's API.
+struct NcclCopy {
+  std::string path;
+  const void* base = nullptr;
+  int version = 0;              // from NCCL's banner in it (0 unknown; not read for a libnccl)
+  bool exported = false;        // in its dynamic symbol table
+  bool binds_own_calls = false; // its own calls to NCCL never reach the dynamic linker
+  bool named_libnccl = false;   // a libnccl.so* of its own, not NCCL inside another object
+};
 
 std::atomic<uint32_t> g_announced{0};   // bit i: library id i is in the trace
 std::mutex g_census_mutex;              // guards reported()
@@ -32,11 +44,6 @@ std::string main_program_path() {
   char buffer[4096];
   ssize_t n = ::readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
   return n > 0 ? std::string(buffer, static_cast<size_t>(n)) : std::string("/proc/self/exe");
-}
-
-bool named_libnccl(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return path.compare(slash == std::string::npos ? 0 : slash + 1, 10, "libnccl.so") == 0;
 }
 
 // Where an object is loaded as dladdr would say (the start of its first segment), computed from
@@ -68,7 +75,7 @@ int inspect_object(dl_phdr_info* info, size_t, void* out) noexcept {
     NcclCopy copy;
     copy.path = name;  // the main program's ("") is read from /proc/self/exe after the walk
     copy.base = base;
-    copy.named_libnccl = named_libnccl(copy.path);
+    copy.named_libnccl = is_nccl_library_name(name);
     LoadedImage image(*info);
     if (image.defined_address(kMarkerSymbol)) {
       copy.exported = true;
@@ -119,8 +126,7 @@ void say(const std::string& text) {
   write_notice_record(text.c_str());
 }
 
-}  // namespace
-
+// Every loaded object that defines NCCL's API (the shim aside), files read for hidden copies.
 std::vector<NcclCopy> find_nccl_copies() {
   Scan scan;
   scan.shim = shim_load_address();
@@ -131,6 +137,8 @@ std::vector<NcclCopy> find_nccl_copies() {
     if (confirm_from_file(copy)) found.push_back(std::move(copy));
   return found;
 }
+
+}  // namespace
 
 void announce_libraries() noexcept {
   if (!process_attached()) return;
@@ -144,8 +152,7 @@ void announce_libraries() noexcept {
   }
 }
 
-int report_untraced_nccl(bool at_exit) noexcept {
-  int untraced = 0;
+void report_untraced_nccl(bool at_exit) noexcept {
   try {
     std::vector<NcclCopy> copies = find_nccl_copies();
     std::vector<const RealNccl*> attached = known_libraries();
@@ -155,7 +162,6 @@ int report_untraced_nccl(bool at_exit) noexcept {
       // A libnccl of its own that no call reached yet: unused rather than hidden from us. Said
       // only at exit (it may still be attached before), and only into a trace that exists anyway.
       bool unused_library = copy.named_libnccl && copy.exported;
-      if (!unused_library && !is_attached) ++untraced;
       if (is_attached || std::find(reported().begin(), reported().end(), copy.base) != reported().end()) continue;
       if (unused_library && (!at_exit || !process_attached())) continue;
       // An unused libnccl is never called: its banner tells its version.
@@ -174,7 +180,6 @@ int report_untraced_nccl(bool at_exit) noexcept {
     }
   } catch (...) {
   }
-  return untraced;
 }
 
 void library_census_after_fork() noexcept {

@@ -57,24 +57,14 @@ DlsymFn find_libc_dlsym() {
 // Before any other constructor of ours (and most of the application's) can call dlsym.
 __attribute__((constructor(101))) void find_libc_dlsym_early() { real_dlsym_function(); }
 
-const void* shim_base() noexcept {
-  static const void* base = [] {
-    Dl_info info{};
-    dladdr(reinterpret_cast<const void*>(&shim_base), &info);
-    return static_cast<const void*>(info.dli_fbase);
-  }();
-  return base;
-}
-
 const void* object_base(const void* address) {
   Dl_info info{};
   return dladdr(address, &info) ? info.dli_fbase : nullptr;
 }
 
-bool is_nccl_library_name(const char* path) {
-  const char* slash = std::strrchr(path, '/');
-  const char* base = slash ? slash + 1 : path;
-  return std::strncmp(base, "libnccl.so", 10) == 0;
+const void* shim_base() noexcept {
+  static const void* base = object_base(reinterpret_cast<const void*>(&shim_base));
+  return base;
 }
 
 // dl_iterate_phdr callback: the first loaded object named libnccl.so* that is not us.
@@ -235,6 +225,12 @@ bool looked_up_nccl_through_dlsym(const void* object_base) noexcept {
   return false;
 }
 
+bool is_nccl_library_name(const char* path) noexcept {
+  const char* slash = std::strrchr(path, '/');
+  const char* base = slash ? slash + 1 : path;
+  return std::strncmp(base, "libnccl.so", 10) == 0;
+}
+
 void* real_dlsym_function() noexcept {
   // No function-local static: its guard would deadlock a thread that re-enters while resolving.
   // Two threads resolving at once find the same function.
@@ -253,10 +249,7 @@ void* real_dlsym(void* handle, const char* name) noexcept {
 
 const void* shim_load_address() noexcept { return shim_base(); }
 
-bool is_inside_shim(const void* address) noexcept {
-  Dl_info info{};
-  return dladdr(address, &info) && info.dli_fbase == shim_base();
-}
+bool is_inside_shim(const void* address) noexcept { return object_base(address) == shim_base(); }
 
 BoundSlotScope::BoundSlotScope(uint8_t slot) noexcept : previous_(t_bound_slot) { t_bound_slot = slot; }
 BoundSlotScope::~BoundSlotScope() { t_bound_slot = previous_; }

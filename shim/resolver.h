@@ -107,6 +107,9 @@ void* real_dlsym_function() noexcept;
 // Where libncclwatch.so is loaded (dladdr's dli_fbase).
 const void* shim_load_address() noexcept;
 
+// True when the file name of `path` is libnccl.so*: a library of its own, not NCCL inside another.
+bool is_nccl_library_name(const char* path) noexcept;
+
 // True when `address` lies inside libncclwatch.so itself.
 bool is_inside_shim(const void* address) noexcept;
 
