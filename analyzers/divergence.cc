@@ -13,6 +13,9 @@ namespace {
 using namespace trace;
 
 constexpr size_t kMaxFilesReread = 16;
+// Seqs of one communicator count up by one; one further than the ops seen plus this is damage, and
+// must not size a table (see interleave).
+constexpr uint64_t kSeqSlack = 1u << 16;
 
 // A process's collectives in issue order (the order the shim recorded them).
 struct CallOrder {
@@ -48,11 +51,13 @@ struct Interleaving {
 
 Interleaving interleave(const CallOrder& o, uint64_t a, uint64_t b) {
   Interleaving out;
+  uint64_t b_ops = 0;
   for (size_t i = 0; i < o.comm.size(); ++i) {
     if (o.comm[i] == a) {
       ++out.total_a;
-    } else if (o.comm[i] == b && o.seq[i] > out.a_before.size() && o.seq[i] - out.a_before.size() < (1u << 20)) {
-      out.a_before.resize(o.seq[i], out.total_a);
+    } else if (o.comm[i] == b) {
+      ++b_ops;
+      if (o.seq[i] > out.a_before.size() && o.seq[i] <= b_ops + kSeqSlack) out.a_before.resize(o.seq[i], out.total_a);
     }
   }
   return out;

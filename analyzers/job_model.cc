@@ -16,8 +16,9 @@ std::map<std::string, std::string> parse_strings(const RecordView& r) {
   std::map<std::string, std::string> out;
   const auto* rec = r.as<StringsRecord>();
   if (!rec || sizeof(StringsRecord) + rec->bytes > r.size) return out;
-  const char* p = reinterpret_cast<const char*>(r.data + sizeof(StringsRecord));
-  const char* end = p + rec->bytes;
+  std::string blob = record_text(r.data + sizeof(StringsRecord), rec->bytes);
+  const char* p = blob.data();
+  const char* end = p + blob.size();
   while (p < end) {
     const char* nul = static_cast<const char*>(std::memchr(p, '\0', static_cast<size_t>(end - p)));
     std::string entry(p, nul ? nul : end);
@@ -33,18 +34,24 @@ std::map<std::string, std::string> parse_strings(const RecordView& r) {
   return out;
 }
 
-// Frames, name and call-site summary that follow an ApiEvent, bounds-checked.
+// What is kept of a call site. Every communicator an ncclCommInitAll made keeps a copy of its one
+// begin record's call site, so an oversized one would be multiplied by the records that follow. The
+// shim writes at most 64 frames (shim/callsite.h); names and call-site summaries are short.
+constexpr size_t kMaxFramesKept = 64;
+constexpr size_t kMaxTextKept = 1024;  // bytes of a name or call-site summary
+
+// Frames, name and call-site summary that follow an ApiEvent, bounds-checked and cut to the above.
 void event_tail(const RecordView& r, const ApiEvent& e, std::vector<uint64_t>* frames, std::string* name,
                 std::string* site) {
   size_t frames_bytes = size_t{e.nframes} * 8;
   if (sizeof(ApiEvent) + frames_bytes + e.name_len + e.site_len > r.size) return;
   const std::byte* tail = r.data + sizeof(ApiEvent);
   if (frames) {
-    frames->resize(e.nframes);
-    if (frames_bytes) std::memcpy(frames->data(), tail, frames_bytes);
+    frames->resize(std::min<size_t>(e.nframes, kMaxFramesKept));
+    if (!frames->empty()) std::memcpy(frames->data(), tail, frames->size() * 8);
   }
-  if (name) name->assign(reinterpret_cast<const char*>(tail + frames_bytes), e.name_len);
-  if (site) site->assign(reinterpret_cast<const char*>(tail + frames_bytes + e.name_len), e.site_len);
+  if (name) *name = record_text(tail + frames_bytes, std::min<size_t>(e.name_len, kMaxTextKept));
+  if (site) *site = record_text(tail + frames_bytes + e.name_len, std::min<size_t>(e.site_len, kMaxTextKept));
 }
 
 Api api_of(const ApiEvent& e) { return static_cast<Api>(e.api); }
@@ -73,7 +80,7 @@ class ProcessBuilder {
         if (const auto* e = r.as<ApiEvent>()) on_begin(r, *e);
         break;
       case RecordType::kCallEnd:
-        if (const auto* e = r.as<ApiEvent>()) on_end(*e);
+        if (const auto* e = r.as<ApiEvent>()) on_end(plausible(*e, r));
         break;
       case RecordType::kExitBegin:
         if (const auto* e = r.as<ExitRecord>()) {
@@ -100,6 +107,14 @@ class ProcessBuilder {
   }
 
  private:
+  // The event with a rank and size no job has taken as unknown (and named once per file).
+  ApiEvent plausible(const ApiEvent& e, const RecordView& r) {
+    ApiEvent checked = e;
+    checked.nranks = p_.implausible.nranks(e.nranks, r);
+    checked.rank = p_.implausible.rank(e.rank, r);
+    return checked;
+  }
+
   void on_library(const RecordView& r) {
     auto strings = parse_strings(r);
     auto get = [&](const char* key) {
@@ -121,7 +136,7 @@ class ProcessBuilder {
   void on_module(const RecordView& r) {
     const auto* m = r.as<ModuleRecord>();
     if (!m || sizeof(ModuleRecord) + m->path_len > r.size) return;
-    p_.modules.push_back({m->base, std::string(reinterpret_cast<const char*>(r.data + sizeof(ModuleRecord)), m->path_len)});
+    p_.modules.push_back({m->base, record_text(r.data + sizeof(ModuleRecord), m->path_len)});
   }
 
   void on_begin(const RecordView& r, const ApiEvent& e) {
@@ -341,13 +356,17 @@ bool ProcessTrace::has_several_libraries() const {
 }
 
 struct LifecycleFolder::Impl {
-  explicit Impl(ProcessTrace& p) : builder(p) {}
+  explicit Impl(ProcessTrace& p) : process(p), builder(p) {}
+  ProcessTrace& process;
   ProcessBuilder builder;
 };
 LifecycleFolder::LifecycleFolder(ProcessTrace& out) : impl_(std::make_unique<Impl>(out)) {}
 LifecycleFolder::~LifecycleFolder() = default;
 void LifecycleFolder::add(const RecordView& record) { impl_->builder(record); }
-void LifecycleFolder::finish() { impl_->builder.finish(); }
+void LifecycleFolder::finish(std::vector<TraceProblem>& problems) {
+  impl_->builder.finish();
+  impl_->process.implausible.report(impl_->process.path, problems);
+}
 
 unsigned reader_threads(size_t files) {
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -366,10 +385,10 @@ void parallel_for(size_t count, unsigned threads, const std::function<void(size_
 }
 
 bool load_process(const std::string& path, ProcessTrace& out, std::vector<TraceProblem>& problems) {
-  out.path = path;
-  ProcessBuilder builder(out);
-  if (!read_trace(path, [&](const RecordView& r) { builder(r); }, out.header, out.stats, problems)) return false;
-  builder.finish();
+  out.path = valid_utf8(path);
+  LifecycleFolder folder(out);
+  if (!read_trace(path, [&](const RecordView& r) { folder.add(r); }, out.header, out.stats, problems)) return false;
+  folder.finish(problems);
   return true;
 }
 

@@ -78,7 +78,7 @@ struct NcclLibrary {
 };
 
 struct ProcessTrace {
-  std::string path;
+  std::string path;                            // the file's name as text (valid UTF-8), for reports
   trace::FileHeader header{};
   std::map<std::string, std::string> strings;  // kProcess record: host, pid, cmdline, env.*
   std::vector<NcclLibrary> libraries;          // kLibrary records, in the order written
@@ -90,6 +90,7 @@ struct ProcessTrace {
   std::optional<trace::ExitRecord> process_end;
   uint64_t lost_records = 0;
   ReadStats stats;
+  ImplausibleValues implausible;               // what this file claimed that no job has
 
   std::string host() const { return header.host; }
   // NCCL_* variables of the process ("NCCL_DEBUG" -> "INFO") and the NCCL version it ran.
@@ -100,7 +101,9 @@ struct ProcessTrace {
   bool has_several_libraries() const;
   int pid() const { return static_cast<int>(header.pid); }
   // Wall-clock ns for a monotonic timestamp of this process.
-  int64_t to_wall(int64_t mono_ns) const { return header.start_wall_ns + (mono_ns - header.start_mono_ns); }
+  int64_t to_wall(int64_t mono_ns) const {
+    return wrap_add(header.start_wall_ns, wrap_sub(mono_ns, header.start_mono_ns));
+  }
   int64_t last_time_ns = 0;  // latest timestamp seen: "now" for a process that died
 };
 
@@ -134,7 +137,8 @@ class LifecycleFolder {
   LifecycleFolder(const LifecycleFolder&) = delete;
   LifecycleFolder& operator=(const LifecycleFolder&) = delete;
   void add(const RecordView& record);
-  void finish();
+  // Decides end states; names the file's implausible values (see ImplausibleValues) in `problems`.
+  void finish(std::vector<TraceProblem>& problems);
 
  private:
   struct Impl;

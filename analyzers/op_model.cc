@@ -1,10 +1,13 @@
 #include "op_model.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <iterator>
 #include <set>
 #include <unordered_map>
 
@@ -108,9 +111,15 @@ struct LatencyKeyHash {
   }
 };
 
+// Seq slots a thread may add beyond one per op it folded. Seqs count up by one per communicator,
+// so a legitimate file needs no more slots than ops; a damaged one may skip a stretch. Without this
+// bound a few records with leaping seqs would size gigabytes of slots.
+constexpr uint64_t kSlotSlack = 1u << 16;
+
 // What one reader thread folds the files it read into.
 struct ThreadAggregate {
   uint8_t thread = 0;
+  uint64_t slot_budget = kSlotSlack;  // slots it may still add (see kSlotSlack)
   std::unordered_map<uint64_t, uint32_t> comm_index;
   std::vector<CommOps> comms;
   std::unordered_map<LatencyKey, uint32_t, LatencyKeyHash> latency_index;
@@ -167,12 +176,13 @@ void note_arrival(SeqSlot& slot, int64_t begin, int32_t rank) {
 // Streams one file's records into its ProcessOps and the thread's aggregates.
 class OpScanner {
  public:
-  OpScanner(ProcessOps& out, ThreadAggregate& agg) : out_(out), agg_(agg) {}
+  OpScanner(ProcessOps& out, ThreadAggregate& agg, ImplausibleValues& implausible)
+      : out_(out), agg_(agg), implausible_(implausible) {}
 
   void add(const RecordView& r) {
     switch (r.type) {
       case RecordType::kCollective:
-        if (const auto* o = r.as<OpRecord>()) on_op(*o);
+        if (const auto* o = r.as<OpRecord>()) on_op(plausible(*o, r), r);
         break;
       case RecordType::kGpuTiming:
         if (const auto* g = r.as<GpuTimingRecord>()) on_timing(*g);
@@ -208,7 +218,15 @@ class OpScanner {
     return cached_ = static_cast<uint32_t>(out_.comms.size() - 1);
   }
 
-  void on_op(const OpRecord& o) {
+  // The op with a rank and size no job has taken as unknown (and named once per file).
+  OpRecord plausible(const OpRecord& raw, const RecordView& r) {
+    OpRecord o = raw;
+    o.nranks = implausible_.nranks(raw.nranks, r);
+    o.rank = implausible_.rank(raw.rank, r);
+    return o;
+  }
+
+  void on_op(const OpRecord& o, const RecordView& r) {
     ++out_.op_records;
     Api api = static_cast<Api>(o.api);
     bool collective = is_collective(api);
@@ -225,7 +243,7 @@ class OpScanner {
       ++rc.issued;
       rc.max_seq = std::max(rc.max_seq, o.seq);
       rc.last_api = o.api;
-      fold_into_slot(rc, o, begin);
+      fold_into_slot(rc, o, begin, r);
     } else {
       ++rc.p2p_ops;
       P2PChannel& ch = channel(o.comm_id, rc.rank, o.peer, api == Api::kSend);
@@ -264,15 +282,29 @@ class OpScanner {
       add_latency({o.comm_id, bytes, o.nranks, o.api, TimingSource::kHost}, rc.rank, wrap_sub(o.host_end_ns, o.host_begin_ns));
   }
 
-  void fold_into_slot(const RankComm& rc, const OpRecord& o, int64_t begin) {
+  void fold_into_slot(const RankComm& rc, const OpRecord& o, int64_t begin, const RecordView& r) {
     CommOps& c = agg_.comms[rc.comm_index];
     c.nranks = std::max(c.nranks, o.nranks);
     uint64_t seq = o.seq;
-    if (seq == 0 || seq > kMaxTrackedSeqs || seq > c.slots.size() + (1u << 16)) {  // seqs grow by one: a jump is garbage
+    ++agg_.slot_budget;  // this op may take a slot of its own
+    if (seq > c.slots.size()) {
+      uint64_t growth = seq - c.slots.size();
+      // seqs grow by one: a jump past the slack, or past what the ops folded so far justify, is garbage
+      if (seq > kMaxTrackedSeqs || growth > kSlotSlack || growth > agg_.slot_budget) {
+        ++c.untracked_seqs;
+        implausible_.note(fmt::format("seq {} on comm {:016x}, {} past the highest seen ({}), left out of the "
+                                      "cross-rank matching",
+                                      seq, o.comm_id, growth, c.slots.size()),
+                          r);
+        return;
+      }
+      agg_.slot_budget -= growth;
+      c.slots.resize(seq);
+    }
+    if (seq == 0) {
       ++c.untracked_seqs;
       return;
     }
-    if (seq > c.slots.size()) c.slots.resize(seq);
     SeqSlot& slot = c.slots[seq - 1];
     OpSignature sig{o.count, o.redop, o.peer, o.api, o.datatype};
     if (slot.issued == 0) {
@@ -302,11 +334,7 @@ class OpScanner {
     }
     LatencyBucket& bucket = agg_.latency[slot.index];
     bucket.hist.add(ns);
-    if (rank >= 0 && rank < (1 << 20)) {
-      auto& seen = bucket.ranks_seen;
-      if (static_cast<size_t>(rank) >= seen.size()) seen.resize(static_cast<size_t>(rank) + 1);
-      seen[static_cast<size_t>(rank)] = true;
-    }
+    if (rank >= 0) note_rank(bucket.ranks, rank);
   }
 
   void on_timing(const GpuTimingRecord& g) {
@@ -355,7 +383,7 @@ class OpScanner {
     for (uint64_t i = 0; i < std::min<uint64_t>(s.ncomms, fits); ++i) {
       StallComm sc;
       std::memcpy(&sc, r.data + sizeof(StallRecord) + i * sizeof(StallComm), sizeof(sc));
-      RankComm& rc = out_.comms[rank_comm(sc.comm_id, sc.rank, sc.nranks)];
+      RankComm& rc = out_.comms[rank_comm(sc.comm_id, implausible_.rank(sc.rank, r), implausible_.nranks(sc.nranks, r))];
       rc.snapshot_done_seq = sc.last_completed_seq;
     }
     RankComm& rc = out_.comms[rank_comm(s.comm_id, -1, -1)];
@@ -370,6 +398,7 @@ class OpScanner {
 
   ProcessOps& out_;
   ThreadAggregate& agg_;
+  ImplausibleValues& implausible_;
   LaunchTable launches_;
   uint32_t cached_ = 0;
   struct CachedBucket {
@@ -379,6 +408,22 @@ class OpScanner {
   };
   std::array<CachedBucket, 16> bucket_cache_{};
 };
+
+}  // namespace
+
+void note_rank(std::vector<int32_t>& ranks, int32_t rank) {
+  // Files are read one after another and a file's samples come from one rank: mostly the last one
+  // noted, or a new one after it.
+  if (!ranks.empty() && ranks.back() == rank) return;
+  if (ranks.empty() || ranks.back() < rank) {
+    ranks.push_back(rank);
+    return;
+  }
+  auto it = std::lower_bound(ranks.begin(), ranks.end(), rank);
+  if (it == ranks.end() || *it != rank) ranks.insert(it, rank);
+}
+
+namespace {
 
 void merge_slots(CommOps& into, CommOps& from) {
   into.nranks = std::max(into.nranks, from.nranks);
@@ -569,9 +614,9 @@ JobAnalysis analyze_job(const std::vector<std::string>& inputs, const AnalysisOp
 
   parallel_for(n, threads, [&](size_t i, unsigned t) {
     ProcessTrace& p = processes[i];
-    p.path = files[i];
+    p.path = valid_utf8(files[i]);
     LifecycleFolder lifecycle(p);
-    OpScanner scanner(ops[i], aggregates[t]);
+    OpScanner scanner(ops[i], aggregates[t], p.implausible);
     bool offset_set = false;
     usable[i] = read_trace(
         files[i],
@@ -586,7 +631,7 @@ JobAnalysis analyze_job(const std::vector<std::string>& inputs, const AnalysisOp
           scanner.add(r);
         },
         p.header, p.stats, problems[i]);
-    if (usable[i]) lifecycle.finish();
+    if (usable[i]) lifecycle.finish(problems[i]);
   });
 
   for (size_t i = 0; i < n; ++i) {
@@ -617,10 +662,10 @@ JobAnalysis analyze_job(const std::vector<std::string>& inputs, const AnalysisOp
         continue;
       }
       it->second.hist.merge(b.hist);
-      auto& seen = it->second.ranks_seen;
-      if (seen.size() < b.ranks_seen.size()) seen.resize(b.ranks_seen.size());
-      for (size_t r = 0; r < b.ranks_seen.size(); ++r)
-        if (b.ranks_seen[r]) seen[r] = true;
+      std::vector<int32_t> both;
+      std::set_union(it->second.ranks.begin(), it->second.ranks.end(), b.ranks.begin(), b.ranks.end(),
+                     std::back_inserter(both));
+      it->second.ranks = std::move(both);
     }
   for (auto& [key, b] : buckets) a.latency.push_back(std::move(b));
 

@@ -112,8 +112,11 @@ struct LatencyKey {
 struct LatencyBucket {
   LatencyKey key;
   LatencyHistogram hist;
-  std::vector<bool> ranks_seen;  // which ranks contributed (calls = samples / ranks)
+  std::vector<int32_t> ranks;    // which ranks contributed, sorted (calls = samples / ranks)
 };
+
+// Adds `rank` to a sorted list of distinct ranks: sized by the ranks seen, not by their values.
+void note_rank(std::vector<int32_t>& ranks, int32_t rank);
 
 // One communicator as one process used it.
 struct RankComm {

@@ -13,31 +13,12 @@ namespace {
 using nlohmann::json;
 using namespace trace;
 
-const char* type_name(RecordType t) {
-  switch (t) {
-    case RecordType::kPadding: return "padding";
-    case RecordType::kProcess: return "process";
-    case RecordType::kLibrary: return "library";
-    case RecordType::kModule: return "module";
-    case RecordType::kCallBegin: return "call_begin";
-    case RecordType::kCallEnd: return "call_end";
-    case RecordType::kExitBegin: return "exit_begin";
-    case RecordType::kProcessEnd: return "process_end";
-    case RecordType::kLost: return "lost";
-    case RecordType::kNotice: return "notice";
-    case RecordType::kCollective: return "op";
-    case RecordType::kGpuTiming: return "gpu_timing";
-    case RecordType::kStall: return "stall";
-  }
-  return "unknown";
-}
-
 json strings_json(const RecordView& r) {
   json out = json::object();
   const auto* rec = r.as<StringsRecord>();
   if (!rec || sizeof(StringsRecord) + rec->bytes > r.size) return out;
   out["time_ns"] = rec->time_ns;
-  std::string blob(reinterpret_cast<const char*>(r.data + sizeof(StringsRecord)), rec->bytes);
+  std::string blob = record_text(r.data + sizeof(StringsRecord), rec->bytes);
   size_t pos = 0;
   while (pos < blob.size()) {
     size_t nul = blob.find('\0', pos);
@@ -55,7 +36,7 @@ json strings_json(const RecordView& r) {
 
 json record_json(const RecordView& r) {
   json j;
-  j["type"] = type_name(r.type);
+  j["type"] = record_type_name(r.type);
   j["offset"] = r.offset;
   switch (r.type) {
     case RecordType::kProcess:
@@ -64,7 +45,7 @@ json record_json(const RecordView& r) {
     case RecordType::kModule:
       if (const auto* m = r.as<ModuleRecord>(); m && sizeof(ModuleRecord) + m->path_len <= r.size) {
         j["base"] = fmt::format("0x{:x}", m->base);
-        j["path"] = std::string(reinterpret_cast<const char*>(r.data + sizeof(ModuleRecord)), m->path_len);
+        j["path"] = record_text(r.data + sizeof(ModuleRecord), m->path_len);
       }
       break;
     case RecordType::kCallBegin:
@@ -97,11 +78,8 @@ json record_json(const RecordView& r) {
             frames.push_back(fmt::format("0x{:x}", a));
           }
           if (!frames.empty()) j["frames"] = frames;
-          if (e->name_len)
-            j["name"] = std::string(reinterpret_cast<const char*>(r.data + sizeof(ApiEvent) + frames_bytes), e->name_len);
-          if (e->site_len)
-            j["site"] = std::string(
-                reinterpret_cast<const char*>(r.data + sizeof(ApiEvent) + frames_bytes + e->name_len), e->site_len);
+          if (e->name_len) j["name"] = record_text(r.data + sizeof(ApiEvent) + frames_bytes, e->name_len);
+          if (e->site_len) j["site"] = record_text(r.data + sizeof(ApiEvent) + frames_bytes + e->name_len, e->site_len);
         }
       }
       break;
@@ -196,17 +174,20 @@ int run_dump(const std::string& path, const Options&) {
               {"host", std::string(header.host)},
               {"start_wall_ns", header.start_wall_ns},
               {"start_mono_ns", header.start_mono_ns}};
-    std::cout << h.dump() << "\n";
+    std::cout << dump_json(h) << "\n";
     header_done = true;
   };
   bool ok = read_trace(
       path,
       [&](const RecordView& r) {
         if (!header_done) emit_header();
-        std::cout << record_json(r).dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+        std::cout << dump_json(record_json(r)) << "\n";
       },
       header, stats, problems);
-  if (ok && !header_done) emit_header();
+  // A file of a header alone (its process died before recording anything) still shows the header,
+  // though it is no usable input.
+  bool header_read = std::memcmp(header.magic, kMagic, sizeof(kMagic)) == 0;
+  if (!header_done && header_read) emit_header();
   print_problems(problems);
   return ok ? 0 : 2;
 }

@@ -18,6 +18,57 @@ using trace::Api;
 
 constexpr size_t kMaxStallsPerComm = 64;
 constexpr size_t kMaxMismatchesShown = 20;  // in text output; JSON lists them all
+constexpr size_t kMaxAbsentListed = 256;    // ranks in "absent_ranks"; "absent_ranges" holds them all
+
+// Ranks first..last (inclusive) that left no trace file.
+struct RankRange {
+  int32_t first, last;
+};
+
+// The ranks of [0, nranks) missing from `present`, as ranges: as many as there are ranks present
+// (plus one), however many ranks a record claims the communicator has.
+std::vector<RankRange> absent_ranges(int32_t nranks, const std::map<int32_t, size_t>& present) {
+  std::vector<RankRange> out;
+  int32_t next = 0;
+  for (const auto& [rank, process] : present) {
+    if (rank >= nranks) break;
+    if (rank > next) out.push_back({next, rank - 1});
+    next = rank + 1;
+  }
+  if (next < nranks) out.push_back({next, nranks - 1});
+  return out;
+}
+
+uint64_t rank_count(const std::vector<RankRange>& ranges) {
+  uint64_t n = 0;
+  for (const RankRange& r : ranges) n += static_cast<uint64_t>(r.last - r.first) + 1;
+  return n;
+}
+
+// The first `limit` ranks the ranges hold.
+std::vector<int32_t> first_ranks(const std::vector<RankRange>& ranges, size_t limit) {
+  std::vector<int32_t> out;
+  for (const RankRange& r : ranges)
+    for (int32_t rank = r.first; rank <= r.last && out.size() < limit; ++rank) out.push_back(rank);
+  return out;
+}
+
+std::vector<RankRange> ranges_of(const json& pairs) {
+  std::vector<RankRange> out;
+  for (const json& r : pairs) out.push_back({r[0].get<int32_t>(), r[1].get<int32_t>()});
+  return out;
+}
+
+// "0,3-5,9": at most `limit` ranges, then how many ranks in all.
+std::string ranges_text(const std::vector<RankRange>& ranges, size_t limit = 16) {
+  std::string out;
+  for (size_t i = 0; i < ranges.size() && i < limit; ++i) {
+    const RankRange& r = ranges[i];
+    out += (i ? "," : "") + (r.first == r.last ? std::to_string(r.first) : fmt::format("{}-{}", r.first, r.last));
+  }
+  if (ranges.size() > limit) out += fmt::format(",... ({} ranks)", rank_count(ranges));
+  return out;
+}
 
 bool is_rooted(uint16_t api) {
   Api a = static_cast<Api>(api);
@@ -161,15 +212,19 @@ json hang_json(const JobAnalysis& a, bool& findings) {
       issued_max = std::max(issued_max, rc->max_seq);
       collective_ops += rc->issued + rc->p2p_ops;
     }
-    std::vector<int32_t> absent;
-    if (nranks > 0 && nranks <= (1 << 20))
-      for (int32_t r = 0; r < nranks; ++r)
-        if (!present.count(r)) absent.push_back(r);
+    std::vector<RankRange> absent = absent_ranges(nranks, present);
     if (!collective_ops && absent.empty()) continue;  // nothing to say about a comm that never ran ops
 
     std::vector<int32_t> ranks;
     for (const auto& [r, p] : present) ranks.push_back(r);
-    json j = {{"comm", hex_id(id)}, {"nranks", nranks}, {"ranks", ranks}, {"absent_ranks", absent}};
+    json absent_json = json::array();
+    for (const RankRange& r : absent) absent_json.push_back({r.first, r.last});
+    json j = {{"comm", hex_id(id)},
+              {"nranks", nranks},
+              {"ranks", ranks},
+              {"absent_ranks", first_ranks(absent, kMaxAbsentListed)},
+              {"absent_count", rank_count(absent)},
+              {"absent_ranges", absent_json}};
     if (auto n = names.find(id); n != names.end()) j["name"] = n->second;
     j["last_seq_issued"] = issued_max;
 
@@ -315,7 +370,7 @@ json hang_json(const JobAnalysis& a, bool& findings) {
     };
     if (!absent.empty())
       set(kAbsent, fmt::format("comm {}: rank(s) {} of {} left no trace file; their state is unknown — look at them first",
-                               label, ranks_text(absent), nranks));
+                               label, ranges_text(absent), nranks));
     if (!departed.empty()) {
       const Divergence& d = *departed.front();
       set(kDivergence, fmt::format("comm {}: rank {} departed from its peers' program within seqs {}..{}{}: {}", label, d.rank,
@@ -346,7 +401,7 @@ json hang_json(const JobAnalysis& a, bool& findings) {
       const json& m = mismatches.front();
       set(kMismatch, fmt::format("comm {}: rank(s) {} passed {} {} where the others passed {} at seq {}{}", label,
                                  ranks_text(m["ranks"].get<std::vector<int32_t>>()), m["field"].get<std::string>(),
-                                 m["value"].dump(), m["expected"].dump(), m["seq"].get<uint64_t>(),
+                                 dump_json(m["value"]), dump_json(m["expected"]), m["seq"].get<uint64_t>(),
                                  mismatched_seqs > 1 ? fmt::format(" (and {} more mismatched seq(s))", mismatched_seqs - 1) : ""));
     }
     if (!incomplete.empty() && missing_ranks.empty())
@@ -395,7 +450,7 @@ int run_hang(const Options& options) {
   bool findings = false;
   json out = hang_json(a, findings);
   if (options.json) {
-    std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+    std::cout << dump_json(out, 2) << "\n";
     return findings ? 1 : 0;
   }
   fmt::print("verdict: {}\n", out["verdict"].get<std::string>());
@@ -403,7 +458,8 @@ int run_hang(const Options& options) {
     fmt::print("\ncomm {}{} ({} ranks): last seq issued {}, completed by every rank {}\n", c["comm"].get<std::string>(),
                c.contains("name") ? " \"" + c["name"].get<std::string>() + "\"" : "", c["nranks"].get<int>(),
                c["last_seq_issued"].get<uint64_t>(), c["last_seq_completed_by_all"].get<uint64_t>());
-    if (!c["absent_ranks"].empty()) fmt::print("  absent (no trace): ranks {}\n", c["absent_ranks"].dump());
+    if (uint64_t n = c["absent_count"].get<uint64_t>())
+      fmt::print("  absent (no trace): {} rank(s): {}\n", n, ranges_text(ranges_of(c["absent_ranges"])));
     for (const json& m : c["missing"])
       fmt::print("  missing: rank {} never issued seq {} (last issued {}{})\n", m["rank"].get<int>(),
                  m["first_missing_seq"].get<uint64_t>(), m["last_seq"].get<uint64_t>(),
@@ -418,7 +474,7 @@ int run_hang(const Options& options) {
         break;
       }
       fmt::print("  mismatch at seq {}: {} {} on rank(s) {}, {} on the others\n", m["seq"].get<uint64_t>(),
-                 m["field"].get<std::string>(), m["value"].dump(), m["ranks"].dump(), m["expected"].dump());
+                 m["field"].get<std::string>(), dump_json(m["value"]), dump_json(m["ranks"]), dump_json(m["expected"]));
     }
     for (const json& d : c["divergence"])
       fmt::print("  divergence: rank {} within seqs {}..{}: {}\n", d["rank"].get<int>(), d["from_seq"].get<uint64_t>(),
@@ -440,7 +496,7 @@ int run_hang(const Options& options) {
     fmt::print("\nenvironment differs: {}\n", e["key"].get<std::string>());
     for (const json& v : e["values"])
       fmt::print("  {} on {} process(es), ranks {}\n", v["value"].get<std::string>(), v["processes"].get<size_t>(),
-                 v["ranks"].dump());
+                 dump_json(v["ranks"]));
   }
   return findings ? 1 : 0;
 }

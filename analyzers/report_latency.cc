@@ -47,7 +47,7 @@ json latency_json(const JobAnalysis& a) {
     if (b.key.timing != TimingSource::kHost && b.hist.count()) gpu_timed.insert(untimed_twin(b.key));
   for (const LatencyBucket& b : a.latency) {
     if (b.key.timing != TimingSource::kHost || !gpu_timed.count(b.key)) continue;
-    size_t ranks = static_cast<size_t>(std::count(b.ranks_seen.begin(), b.ranks_seen.end(), true));
+    size_t ranks = b.ranks.size();
     host_calls[b.key] += ranks ? (b.hist.count() + ranks - 1) / ranks : b.hist.count();
   }
   for (const LatencyBucket& b : a.latency) {
@@ -55,7 +55,7 @@ json latency_json(const JobAnalysis& a) {
     if (!h.count()) continue;
     if (b.key.timing == TimingSource::kHost && gpu_timed.count(b.key)) continue;  // folded into the GPU row
     Api api = static_cast<Api>(b.key.api);
-    size_t ranks = static_cast<size_t>(std::count(b.ranks_seen.begin(), b.ranks_seen.end(), true));
+    size_t ranks = b.ranks.size();
     double mean_s = h.mean() / 1e9;
     double algbw = mean_s > 0 ? static_cast<double>(b.key.bytes) / mean_s / 1e9 : 0;
     json row = {{"comm", hex_id(b.key.comm_id)},
@@ -123,7 +123,7 @@ int run_latency(const Options& options) {
   }
   json out = latency_json(a);
   if (options.json) {
-    std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+    std::cout << dump_json(out, 2) << "\n";
     return 0;
   }
   static const char* columns[] = {"comm", "op", "bytes", "nranks", "calls", "p50_us", "p90_us", "p99_us",
@@ -136,7 +136,7 @@ int run_latency(const Options& options) {
       line.clear();
       for (const char* c : columns) {
         const json& v = r[c];
-        line += (line.empty() ? "" : ",") + (v.is_string() ? v.get<std::string>() : v.is_number_float() ? fmt::format("{:.3f}", v.get<double>()) : v.dump());
+        line += (line.empty() ? "" : ",") + (v.is_string() ? v.get<std::string>() : v.is_number_float() ? fmt::format("{:.3f}", v.get<double>()) : dump_json(v));
       }
       fmt::print("{}\n", line);
     }

@@ -17,6 +17,9 @@ using trace::Api;
 
 int64_t end_of(const ProcessTrace& p) { return p.process_end ? p.process_end->time_ns : p.last_time_ns; }
 
+// Seconds from `from` to `to`, timestamps of a file that may be damaged (see wrap_sub).
+double seconds_between(int64_t from, int64_t to) { return static_cast<double>(wrap_sub(to, from)) / 1e9; }
+
 // The first frame of a call site worth showing, and the whole stack.
 struct Site {
   std::string first;
@@ -60,6 +63,8 @@ std::string ranks_list(const std::set<int>& ranks) {
 }
 
 }  // namespace
+
+std::string dump_json(const json& j, int indent) { return j.dump(indent, ' ', false, json::error_handler_t::replace); }
 
 void print_problems(const std::vector<TraceProblem>& problems) {
   for (const TraceProblem& p : problems)
@@ -105,15 +110,15 @@ int run_leaks(const Job& job, const Options& options) {
                     {"device", c.device},
                     {"name", c.name},
                     {"parent", c.parent_id ? json(hex_id(c.parent_id)) : json(nullptr)},
-                    {"init_ms", c.created_ns && c.begin_ns ? (c.created_ns - c.begin_ns) / 1e6 : 0.0},
-                    {"age_s", (end_of(p) - c.created_ns) / 1e9},
+                    {"init_ms", c.created_ns && c.begin_ns ? seconds_between(c.begin_ns, c.created_ns) * 1e3 : 0.0},
+                    {"age_s", seconds_between(c.created_ns, end_of(p))},
                     {"created_at", site.first},
                     {"stack", site.stack},
                     {"library", p.library_path(c)},
                     {"trace", p.path}};
       if (c.release_begin_ns) {
         entry["released_by"] = trace::api_name(c.release_api);
-        entry["release_ms"] = c.release_end_ns ? json((c.release_end_ns - c.release_begin_ns) / 1e6) : json(nullptr);
+        entry["release_ms"] = c.release_end_ns ? json(seconds_between(c.release_begin_ns, c.release_end_ns) * 1e3) : json(nullptr);
       }
       communicators.push_back(entry);
       if (c.state == CommState::kFinalized) finalized_only[c.id].insert(c.rank);
@@ -140,7 +145,7 @@ int run_leaks(const Job& job, const Options& options) {
                        {"pid", p.pid()},
                        {"handle", fmt::format("0x{:x}", r.handle)},
                        {"bytes", r.bytes},
-                       {"age_s", (end_of(p) - r.created_ns) / 1e9},
+                       {"age_s", seconds_between(r.created_ns, end_of(p))},
                        {"created_at", site.first},
                        {"stack", site.stack},
                        {"trace", p.path}});
@@ -160,7 +165,7 @@ int run_leaks(const Job& job, const Options& options) {
       not_traced.push_back({{"path", u.path}, {"reason", u.reason}, {"processes", u.processes}});
     json out = {{"leaks", leaks}, {"communicators", communicators}, {"traces", job.processes.size()},
                 {"not_traced", not_traced}};
-    std::cout << out.dump(2) << "\n";
+    std::cout << dump_json(out, 2) << "\n";
     return found ? 1 : 0;
   }
   if (!found) {

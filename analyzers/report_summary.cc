@@ -64,7 +64,7 @@ int run_summary(const Options& options) {
   for (const json& c : hang["comms"]) {
     mismatched_seqs += c["mismatched_seqs"].get<size_t>();
     missing += c["missing"].size();
-    absent += c["absent_ranks"].size();
+    absent += c["absent_count"].get<size_t>();
     stalls += c["stall_records"].get<size_t>();
     divergences += c["divergence"].size();
   }
@@ -123,7 +123,7 @@ int run_summary(const Options& options) {
       nccl.push_back({{"path", path}, {"version", use.version}, {"status", use.status}, {"how", use.how},
                       {"processes", use.processes}});
     out["nccl_libraries"] = nccl;
-    std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+    std::cout << dump_json(out, 2) << "\n";
     return findings ? 1 : 0;
   }
   fmt::print("ncclwatch summary: {} process trace(s), {} rank(s) on {} host(s), {} communicator(s)\n", job.processes.size(),

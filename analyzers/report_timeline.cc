@@ -20,7 +20,7 @@ using namespace trace;
 
 constexpr size_t kFlushBytes = 8u << 20;
 
-std::string json_quoted(const std::string& s) { return json(s).dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string json_quoted(const std::string& s) { return dump_json(json(s)); }
 
 // Appends complete events to the output file; threads take turns.
 class EventSink {
@@ -66,7 +66,7 @@ class FileTimeline {
           bool stalled = s->state == static_cast<uint32_t>(StallState::kStalled);
           event(fmt::format(R"J({{"name":"{} {} seq {}","ph":"i","s":"p","pid":{},"tid":0,"ts":{:.3f},"args":{{"comm":"{}","seq":{},"pending_ms":{:.3f}}}}})J",
                             stalled ? "stall:" : "stall resolved:", api_name(static_cast<Api>(s->api)), s->seq, pid_,
-                            us(s->time_ns), hex_id(s->comm_id), s->seq, (s->time_ns - s->enqueued_ns) / 1e6));
+                            us(s->time_ns), hex_id(s->comm_id), s->seq, static_cast<double>(wrap_sub(s->time_ns, s->enqueued_ns)) / 1e6));
         }
         break;
       default: break;
@@ -204,7 +204,7 @@ int run_timeline(const Options& options) {
   std::vector<uint64_t> slices(files.size(), 0);
   parallel_for(files.size(), threads, [&](size_t i, unsigned) {
     ProcessTrace p;
-    p.path = files[i];
+    p.path = valid_utf8(files[i]);
     LifecycleFolder lifecycle(p);
     int64_t offset = clock.known[i] ? clock.offset_ns[i] : 0;
     FileTimeline timeline(i + 1, offset, origin, sink, names);
@@ -216,7 +216,7 @@ int run_timeline(const Options& options) {
         },
         p.header, p.stats, file_problems[i]);
     if (!usable[i]) return;
-    lifecycle.finish();
+    lifecycle.finish(file_problems[i]);
     timeline.finish(p);
     slices[i] = timeline.slices;
   });
@@ -228,7 +228,7 @@ int run_timeline(const Options& options) {
   json other = {{"clock_alignment", clock.method}, {"hosts", clock.hosts}, {"origin_wall_ns", origin},
                 {"traces", used}, {"op_slices", total_slices},
                 {"tracks", "one process per rank, one thread per CUDA stream (tid 0: host-side NCCL calls)J"}};
-  std::fprintf(f, "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":%s}\n", other.dump().c_str());
+  std::fprintf(f, "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":%s}\n", dump_json(other).c_str());
   bool ok = std::fclose(f) == 0;
   if (!ok) {
     std::fprintf(stderr, "ncclwatch-report: writing %s failed\n", options.output.c_str());

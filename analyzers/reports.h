@@ -27,6 +27,10 @@ int run_latency(const Options& options);
 int run_hang(const Options& options);
 int run_timeline(const Options& options);
 
+// The JSON text of `j` (indent < 0: one line). Strings are valid UTF-8 from the reader on; should
+// one not be, it shows U+FFFD rather than aborting the report (nlohmann::json throws otherwise).
+std::string dump_json(const nlohmann::json& j, int indent = -1);
+
 // Names unusable or damaged inputs on stderr.
 void print_problems(const std::vector<TraceProblem>& problems);
 

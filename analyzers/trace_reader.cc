@@ -48,7 +48,111 @@ uint64_t resync(const std::byte* base, uint64_t from, uint64_t file_size) {
   return file_size;
 }
 
+// Length of the valid UTF-8 sequence that starts at s[i] (RFC 3629: no overlong forms, no
+// surrogates, nothing past U+10FFFF), 0 when none does.
+size_t utf8_sequence_length(std::string_view s, size_t i) {
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char lead = byte(i);
+  if (lead < 0x80) return 1;
+  size_t length = 0;
+  unsigned char second_min = 0x80, second_max = 0xBF;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) second_min = 0xA0;  // overlong
+    if (lead == 0xED) second_max = 0x9F;  // surrogates
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) second_min = 0x90;  // overlong
+    if (lead == 0xF4) second_max = 0x8F;  // past U+10FFFF
+  } else {
+    return 0;
+  }
+  if (i + length > s.size() || byte(i + 1) < second_min || byte(i + 1) > second_max) return 0;
+  for (size_t k = 2; k < length; ++k)
+    if ((byte(i + k) & 0xC0) != 0x80) return 0;
+  return length;
+}
+
+// The header's host name as valid UTF-8, in place: cut at a character boundary to fit the field.
+void make_host_valid(FileHeader& header) {
+  std::string host = valid_utf8(std::string_view(header.host, strnlen(header.host, sizeof(header.host))));
+  size_t fit = std::min(host.size(), sizeof(header.host) - 1);
+  while (fit > 0 && fit < host.size() && (static_cast<unsigned char>(host[fit]) & 0xC0) == 0x80) --fit;
+  std::memset(header.host, 0, sizeof(header.host));
+  std::memcpy(header.host, host.data(), fit);
+}
+
 }  // namespace
+
+std::string valid_utf8(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  for (size_t i = 0; i < bytes.size();) {
+    if (size_t n = utf8_sequence_length(bytes, i)) {
+      out.append(bytes.substr(i, n));
+      i += n;
+    } else {
+      out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER
+      ++i;
+    }
+  }
+  return out;
+}
+
+std::string record_text(const std::byte* p, size_t len) {
+  return valid_utf8(std::string_view(reinterpret_cast<const char*>(p), len));
+}
+
+const char* record_type_name(RecordType t) {
+  switch (t) {
+    case RecordType::kPadding: return "padding";
+    case RecordType::kProcess: return "process";
+    case RecordType::kLibrary: return "library";
+    case RecordType::kModule: return "module";
+    case RecordType::kCallBegin: return "call_begin";
+    case RecordType::kCallEnd: return "call_end";
+    case RecordType::kExitBegin: return "exit_begin";
+    case RecordType::kProcessEnd: return "process_end";
+    case RecordType::kLost: return "lost";
+    case RecordType::kNotice: return "notice";
+    case RecordType::kCollective: return "op";
+    case RecordType::kGpuTiming: return "gpu_timing";
+    case RecordType::kStall: return "stall";
+  }
+  return "unknown";
+}
+
+TraceProblem trace_problem(const std::string& path, std::string what, bool fatal) {
+  return {valid_utf8(path), std::move(what), fatal};
+}
+
+int32_t ImplausibleValues::nranks(int32_t claimed, const RecordView& r) {
+  if (claimed <= kMaxPlausibleRanks) return claimed;
+  note("nranks " + std::to_string(claimed) + " (more than " + std::to_string(kMaxPlausibleRanks) +
+           " ranks), taken as unknown",
+       r);
+  return -1;
+}
+
+int32_t ImplausibleValues::rank(int32_t claimed, const RecordView& r) {
+  if (claimed >= -1 && claimed < kMaxPlausibleRanks) return claimed;
+  note("rank " + std::to_string(claimed) + ", taken as unknown", r);
+  return -1;
+}
+
+void ImplausibleValues::note(const std::string& what, const RecordView& r) {
+  if (count_++ == 0)
+    first_ = "implausible " + what + " (" + record_type_name(r.type) + " record at offset " + std::to_string(r.offset) + ")";
+}
+
+void ImplausibleValues::report(const std::string& path, std::vector<TraceProblem>& problems) const {
+  if (!count_) return;
+  std::string what = first_;
+  if (count_ > 1) what += "; " + std::to_string(count_ - 1) + " more implausible value(s) in this file";
+  problems.push_back(trace_problem(path, what, false));
+}
 
 bool read_trace(const std::string& path, const RecordVisitor& visit, FileHeader& header, ReadStats& stats,
                 std::vector<TraceProblem>& problems) {
@@ -64,7 +168,7 @@ bool read_trace(const std::string& path, const RecordVisitor& visit, FileHeader&
 bool read_trace_until(const std::string& path, const StoppableVisitor& visit, FileHeader& header, ReadStats& stats,
                       std::vector<TraceProblem>& problems) {
   auto fail = [&](const std::string& what) {
-    problems.push_back({path, what, true});
+    problems.push_back(trace_problem(path, what, true));
     return false;
   };
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -94,6 +198,7 @@ bool read_trace_until(const std::string& path, const StoppableVisitor& visit, Fi
   }
   if (file_size < sizeof(FileHeader)) return fail("truncated inside the file header");
   std::memcpy(&header, map.data, sizeof(FileHeader));
+  make_host_valid(header);
   if (header.min_reader_version > kVersion)
     return fail("written by a newer ncclwatch (format " + std::to_string(header.version) + ", needs a reader of format " +
                 std::to_string(header.min_reader_version) + "; this one reads format " + std::to_string(kVersion) + ")");
@@ -102,7 +207,6 @@ bool read_trace_until(const std::string& path, const StoppableVisitor& visit, Fi
                 std::to_string(kOldestReadableFormat) + " to " + std::to_string(kVersion) + ")");
   if (header.header_bytes < sizeof(FileHeader) || header.header_bytes > file_size || header.header_bytes % 8)
     return fail("invalid header size " + std::to_string(header.header_bytes));
-  header.host[sizeof(header.host) - 1] = '\0';
 
   uint64_t offset = header.header_bytes;
   uint64_t corrupt_spans = 0;
@@ -133,11 +237,15 @@ bool read_trace_until(const std::string& path, const StoppableVisitor& visit, Fi
     offset = next;
   }
   if (corrupt_spans)
-    problems.push_back({path, std::to_string(corrupt_spans) + " corrupt span(s) skipped (" +
-                                  std::to_string(stats.skipped_bytes) + " bytes); the records around them were read",
-                        false});
+    problems.push_back(trace_problem(path,
+                                     std::to_string(corrupt_spans) + " corrupt span(s) skipped (" +
+                                         std::to_string(stats.skipped_bytes) + " bytes); the records around them were read",
+                                     false));
   if (stats.torn_records)
-    problems.push_back({path, std::to_string(stats.torn_records) + " record(s) left half-written by the dying process", false});
+    problems.push_back(trace_problem(
+        path, std::to_string(stats.torn_records) + " record(s) left half-written by the dying process", false));
+  // A header alone says nothing about NCCL: reporting "no leaks" from it would be a false all-clear.
+  if (stats.records == 0) return fail("holds no records (the process died before recording anything, or recorded nothing)");
   return true;
 }
 
@@ -150,13 +258,13 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, s
       std::vector<std::string> found;
       for (const auto& entry : fs::recursive_directory_iterator(input, fs::directory_options::skip_permission_denied, ec))
         if (entry.is_regular_file(ec) && entry.path().extension() == ".nwt") found.push_back(entry.path().string());
-      if (found.empty()) problems.push_back({input, "directory holds no trace files (*.nwt)", true});
+      if (found.empty()) problems.push_back(trace_problem(input, "directory holds no trace files (*.nwt)", true));
       std::sort(found.begin(), found.end());
       files.insert(files.end(), found.begin(), found.end());
     } else if (fs::exists(input, ec)) {
       files.push_back(input);
     } else {
-      problems.push_back({input, "no such file or directory", true});
+      problems.push_back(trace_problem(input, "no such file or directory", true));
     }
   }
   return files;

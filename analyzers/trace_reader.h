@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ncclwatch::report {
@@ -48,8 +49,45 @@ using RecordVisitor = std::function<void(const RecordView&)>;
 // Returns false to stop reading (a reader that needs only the start of a file).
 using StoppableVisitor = std::function<bool(const RecordView&)>;
 
+// Text in a trace (names, paths, call sites, the host) is whatever bytes the process had, or a
+// damaged or hostile file's: reports write JSON, which must be UTF-8. Every string the reader hands
+// on goes through valid_utf8, which replaces each byte that starts no valid UTF-8 sequence with
+// U+FFFD. File names (bytes on Linux) are shown the same way.
+std::string valid_utf8(std::string_view bytes);
+// `len` bytes of a record at `p`, as valid UTF-8 text.
+std::string record_text(const std::byte* p, size_t len);
+// "call_begin", "op", ... (the names `dump` uses).
+const char* record_type_name(trace::RecordType type);
+
+// A problem about `path`, its name shown as valid UTF-8.
+TraceProblem trace_problem(const std::string& path, std::string what, bool fatal);
+
+// Records say how many ranks a communicator has; the analyses size nothing by that claim, but a
+// size no job has is damage or a hostile file all the same. NCCL's largest jobs have ~100k ranks.
+inline constexpr int32_t kMaxPlausibleRanks = 1 << 18;
+
+// The values one file claims that no job has. The analyses take each as unknown (or leave the
+// record out) and name the first, with the file, as a problem.
+class ImplausibleValues {
+ public:
+  // The communicator size when plausible, else -1 (unknown); values <= 0 already mean unknown.
+  int32_t nranks(int32_t claimed, const RecordView& r);
+  // The rank when plausible (-1 unknown passes through), else -1.
+  int32_t rank(int32_t claimed, const RecordView& r);
+  // Anything else: `what` says the value and what was done about it.
+  void note(const std::string& what, const RecordView& r);
+  // One problem naming the first value and counting the others; nothing when there were none.
+  void report(const std::string& path, std::vector<TraceProblem>& problems) const;
+
+ private:
+  std::string first_;
+  uint64_t count_ = 0;
+};
+
 // Maps `path` and calls `visit` for every committed record, in file order. Returns false when
-// the file cannot be used at all; problems (fatal or not) are appended to `problems`.
+// the file cannot be used at all, a file that holds no record included (its process died before
+// recording anything); problems (fatal or not) are appended to `problems`. The header's host is
+// handed on as valid UTF-8 (cut at a character boundary to fit its field).
 bool read_trace(const std::string& path, const RecordVisitor& visit, trace::FileHeader& header, ReadStats& stats,
                 std::vector<TraceProblem>& problems);
 

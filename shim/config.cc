@@ -1,50 +1,137 @@
 #include "config.h"
 
-#include "notices.h"
+#include <unistd.h>
 
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
+#include <string_view>
 
 namespace ncclwatch {
 namespace {
 
-Config read_environment() {
-  Config c;
-  if (const char* dir = std::getenv("NCCLWATCH_DIR"); dir && *dir) c.trace_dir = dir;
-  if (const char* policy = std::getenv("NCCLWATCH_ON_LEAK"); policy && *policy) {
-    if (std::strcmp(policy, "fail") == 0) c.on_leak = LeakPolicy::kFail;
-    else if (std::strcmp(policy, "off") == 0) c.on_leak = LeakPolicy::kOff;
-    else c.on_leak = LeakPolicy::kWarn;
+// Settings come from users' scripts: a value that is not what we document is named once, with
+// the value used instead, and never turned into something it does not say.
+class SettingsParser {
+ public:
+  SettingsParser(const EnvLookup& lookup, std::vector<std::string>& problems) : lookup_(lookup), problems_(problems) {}
+
+  // The raw value, or nullptr when unset or empty.
+  const char* raw(const char* name) const {
+    const char* value = lookup_(name);
+    return value && *value ? value : nullptr;
   }
-  if (const char* mb = std::getenv("NCCLWATCH_MAX_MB"); mb && *mb) {
-    long long value = std::atoll(mb);
-    if (value > 0) c.max_trace_bytes = static_cast<uint64_t>(value) << 20;
+
+  // A whole number in [min, max]; digits only (no sign, no suffix), overflow refused.
+  template <class T> void whole(const char* name, T& out, uint64_t min, uint64_t max, const char* unit = "") {
+    const char* text = raw(name);
+    if (!text) return;
+    errno = 0;
+    char* end = nullptr;
+    unsigned long long value = std::strtoull(text, &end, 10);
+    bool digits_only = text[0] >= '0' && text[0] <= '9' && *end == '\0';
+    if (!digits_only || errno == ERANGE || value < min || value > max) {
+      refuse(name, text, "a whole number from " + std::to_string(min) + " to " + std::to_string(max) + unit,
+             std::to_string(out) + unit);
+      return;
+    }
+    out = static_cast<T>(value);
   }
-  if (const char* frames = std::getenv("NCCLWATCH_FRAMES"); frames && *frames) {
-    int value = std::atoi(frames);
-    if (value >= 0 && value <= 64) c.frames = value;
+
+  // A finite number of seconds in [min, max].
+  void seconds(const char* name, double& out, double min, double max) {
+    const char* text = raw(name);
+    if (!text) return;
+    char* end = nullptr;
+    double value = std::strtod(text, &end);
+    if (end == text || *end != '\0' || !std::isfinite(value) || value < min || value > max) {
+      refuse(name, text, "seconds from " + trimmed(min) + " to " + trimmed(max), trimmed(out));
+      return;
+    }
+    out = value;
   }
-  if (const char* off = std::getenv("NCCLWATCH_DISABLE"); off && *off && std::strcmp(off, "0") != 0) c.record = false;
-  if (const char* timing = std::getenv("NCCLWATCH_TIMING"); timing && *timing) c.timing = timing;
-  if (const char* sample = std::getenv("NCCLWATCH_SAMPLE"); sample && *sample) {
-    long value = std::atol(sample);
-    if (value >= 1) c.sample = static_cast<uint32_t>(value);
+
+  // One of `choices` (exact spelling); returns its index, or -1 when unset or refused.
+  int choice(const char* name, std::initializer_list<std::string_view> choices, std::string_view current) {
+    const char* text = raw(name);
+    if (!text) return -1;
+    int index = 0;
+    std::string spelled;
+    for (std::string_view c : choices) {
+      if (c == text) return index;
+      spelled += (index++ ? " or " : "") + std::string(c);
+    }
+    refuse(name, text, spelled, std::string(current));
+    return -1;
   }
-  if (const char* stall = std::getenv("NCCLWATCH_STALL_SEC"); stall && *stall) {
-    double value = std::atof(stall);
-    if (value > 0) c.stall_sec = value;
+
+  // Booleans are spelled one way: 1 or 0.
+  void flag(const char* name, bool& out) {
+    int picked = choice(name, {"0", "1"}, out ? "1" : "0");
+    if (picked >= 0) out = picked == 1;
   }
-  return c;
-}
+
+ private:
+  static std::string trimmed(double v) {
+    std::string s = std::to_string(v);
+    s.erase(s.find_last_not_of('0') + 1);
+    if (!s.empty() && s.back() == '.') s.pop_back();
+    return s;
+  }
+
+  void refuse(const char* name, const char* text, const std::string& expected, const std::string& used) {
+    std::string shown(text, strnlen(text, 64));
+    problems_.push_back(std::string("ncclwatch: ") + name + "=" + shown + " is not " + expected + "; using " + used);
+  }
+
+  const EnvLookup& lookup_;
+  std::vector<std::string>& problems_;
+};
 
 }  // namespace
 
-const Config& config() noexcept {
-  // A function-local static: after the first call, one guard check (std::call_once costs more).
-  static const Config* config = new Config(read_environment());
-  return *config;
+Config parse_settings(const EnvLookup& lookup, std::vector<std::string>& problems) {
+  Config c;
+  SettingsParser p(lookup, problems);
+  if (const char* dir = p.raw("NCCLWATCH_DIR")) c.trace_dir = dir;
+  switch (p.choice("NCCLWATCH_ON_LEAK", {"warn", "fail", "off"}, "warn")) {
+    case 1: c.on_leak = LeakPolicy::kFail; break;
+    case 2: c.on_leak = LeakPolicy::kOff; break;
+    default: break;
+  }
+  uint64_t max_mb = c.max_trace_bytes >> 20;
+  p.whole("NCCLWATCH_MAX_MB", max_mb, 1, kMaxTraceMegabytes);
+  c.max_trace_bytes = max_mb << 20;
+  p.whole("NCCLWATCH_FRAMES", c.frames, 0, kMaxFrames);
+  bool disabled = false;
+  p.flag("NCCLWATCH_DISABLE", disabled);
+  c.record = !disabled;
+  static constexpr std::string_view kTimings[] = {"gpu", "host", "off"};
+  if (int t = p.choice("NCCLWATCH_TIMING", {kTimings[0], kTimings[1], kTimings[2]}, "the default"); t >= 0)
+    c.timing = kTimings[t];
+  p.whole("NCCLWATCH_SAMPLE", c.sample, 1, kMaxSample);
+  p.seconds("NCCLWATCH_STALL_SEC", c.stall_sec, kMinStallSec, kMaxStallSec);
+  p.flag("NCCLWATCH_GROUP_READABLE", c.group_readable);
+  p.flag("NCCLWATCH_FULL_CMDLINE", c.full_cmdline);
+  return c;
 }
 
+const Config& config() noexcept {
+  // A function-local static: after the first call, one guard check (std::call_once costs more).
+  static const Config* config = [] {
+    std::vector<std::string> problems;
+    auto* c = new Config(parse_settings([](const char* name) { return std::getenv(name); }, problems));
+    for (const std::string& line : problems) {
+      // write(2): the shim prints nothing through stdio, which the application owns.
+      std::string text = line + "\n";
+      ssize_t ignored = ::write(STDERR_FILENO, text.data(), text.size());
+      (void)ignored;
+    }
+    c->problems = std::move(problems);
+    return c;
+  }();
+  return *config;
+}
 
 }  // namespace ncclwatch

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 namespace ncclwatch {
 
@@ -20,7 +22,22 @@ struct Config {
   // (measured with nccl-tests), completion-only events nothing measurable: 8 keeps the cost < 0.2%.
   uint32_t sample = 8;
   double stall_sec = 60;                  // NCCLWATCH_STALL_SEC: the watchdog's threshold
+  bool group_readable = false;            // NCCLWATCH_GROUP_READABLE=1: trace files 0640, else 0600
+  bool full_cmdline = false;              // NCCLWATCH_FULL_CMDLINE=1: keep secret-looking arguments
+  std::vector<std::string> problems;      // one line per refused setting, as printed
 };
+
+// Ranges of the numeric settings. The stall threshold stays far below what int64 nanoseconds hold.
+inline constexpr uint64_t kMaxTraceMegabytes = 1ull << 20;  // 1 TiB
+inline constexpr uint64_t kMaxFrames = 64;
+inline constexpr uint64_t kMaxSample = 1ull << 20;
+inline constexpr double kMinStallSec = 0.01;
+inline constexpr double kMaxStallSec = 30.0 * 24 * 3600;  // 30 days
+
+// Reads every setting through `lookup` (getenv in the shim, a table in tests); each refused value
+// adds one line to `problems`, saying what was expected and what is used instead.
+using EnvLookup = std::function<const char*(const char*)>;
+Config parse_settings(const EnvLookup& lookup, std::vector<std::string>& problems);
 
 // Exit status of a leaky exit under NCCLWATCH_ON_LEAK=fail (EX_SOFTWARE).
 inline constexpr int kLeakExitStatus = 70;

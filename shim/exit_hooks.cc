@@ -44,8 +44,7 @@ std::atomic<bool> g_signals_installed{false};  // survives fork: the child inher
 
 void write_exit_record(trace::RecordType type, ExitReason reason, int signal, uint32_t live_comms,
                        uint32_t live_resources) noexcept {
-  RecordSlot slot = reserve_record(sizeof(trace::ExitRecord));
-  if (!slot) slot = reserve_final_record(sizeof(trace::ExitRecord));
+  RecordSlot slot = reserve_exit_record(sizeof(trace::ExitRecord));
   if (!slot) return;
   auto* rec = slot.as<trace::ExitRecord>();
   rec->time_ns = monotonic_ns();
@@ -87,13 +86,21 @@ AlertCounts build_alert(AlertText& out, bool wait) {
   AlertCounts counts;
   int64_t now = monotonic_ns();
   const ProcessInfo& proc = process_info();
-  char body_buffer[48 * 1024];
+  static char body_buffer[48 * 1024];  // static: a signal may land on a thread with a small stack
   AlertText body(body_buffer, sizeof(body_buffer));
+  // Room for one more entry line (call sites can be long); past it, entries are only counted.
+  constexpr size_t kEntryRoom = 2048;
+  uint32_t not_shown = 0;
+  auto full = [&] { return body.size() + kEntryRoom > sizeof(body_buffer); };
   bool read = registry().read(
       [&](const std::vector<CommEntry>& comms, const std::vector<ResourceEntry>& resources) {
         for (const CommEntry& c : comms) {
           ++counts.comms;
           counts.torch |= c.torch_caller;
+          if (full()) {
+            ++not_shown;
+            continue;
+          }
           body.add("  comm ").add_hex(c.id, 16).add(" rank ").add_int(c.rank).add('/').add_int(c.nranks);
           if (c.name[0]) body.add(" \"").add(c.name).add('"');
           body.add(" (").add(trace::api_name(c.created_by)).add(", age ").add_seconds(now - c.created_ns).add("): ");
@@ -106,6 +113,10 @@ AlertCounts build_alert(AlertText& out, bool wait) {
         }
         for (const ResourceEntry& r : resources) {
           ++counts.resources;
+          if (full()) {
+            ++not_shown;
+            continue;
+          }
           body.add("  ").add(trace::resource_kind(r.acquired_by)).add(" 0x").add_hex(r.handle);
           if (r.bytes) body.add(", ").add_bytes(r.bytes);
           if (r.comm_id) body.add(", comm ").add_hex(r.comm_id, 16).add(" rank ").add_int(r.rank);
@@ -116,6 +127,7 @@ AlertCounts build_alert(AlertText& out, bool wait) {
         }
       },
       wait);
+  if (not_shown) body.add("  ... and ").add_int(not_shown).add(" more, listed in the trace\n");
   counts.complete = read;
   if (read && counts.comms == 0 && counts.resources == 0) return counts;
 

@@ -2,6 +2,7 @@
 #include "clock.h"
 #include "comm_table.h"
 #include "config.h"
+#include "text_limits.h"
 #include "exit_hooks.h"
 #include "identity.h"
 #include "process_info.h"
@@ -32,8 +33,10 @@ ConfigView read_config(const ncclConfig_t* config) {
   if (!config) return view;
   size_t size = config->size;
   if (size >= offsetof(ncclConfig_t, blocking) + sizeof(int) && config->blocking == 0) view.non_blocking = true;
-  if (size >= offsetof(ncclConfig_t, commName) + sizeof(const char*) && config->commName)
-    view.name = std::string_view(config->commName, strnlen(config->commName, 256));
+  if (size >= offsetof(ncclConfig_t, commName) + sizeof(const char*) && config->commName) {
+    std::string_view name(config->commName, strnlen(config->commName, 256));
+    view.name = name.substr(0, utf8_prefix_length(name, 255));  // never half a character
+  }
   return view;
 }
 
@@ -106,7 +109,8 @@ void finish_creation(const RealNccl* real, Creation& c, ncclResult_t result, ncc
   entry.torch_caller = c.site.in_torch;
   entry.library_id = real->library_id;
   std::memcpy(entry.site, c.site.summary, sizeof(entry.site));
-  std::memcpy(entry.name, c.config.name.data(), std::min(c.config.name.size(), sizeof(entry.name) - 1));
+  // memcpy from a null pointer is undefined even for 0 bytes (no commName).
+  if (size_t n = utf8_prefix_length(c.config.name, sizeof(entry.name) - 1)) std::memcpy(entry.name, c.config.name.data(), n);
   registry().add_comm(entry);
   auto* track = new CommTrack();  // lives as long as the process: collectives may race a release
   track->handle = entry.handle;

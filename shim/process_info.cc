@@ -1,5 +1,8 @@
 #include "process_info.h"
 
+#include "config.h"
+#include "text_limits.h"
+
 #include "clock.h"
 
 #include <unistd.h>
@@ -70,11 +73,19 @@ std::string ProcessInfo::as_strings() const {
   append(out, "ppid", std::to_string(ppid));
   char exe[4096] = {};
   if (readlink("/proc/self/exe", exe, sizeof(exe) - 1) > 0) append(out, "exe", exe);
-  std::string cmdline = read_file("/proc/self/cmdline");
-  for (char& c : cmdline)
-    if (c == '\0') c = ' ';
-  while (!cmdline.empty() && cmdline.back() == ' ') cmdline.pop_back();
-  append(out, "cmdline", cmdline.substr(0, 4000));
+  std::vector<std::string> args;
+  std::string raw = read_file("/proc/self/cmdline");
+  for (size_t at = 0; at < raw.size();) {
+    size_t end = raw.find('\0', at);
+    if (end == std::string::npos) end = raw.size();
+    args.emplace_back(raw, at, end - at);
+    at = end + 1;
+  }
+  // A trace is shared more widely than the job's secrets should be (README, "What a trace holds").
+  if (!config().full_cmdline) mask_secret_arguments(args);
+  std::string cmdline;
+  for (const std::string& arg : args) cmdline += (cmdline.empty() ? "" : " ") + arg;
+  append(out, "cmdline", cmdline.substr(0, utf8_prefix_length(cmdline, 4000)));
   for (char** env = environ; env && *env; ++env) {
     if (is_interesting_variable(*env)) {
       out += "env.";

@@ -24,9 +24,11 @@ using namespace trace;
 // The file grows in chunks; each chunk is allocated on disk (posix_fallocate) before it is
 // mapped, so a full disk shows up as a failed allocation here, never as SIGBUS in the application.
 constexpr uint64_t kChunkBytes = 4ull << 20;
-// The file's last bytes are kept for the exit records, so a full trace still says how the process
-// ended and how many records it lost.
-constexpr uint64_t kFinalAreaBytes = 4096;
+// Ordinary records always leave this much of the mapped, allocated file free behind them: the
+// exit records go there, so a trace that is full (disk full, NCCLWATCH_MAX_MB) or in the middle
+// of growing still ends with how the process ended and how many records it lost, written
+// without a lock or a system call (the signal path).
+constexpr uint64_t kExitReserveBytes = 4096;
 
 enum class State : int { kClosed, kOpen, kFailed };
 
@@ -37,8 +39,7 @@ struct Writer {
   std::byte* base = nullptr;             // start of the reserved address range
   uint64_t capacity = 0;                 // bytes of address range reserved
   std::atomic<uint64_t> mapped{0};       // bytes of the file mapped at base
-  std::atomic<uint64_t> next{0};         // next free offset
-  std::atomic<uint64_t> final_next{0};   // next free offset in the final area
+  std::atomic<uint64_t> next{0};         // next free offset; only ever advanced within `mapped`
   std::atomic<uint64_t> lost{0};
   std::string path;
 };
@@ -55,7 +56,7 @@ bool make_directories(const std::string& dir) {
     pos = dir.find('/', pos + 1);
     partial = dir.substr(0, pos);
     if (partial.empty()) continue;
-    if (mkdir(partial.c_str(), 0750) != 0 && errno != EEXIST) return false;
+    if (mkdir(partial.c_str(), config().group_readable ? 0750 : 0700) != 0 && errno != EEXIST) return false;
   }
   struct stat st{};
   return stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
@@ -68,7 +69,12 @@ bool grow_locked(Writer& w, uint64_t needed) {
   if (needed > w.capacity) return false;
   // Whole chunks, except the last one, which stops at the NCCLWATCH_MAX_MB limit.
   uint64_t target = std::min((needed + kChunkBytes - 1) / kChunkBytes * kChunkBytes, w.capacity);
-  if (posix_fallocate(w.fd, static_cast<off_t>(mapped), static_cast<off_t>(target - mapped)) != 0) return false;
+  if (posix_fallocate(w.fd, static_cast<off_t>(mapped), static_cast<off_t>(target - mapped)) != 0) {
+    // Nearly full disk: take just what this record needs, in whole pages.
+    uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    target = std::min((needed + page - 1) / page * page, w.capacity);
+    if (posix_fallocate(w.fd, static_cast<off_t>(mapped), static_cast<off_t>(target - mapped)) != 0) return false;
+  }
   // MAP_POPULATE: fault the chunk in now, once, rather than a page at a time on the collective
   // path (page faults are dear inside virtual machines).
   void* at = mmap(w.base + mapped, target - mapped, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE,
@@ -100,7 +106,8 @@ bool open_locked(Writer& w) {
   std::string path;
   for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
     path = stem + (attempt ? "." + std::to_string(attempt) : "") + ".nwt";
-    fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
+    // Owner-only by default: a trace holds the job's command line, environment and call sites.
+    fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, cfg.group_readable ? 0640 : 0600);
     if (fd < 0 && errno != EEXIST) break;
   }
   if (fd < 0) {
@@ -117,9 +124,10 @@ bool open_locked(Writer& w) {
   w.base = static_cast<std::byte*>(range);
   w.capacity = cfg.max_trace_bytes;
   w.path = path;
-  if (!grow_locked(w, kHeaderBytes)) {
+  if (!grow_locked(w, kHeaderBytes + kExitReserveBytes)) {
     munmap(range, cfg.max_trace_bytes);
     close(fd);
+    unlink(path.c_str());  // no empty leftovers
     w.fd = -1;
     fail_open(w, path + ": cannot allocate disk space");
     return false;
@@ -137,7 +145,6 @@ bool open_locked(Writer& w) {
   std::atomic_thread_fence(std::memory_order_release);
   std::memcpy(header->magic, kMagic, sizeof(kMagic));
   w.next.store(kHeaderBytes, std::memory_order_relaxed);
-  w.final_next.store(w.capacity - kFinalAreaBytes, std::memory_order_relaxed);
   w.state.store(State::kOpen, std::memory_order_release);
   return true;
 }
@@ -155,7 +162,10 @@ bool ensure_open(Writer& w) {
     else return s == State::kOpen;
   }
   // Outside the lock: the process record goes through reserve_record() like any other.
-  if (opened) write_strings_record(RecordType::kProcess, process_info().as_strings());
+  if (opened) {
+    write_strings_record(RecordType::kProcess, process_info().as_strings());
+    for (const std::string& problem : config().problems) write_notice_record(problem.c_str());
+  }
   return opened;
 }
 
@@ -173,59 +183,68 @@ void RecordSlot::commit(RecordType type) const noexcept {
   std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(at_ + offsetof(RecordHeader, type))).store(word, std::memory_order_release);
 }
 
+namespace {
+
+// Claims `size` bytes at `next` if they end at least `headroom` bytes before the end of the
+// mapping. Lock-free and allocation-free: the signal path uses it too.
+std::byte* claim_mapped(Writer& w, uint32_t size, uint64_t headroom) noexcept {
+  // Acquire pairs with the release store in grow_locked(): the bytes below `mapped` are mapped.
+  uint64_t mapped = w.mapped.load(std::memory_order_acquire);
+  // Relaxed: the offset only partitions the file between writers; the commit word publishes data.
+  uint64_t offset = w.next.load(std::memory_order_relaxed);
+  do {
+    if (offset + size + headroom > mapped) return nullptr;
+  } while (!w.next.compare_exchange_weak(offset, offset + size, std::memory_order_relaxed));
+  std::byte* at = w.base + offset;
+  // The size goes in first so a reader can step over this record even before it is committed.
+  std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(at)).store(size, std::memory_order_relaxed);
+  return at;
+}
+
+void say_trace_full(Writer& w, const char* why) {
+  try {
+    notice_once(Notice::kTraceFull,
+                ("ncclwatch: the trace " + w.path + " " + why + "; further records are lost and counted").c_str());
+  } catch (...) {
+  }
+}
+
+}  // namespace
+
 RecordSlot reserve_record(uint32_t size) noexcept {
   Writer& w = writer();
   if (!ensure_open(w)) {
     count_lost(w);
     return {};
   }
-  // Relaxed: the offset only partitions the file between writers; the commit word publishes data.
-  uint64_t offset = w.next.fetch_add(size, std::memory_order_relaxed);
-  uint64_t end = offset + size;
-  if (end > w.capacity - kFinalAreaBytes) {
-    count_lost(w);
-    notice_once(Notice::kTraceFull,
-                ("ncclwatch: the trace " + w.path +
-                 " reached NCCLWATCH_MAX_MB; further records are lost and counted").c_str());
-    return {};
-  }
-  if (end > w.mapped.load(std::memory_order_acquire)) {
+  for (;;) {
+    if (std::byte* at = claim_mapped(w, size, kExitReserveBytes)) return RecordSlot(at, size);
+    uint64_t needed = w.next.load(std::memory_order_relaxed) + size + kExitReserveBytes;
+    if (needed > w.capacity) {
+      count_lost(w);
+      say_trace_full(w, "reached NCCLWATCH_MAX_MB");
+      return {};
+    }
     bool grown = false;
     try {
       std::lock_guard lock(w.open_mutex);
-      grown = grow_locked(w, end);
+      grown = grow_locked(w, needed);
     } catch (...) {
     }
     if (!grown) {
       count_lost(w);
-      notice_once(Notice::kTraceFull,
-                  ("ncclwatch: the trace " + w.path +
-                   " cannot grow (disk full or NCCLWATCH_MAX_MB reached); further records are lost and counted")
-                      .c_str());
+      say_trace_full(w, "cannot grow (the disk is full)");
       return {};
     }
   }
-  std::byte* at = w.base + offset;
-  // The size goes in first so a reader can step over this record even before it is committed.
-  std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(at)).store(size, std::memory_order_relaxed);
-  return RecordSlot(at, size);
 }
 
-RecordSlot reserve_final_record(uint32_t size) noexcept {
+RecordSlot reserve_exit_record(uint32_t size) noexcept {
   Writer& w = writer();
+  // Acquire pairs with the release in open_locked(): base and mapping are set before the state.
   if (w.state.load(std::memory_order_acquire) != State::kOpen) return {};
-  uint64_t offset = w.final_next.fetch_add(size, std::memory_order_relaxed);
-  if (offset + size > w.capacity) return {};
-  if (offset + size > w.mapped.load(std::memory_order_acquire)) {
-    // Not in a signal handler's way: the lock is only contended while the file grows.
-    if (!w.open_mutex.try_lock()) return {};
-    bool grown = grow_locked(w, w.capacity);
-    w.open_mutex.unlock();
-    if (!grown) return {};
-  }
-  std::byte* at = w.base + offset;
-  std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(at)).store(size, std::memory_order_relaxed);
-  return RecordSlot(at, size);
+  std::byte* at = claim_mapped(w, size, 0);
+  return at ? RecordSlot(at, size) : RecordSlot();
 }
 
 uint64_t lost_record_count() noexcept { return writer().lost.load(std::memory_order_relaxed); }

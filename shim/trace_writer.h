@@ -32,8 +32,9 @@ class RecordSlot {
 // record is lost (no file, disk full, size limit): it is counted and said once.
 RecordSlot reserve_record(uint32_t size) noexcept;
 
-// The same from the area kept at the file's end for the exit records, once the rest is full.
-RecordSlot reserve_final_record(uint32_t size) noexcept;
+// For the exit records: from the reserve every ordinary record leaves free, so it works when the
+// trace is full. Async-signal-safe: no lock, no allocation, no system call; never opens the file.
+RecordSlot reserve_exit_record(uint32_t size) noexcept;
 
 // Records dropped so far.
 uint64_t lost_record_count() noexcept;

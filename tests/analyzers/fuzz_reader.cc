@@ -1,26 +1,64 @@
-// libFuzzer target: any bytes as a trace file through the reader, the lifecycle model, the op
-// scanner and the dump formatter. Nothing may crash, hang or read out of bounds.
+// libFuzzer target: any bytes as a trace file through every report ncclwatch-report has: dump,
+// leaks (text and JSON, symbolizing the call sites of the file's own module records), summary,
+// hang, latency (text, CSV and JSON) and timeline. Nothing may crash, hang, read out of bounds,
+// overflow a signed integer or grow memory past what the file justifies (run_fuzz.sh sets the
+// limits).
 #include "op_model.h"
 #include "reports.h"
 
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 using namespace ncclwatch::report;
 
+namespace {
+
+// Where each input is written for the reports to read (they take file names).
+const std::string& input_path() {
+  static const std::string path = [] {
+    const char* tmp = std::getenv("TMPDIR");
+    return std::string(tmp && *tmp ? tmp : "/tmp") + "/ncclwatch-fuzz-" + std::to_string(getpid()) + ".nwt";
+  }();
+  return path;
+}
+
+}  // namespace
+
+// The reports print; the fuzzer's own messages go to stderr, which run_fuzz.sh closes for the
+// target (-close_fd_mask=2). stdout goes to /dev/null rather than closed: a failed write would
+// make fmt::print throw.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  if (!std::freopen("/dev/null", "w", stdout)) std::abort();
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path = "/tmp/ncclwatch-fuzz-" + std::to_string(getpid()) + ".nwt";
+  const std::string& path = input_path();
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) return 0;
   if (size) std::fwrite(data, 1, size, f);
   std::fclose(f);
-  AnalysisOptions options;
-  options.threads = 1;
-  JobAnalysis a = analyze_job({path}, options);
-  bool findings = false;
-  (void)hang_json(a, findings).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  (void)latency_json(a).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+
+  Options options;
+  options.inputs = {path};
+  run_dump(path, options);
+  Job job = load_job(options.inputs);
+  run_leaks(job, options);  // text; symbolizes
+  run_summary(options);
+  run_hang(options);
+  run_latency(options);
+  options.csv = true;
+  run_latency(options);
+  options.csv = false;
+  options.json = true;
+  run_leaks(job, options);
+  run_summary(options);
+  run_hang(options);
+  run_latency(options);
+  options.output = "/dev/null";
+  run_timeline(options);
   return 0;
 }

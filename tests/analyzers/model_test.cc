@@ -128,3 +128,25 @@ TEST_CASE("NCCL version codes read as people write them") {
   CHECK(nccl_version_text("0") == "unknown version");
   CHECK(nccl_version_text("2.28") == "unknown version");
 }
+
+TEST_CASE("text from a trace becomes valid UTF-8, one U+FFFD per byte that starts no character") {
+  using ncclwatch::report::valid_utf8;
+  const std::string fffd = "\xEF\xBF\xBD";
+  CHECK(valid_utf8("world") == "world");
+  CHECK(valid_utf8("w\xC3\xB6rld") == "w\xC3\xB6rld");              // valid two-byte character kept
+  CHECK(valid_utf8("\xF0\x9F\x98\x80") == "\xF0\x9F\x98\x80");      // and a four-byte one
+  CHECK(valid_utf8(std::string("a\0b", 3)) == std::string("a\0b", 3));  // NUL is text (JSON escapes it)
+  CHECK(valid_utf8("w\xC3") == "w" + fffd);                           // cut in the middle of a character
+  CHECK(valid_utf8("job\xE9") == "job" + fffd);                       // Latin-1
+  CHECK(valid_utf8("n\xFF\xFE" "de0") == "n" + fffd + fffd + "de0");
+  CHECK(valid_utf8("\xC0\xAF") == fffd + fffd);                       // overlong "/"
+  CHECK(valid_utf8("\xED\xA0\x80") == fffd + fffd + fffd);            // a UTF-16 surrogate
+  CHECK(valid_utf8("\xF4\x90\x80\x80") == fffd + fffd + fffd + fffd); // past U+10FFFF
+  CHECK(valid_utf8("\xE2\x82") == fffd + fffd);                       // truncated three-byte sequence
+}
+
+TEST_CASE("the ranks a latency row counts are kept by rank seen, not by rank value") {
+  std::vector<int32_t> ranks;
+  for (int32_t r : {5, 5, 1, 1 << 30, 3, 5, 1}) note_rank(ranks, r);
+  CHECK(ranks == std::vector<int32_t>{1, 3, 5, 1 << 30});
+}

@@ -1,12 +1,17 @@
 """ncclwatch-report on synthetic jobs (written by gen_job, following trace_format.h exactly):
-what each report says, its exit status, and what it names on stderr."""
+what each report says, its exit status, and what it names on stderr. The hostile-input cases at
+the end use traces crafted byte by byte (craft_trace.py)."""
 import json
 import os
+import random
 import shutil
 import struct
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import craft_trace  # noqa: E402
 
 REPORT = os.environ["NCCLWATCH_REPORT"]
 GEN = os.environ["NCCLWATCH_GEN_JOB"]
@@ -285,6 +290,246 @@ def test_clean_job_exit_0():
         check(p.returncode == 0, (sub, p.returncode, p.stdout, p.stderr))
     rc, out, _ = report_json("hang", d)
     check(out["verdict"] == "no hang or mismatch found", out["verdict"])
+
+
+# Hostile input: what a report must survive -----------------------------------------------------
+
+CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+
+
+def run_raw(args, timeout=60):
+    """The report's bytes, unchecked: the tests below judge the exit status themselves."""
+    return subprocess.run([REPORT, *args], capture_output=True, timeout=timeout)
+
+
+def check_survived(p, what):
+    """Exited on its own with a status of the contract: no abort, no signal, no uncaught exception."""
+    check(0 <= p.returncode < 3 and b"terminate called" not in p.stderr,
+          (what, p.returncode, p.stderr.decode(errors="replace")[-2000:]))
+
+
+def check_all_reports(path, what, dump_file):
+    """Every report on `path` exits 0..2; what claims to be JSON parses (and so is valid UTF-8)."""
+    outputs = {}
+    timeline = os.path.join(tempdir(), "timeline.json")
+    for sub in (["summary"], ["summary", "--json"], ["leaks"], ["leaks", "--json"], ["hang", "--json"],
+                ["latency", "--json"], ["timeline", "-o", timeline]):
+        p = run_raw([*sub, path])
+        check_survived(p, (what, sub))
+        if "--json" in sub:
+            outputs[sub[0]] = json.loads(p.stdout.decode("utf-8"))
+    with open(timeline, "rb") as f:
+        json.loads(f.read().decode("utf-8"))
+    p = run_raw(["dump", dump_file])
+    check_survived(p, (what, "dump"))
+    for line in p.stdout.decode("utf-8").splitlines():
+        json.loads(line)
+    return outputs
+
+
+def test_not_utf8_never_aborts():
+    root = tempdir().encode()
+    # A trace folder whose name holds a Latin-1 byte (a file name is bytes, not text).
+    latin1 = os.path.join(root, b"job\xe9")
+    os.mkdir(latin1)
+    with open(os.path.join(latin1, b"r\xe9.nwt"), "wb") as f:
+        f.write(craft_trace.leaked_comm_named(b"world"))
+    # A communicator name cut in the middle of a character ("w\xc3" of "w\xc3\xb6rld").
+    cut = os.path.join(root, b"cut")
+    os.mkdir(cut)
+    with open(os.path.join(cut, b"a.nwt"), "wb") as f:
+        f.write(craft_trace.leaked_comm_named("w\u00f6rld".encode()[:2]))
+    # Two flipped bytes in the file header's host field.
+    host = os.path.join(root, b"host")
+    os.mkdir(host)
+    data = bytearray(craft_trace.leaked_comm_named(b"world"))
+    data[craft_trace.HOST_OFFSET + 1:craft_trace.HOST_OFFSET + 3] = b"\xff\xfe"
+    with open(os.path.join(host, b"a.nwt"), "wb") as f:
+        f.write(data)
+
+    out = check_all_reports(latin1, "latin-1 folder", os.path.join(latin1, b"r\xe9.nwt"))
+    check(out["leaks"]["leaks"][0]["trace"].endswith("job\ufffd/r\ufffd.nwt"), out["leaks"]["leaks"][0]["trace"])
+    out = check_all_reports(cut, "name cut mid-character", os.path.join(cut, b"a.nwt"))
+    check(out["leaks"]["leaks"][0]["name"] == "w\ufffd", out["leaks"]["leaks"][0])
+    out = check_all_reports(host, "host bytes flipped", os.path.join(host, b"a.nwt"))
+    check(out["leaks"]["leaks"][0]["host"] == "n\ufffd\ufffde0", out["leaks"]["leaks"][0])
+
+
+def test_flipped_bytes_never_crash():
+    d = job("clean")
+    original = open(os.path.join(d, sorted(os.listdir(d))[0]), "rb").read()
+    # Flips land in the bytes a reader interprets: the header's fields (not its zero padding) and
+    # the records.
+    meaningful = list(range(0, craft_trace.HOST_OFFSET + 64)) + list(range(craft_trace.HEADER_BYTES, len(original)))
+    rng = random.Random(20240611)
+    mutant = os.path.join(tempdir(), "mutant.nwt")
+    failures = []
+    for trial in range(300):
+        data = bytearray(original)
+        flips = [(rng.choice(meaningful), rng.randrange(1, 256)) for _ in range(2)]
+        for at, bits in flips:
+            data[at] ^= bits
+        with open(mutant, "wb") as f:
+            f.write(data)
+        for sub in (["leaks", "--json", mutant], ["dump", mutant]):
+            p = run_raw(sub, timeout=30)
+            if p.returncode < 0 or p.returncode >= 3 or b"terminate called" in p.stderr:
+                failures.append((trial, flips, sub[0], p.returncode, p.stderr.decode(errors="replace")[-300:]))
+    check(not failures, f"{len(failures)} of 600 runs crashed, e.g. {failures[:3]}")
+
+
+def module_trace(folder, module_path):
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "t.nwt")
+    with open(path, "wb") as f:
+        f.write(craft_trace.leaked_comm_in_module(module_path))
+    return path
+
+
+def strace_works():
+    """strace is installed and may trace here (containers often forbid ptrace)."""
+    if not shutil.which("strace"):
+        return False
+    return subprocess.run(["strace", "-qq", "-o", os.devnull, "true"], capture_output=True).returncode == 0
+
+
+def opened_paths(args, wanted):
+    """Runs the report under strace; the open calls that name `wanted`."""
+    log = os.path.join(tempdir(), "strace.log")
+    subprocess.run(["strace", "-f", "-qq", "-e", "trace=open,openat", "-o", log, REPORT, *args],
+                   capture_output=True, timeout=60)
+    with open(log) as f:
+        return [line for line in f if wanted in line]
+
+
+def test_module_paths_not_regular_files():
+    d = tempdir()
+    fifo = os.path.join(d, "module.fifo")
+    os.mkfifo(fifo)
+    not_elf = os.path.join(d, "notes.txt")
+    with open(not_elf, "w") as f:
+        f.write("not a program\n" * 100)
+    cases = {"fifo": fifo, "device": "/dev/zero", "directory": d, "not_elf": not_elf}
+    for what, module_path in cases.items():
+        folder = os.path.join(d, what)
+        module_trace(folder, module_path.encode())
+        for sub in (["leaks"], ["leaks", "--json"]):
+            try:
+                p = subprocess.run([REPORT, *sub, folder], capture_output=True, text=True, timeout=20)
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"{what}: `{' '.join(sub)}` still running after 20 s (it opened {module_path})")
+            check(p.returncode == 1, (what, sub, p.returncode, p.stderr))
+            # The frame is named by its module and offset, not by anything read from that path.
+            name = os.path.basename(module_path)
+            check(f"{name}+0x1234" in p.stdout, (what, sub, p.stdout))
+        # Reports that show no call sites never open module files.
+        for sub in (["summary"], ["hang"], ["latency"], ["leaks", "--no-symbols"],
+                    ["timeline", "-o", os.path.join(d, "t.json")]):
+            check_survived(run_raw([*sub, folder], timeout=20), (what, sub))
+    if strace_works():
+        fifo_folder = os.path.join(d, "fifo")
+        for sub in (["summary"], ["hang"], ["latency"], ["leaks", "--no-symbols"]):
+            check(not opened_paths([*sub, fifo_folder], fifo), (sub, "opened the module file"))
+        opens = opened_paths(["leaks", fifo_folder], fifo)
+        check(opens and all("O_NONBLOCK" in o for o in opens), opens)
+    # A module that is a real program is still symbolized, through the descriptor opened above.
+    nm = shutil.which("nm")
+    if nm:
+        symbols = subprocess.run([nm, "--defined-only", REPORT], capture_output=True, text=True).stdout.split("\n")
+        main = [int(line.split()[0], 16) for line in symbols if line.endswith(" T main")]
+        if main:
+            folder = os.path.join(d, "program")
+            os.makedirs(folder)
+            base = 0x7f0000000000
+            with open(os.path.join(folder, "t.nwt"), "wb") as f:
+                f.write(craft_trace.leaked_comm_in_module(REPORT.encode(), base=base, offset=main[0] + 1))
+            p = subprocess.run([REPORT, "leaks", folder], capture_output=True, text=True, timeout=20)
+            check("created at main" in p.stdout, p.stdout)
+
+
+def run_measured(args):
+    """Runs the report as the only child of a fresh process; returns (result, max RSS in MB)."""
+    code = ("import resource, subprocess, sys; p = subprocess.run(sys.argv[1:], capture_output=True); "
+            "sys.stdout.buffer.write(b'%d %d\\n' % (p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)); "
+            "sys.stdout.buffer.write(b'%d\\n' % len(p.stdout)); sys.stdout.buffer.write(p.stderr)")
+    p = subprocess.run([sys.executable, "-c", code, REPORT, *args], capture_output=True, timeout=120)
+    first, second, stderr = p.stdout.split(b"\n", 2)
+    rc, rss_kb = map(int, first.split())
+    return rc, rss_kb / 1024, int(second), stderr.decode(errors="replace")
+
+
+def test_huge_nranks_bounded():
+    d = tempdir()
+    path = os.path.join(d, "ranks.nwt")
+    with open(path, "wb") as f:
+        f.write(craft_trace.huge_nranks(comms=50, nranks=1 << 20))
+    for sub in (["hang", "--json"], ["summary", "--json"], ["hang"], ["latency", "--json"], ["leaks", "--json"]):
+        rc, rss_mb, out_bytes, err = run_measured([*sub, d])
+        check(rc in (0, 1), (sub, rc, err))
+        check(rss_mb < 300, (sub, f"max RSS {rss_mb:.0f} MB from a {os.path.getsize(path)} B file"))
+        check(out_bytes < 1 << 20, (sub, f"{out_bytes} B of output"))
+        check(path in err and "1048576" in err and "nranks" in err, (sub, err))
+    # The implausible size is taken as unknown.
+    rc, out, _ = report_json("leaks", d)
+    check(len(out["leaks"]) == 50 and all(e["nranks"] == -1 for e in out["leaks"]), out["leaks"][0])
+    # A plausible but large size: absent ranks are counted, listed only in part.
+    with open(path, "wb") as f:
+        f.write(craft_trace.huge_nranks(comms=50, nranks=200000))
+    rc, rss_mb, out_bytes, err = run_measured(["hang", "--json", d])
+    check(rc == 1 and rss_mb < 300 and out_bytes < 1 << 20, (rc, rss_mb, out_bytes, err))
+    rc, out, _ = report_json("hang", d)
+    c = out["comms"][0]
+    check(c["absent_count"] == 199999 and c["absent_ranges"] == [[1, 199999]], {k: c[k] for k in c if "absent" in k})
+    check(c["absent_ranks"][:3] == [1, 2, 3], c["absent_ranks"][:3])
+
+
+def test_seq_jumps_bounded():
+    d = tempdir()
+    path = os.path.join(d, "jumps.nwt")
+    with open(path, "wb") as f:
+        f.write(craft_trace.seq_jumps(records=256))
+    rc, rss_mb, out_bytes, err = run_measured(["hang", "--json", d])
+    check(rc in (0, 1) and rss_mb < 300, (rc, f"max RSS {rss_mb:.0f} MB from a {os.path.getsize(path)} B file", err))
+    check(path in err and "seq" in err, err)
+    # The divergence pass reads two ranks' files again: their seqs must not size its tables either.
+    d = tempdir()
+    for rank in (0, 1):
+        with open(os.path.join(d, f"r{rank}.nwt"), "wb") as f:
+            f.write(craft_trace.divergence_seq_jumps(rank, records=200))
+    rc, rss_mb, out_bytes, err = run_measured(["hang", "--json", d])
+    check(rc in (0, 1) and rss_mb < 300, (rc, f"max RSS {rss_mb:.0f} MB", err))
+
+
+def test_init_all_call_site_copies_bounded():
+    # One 400 KB ncclCommInitAll call site, 2000 communicators made by it: each keeps what the shim
+    # could have written (64 frames, short names), not 2000 copies of the record's claims.
+    d = tempdir()
+    with open(os.path.join(d, "init_all.nwt"), "wb") as f:
+        f.write(craft_trace.init_all_ends(ends=2000))
+    for sub in (["summary"], ["leaks", "--json"]):
+        rc, rss_mb, out_bytes, err = run_measured([*sub, d])
+        check(rc == 1 and rss_mb < 300, (sub, rc, f"max RSS {rss_mb:.0f} MB", err))
+    rc, out, _ = report_json("leaks", d)
+    check(len(out["leaks"]) == 2000 and all(len(e["stack"]) == 64 and len(e["name"]) == 1024 for e in out["leaks"]),
+          out["leaks"][0])
+
+
+def test_header_only_trace_named():
+    header_only = os.path.join(CORPUS, "header_only.nwt")
+    timeline = os.path.join(tempdir(), "t.json")
+    for sub in (["summary"], ["leaks"], ["leaks", "--json"], ["hang"], ["latency"], ["timeline", "-o", timeline]):
+        p = report(*sub, header_only)
+        check(p.returncode == 2, (sub, p.returncode, p.stdout))
+        check(header_only in p.stderr and "no records" in p.stderr, (sub, p.stderr))
+    dump = report("dump", header_only)
+    check(dump.returncode == 2 and "no records" in dump.stderr, (dump.returncode, dump.stderr))
+    check([json.loads(line)["type"] for line in dump.stdout.splitlines()] == ["file_header"], dump.stdout)
+    # Beside usable traces it is named, and the job is judged on the others.
+    d = job("clean")
+    shutil.copy(header_only, os.path.join(d, "died-early.nwt"))
+    for sub in ("summary", "leaks"):
+        p = report(sub, d)
+        check(p.returncode == 0 and "died-early.nwt" in p.stderr and "no records" in p.stderr, (sub, p.returncode, p.stderr))
 
 
 if __name__ == "__main__":

@@ -105,7 +105,10 @@ TEST_CASE("a file truncated anywhere gives back every record before the cut") {
   size_t last_count = 0;
   for (size_t cut = kHeaderBytes; cut < kHeaderBytes + 40 * record; cut += 24) {
     ReadResult r = read_file(write_copy(bytes, cut, "truncated.nwt"));
-    REQUIRE(r.ok);
+    if (!r.ok) {  // a cut before the first whole record leaves a file with no records: refused
+      CHECK(last_count == 0);
+      continue;
+    }
     CHECK(r.call_ids.size() >= last_count);  // more file never means fewer records
     last_count = r.call_ids.size();
     for (size_t i = 0; i < r.call_ids.size(); ++i) REQUIRE(r.call_ids[i] == i + 1);

@@ -186,6 +186,32 @@ int all_resources() {
   return 0;
 }
 
+// Runs until a signal ends it, through every moment a signal can land in: communicator init
+// and destroy, collectives that grow the trace chunk by chunk, and fork. Says "ready" once the
+// first communicator exists, so a signal finds the shim attached.
+int churn() {
+  static float data[64];
+  bool said_ready = false;
+  for (unsigned round = 0;; ++round) {
+    ncclUniqueId id;
+    ncclComm_t comm = nullptr;
+    CHECK(ncclGetUniqueId(&id));
+    CHECK(ncclCommInitRank(&comm, 1, id, 0));
+    if (!said_ready) {
+      std::printf("ready\n");
+      std::fflush(stdout);
+      said_ready = true;
+    }
+    for (int i = 0; i < 2000; ++i) CHECK(ncclAllReduce(data, data, 64, ncclFloat, ncclSum, comm, nullptr));
+    if (round % 8 == 7) {
+      pid_t child = fork();
+      if (child == 0) _exit(0);
+      if (child > 0) waitpid(child, nullptr, 0);
+    }
+    CHECK(ncclCommDestroy(comm));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -197,6 +223,7 @@ int main(int argc, char** argv) {
   if (scenario == "fork") return fork_child_leaks();
   if (scenario == "destroy-hangs") return destroy_hangs();
   if (scenario == "all-resources") return all_resources();
-  std::fprintf(stderr, "usage: lifecycle_app leaky|clean|wait-for-kill|threads|fork|destroy-hangs|all-resources\n");
+  if (scenario == "churn") return churn();
+  std::fprintf(stderr, "usage: lifecycle_app leaky|clean|wait-for-kill|threads|fork|destroy-hangs|all-resources|churn\n");
   return 2;
 }

@@ -1,0 +1,169 @@
+"""Hand-made trace files for the hostile-input tests, laid out byte for byte as
+common/ncclwatch/trace_format.h says, so that a test can put any value in any field.
+
+Run as a script to (re)write the crafted seeds of the fuzz corpus:
+    python3 tests/analyzers/craft_trace.py tests/analyzers/corpus
+"""
+import os
+import struct
+import sys
+
+MAGIC = b"NCCLWTCH"
+VERSION = 3
+MIN_READER = 2
+HEADER_BYTES = 4096
+COMMIT = 0xC0DE
+
+# RecordType
+PROCESS, LIBRARY, MODULE, CALL_BEGIN, CALL_END, EXIT_BEGIN, PROCESS_END, LOST, NOTICE, COLLECTIVE = range(2, 12)
+GPU_TIMING, STALL = 12, 13
+# Api
+COMM_INIT_RANK, ALL_REDUCE = 1, 40
+# OpRecord.flags
+OP_TIMED = 2
+
+HOST_OFFSET = 48  # FileHeader.host
+
+
+def file_header(host=b"node0", pid=4242, wall_ns=1_700_000_000_000_000_000, mono_ns=5_000_000_000):
+    h = bytearray(HEADER_BYTES)
+    struct.pack_into("<8sIIIIII", h, 0, MAGIC, VERSION, MIN_READER, HEADER_BYTES, pid, 1, 0)
+    struct.pack_into("<qq", h, 32, wall_ns, mono_ns)
+    h[HOST_OFFSET:HOST_OFFSET + len(host)] = host
+    return bytes(h)
+
+
+def pad8(b):
+    return b + b"\0" * (-len(b) % 8)
+
+
+def record(rtype, body):
+    """A committed record: header, body, padding to 8."""
+    size = 8 + len(pad8(body))
+    return struct.pack("<IHH", size, rtype, COMMIT) + pad8(body)
+
+
+def strings(rtype, entries, time_ns=5_000_000_000):
+    blob = b"".join(e + b"\0" for e in entries)
+    return record(rtype, struct.pack("<qII", time_ns, len(blob), 0) + blob)
+
+
+def module(path, base):
+    return record(MODULE, struct.pack("<QQII", base, 0, len(path), 0) + path)
+
+
+def api_event(rtype, call_id, api, time_ns, comm=0, comm_id=0, rank=0, nranks=1, frames=(), name=b"", site=b"",
+              result=0):
+    body = struct.pack("<QqIHhQQQQQiiiiiIHHIHHI", call_id, time_ns, 4242, api, result, comm, comm_id, 0, 0, 0, rank,
+                       nranks, 0, 0, 0, 0, len(frames), len(name), 0, len(site), 0, 0)
+    tail = b"".join(struct.pack("<Q", f) for f in frames) + name + site
+    return record(rtype, body + tail)
+
+
+def op(comm_id, seq, rank=0, nranks=2, count=1024, time_ns=6_000_000_000, launch_id=None, api=ALL_REDUCE, flags=0):
+    body = struct.pack("<QQQQQqqQIHhiiiBBHiI", comm_id, 0x1000, seq, count, 0x5000, time_ns, time_ns + 5000,
+                       launch_id if launch_id is not None else seq, 4242, api, 0, -1, rank, nranks, 7, 0, flags, 0, 0)
+    return record(COLLECTIVE, body)
+
+
+def exit_records(time_ns=9_000_000_000):
+    body = struct.pack("<qIiIIQ", time_ns, 1, 0, 0, 0, 0)
+    return record(EXIT_BEGIN, body) + record(PROCESS_END, body)
+
+
+def process(host=b"node0"):
+    return strings(PROCESS, [b"host=" + host, b"pid=4242"]) + strings(LIBRARY, [b"path=/usr/lib/libnccl.so.2",
+                                                                                 b"version=22809"])
+
+
+def comm_created(call_id, comm, comm_id, rank=0, nranks=2, name=b"", frames=(), site=b"", time_ns=5_100_000_000):
+    """A ncclCommInitRank that returned: begin and end records."""
+    return (api_event(CALL_BEGIN, call_id, COMM_INIT_RANK, time_ns, comm_id=comm_id, rank=rank, nranks=nranks,
+                      frames=frames, name=name, site=site) +
+            api_event(CALL_END, call_id, COMM_INIT_RANK, time_ns + 300_000, comm=comm, comm_id=comm_id, rank=rank,
+                      nranks=nranks))
+
+
+# The traces the tests and the fuzz corpus share ---------------------------------------------------
+
+def leaked_comm_named(name):
+    """One process that created a communicator called `name` and never destroyed it."""
+    return file_header() + process() + comm_created(1, 0xC0FFEE, 0xA11CE00000000001, name=name) + \
+        op(0xA11CE00000000001, 1) + exit_records()
+
+
+def leaked_comm_in_module(path, base=0x7f0000000000, offset=0x1234):
+    """A leaked communicator whose creating call site is a frame inside the module at `path`."""
+    return file_header() + process() + module(path, base) + \
+        comm_created(1, 0xC0FFEE, 0xA11CE00000000001, frames=(base + offset,)) + exit_records()
+
+
+def huge_nranks(comms=50, nranks=1 << 20):
+    """`comms` communicators, each created and used once, each claiming `nranks` ranks."""
+    out = file_header() + process()
+    for i in range(comms):
+        comm_id = 0xB16_0000_0000_0000 + i
+        out += comm_created(2 * i + 1, 0x1000 + i, comm_id, rank=0, nranks=nranks)
+        out += op(comm_id, 1, rank=0, nranks=nranks, launch_id=i + 1)
+    return out + exit_records()
+
+
+def seq_jumps(records=400, jump=1 << 16):
+    """Collectives whose seqs leap by `jump`: a slot table sized by seq would reach ~records x jump."""
+    out = file_header() + process() + comm_created(1, 0x1000, 0x5E0, nranks=2)
+    for i in range(records):
+        out += op(0x5E0, 1 + i * jump, rank=0, nranks=2, launch_id=i + 1)
+    return out + exit_records()
+
+
+def divergence_seq_jumps(rank, records=400, jump=(1 << 20) - 1):
+    """One rank of a 2-rank job whose op counts on communicator A differ (so the divergence pass reads
+    both files again) while communicator B's seqs leap by `jump`."""
+    a, b = 0xA000, 0xB000
+    out = file_header(pid=4242 + rank) + process() + comm_created(1, 0x1000, a, rank=rank) + \
+        comm_created(2, 0x1001, b, rank=rank)
+    launch = 0
+    for i in range(records):
+        launch += 1
+        out += op(b, 1 + i * jump, rank=rank, launch_id=launch)
+        if i < 3 - rank:
+            launch += 1
+            out += op(a, 1 + i, rank=rank, launch_id=launch)
+    return out + exit_records()
+
+
+def init_all_ends(ends=2000, frames=20000, text=20000):
+    """An ncclCommInitAll whose one begin record carries a large call site, then `ends` end records
+    (ncclCommInitAll writes one per communicator it made): each communicator keeps the call site."""
+    init_all = 3
+    out = file_header() + process()
+    out += api_event(CALL_BEGIN, 1, init_all, 5_100_000_000, nranks=ends,
+                     frames=tuple(0x7f0000001000 + i for i in range(frames)), name=b"n" * text, site=b"s" * text)
+    for i in range(ends):
+        out += api_event(CALL_END, 1, init_all, 5_200_000_000, comm=0x1000 + i, comm_id=0xA0000 + i, rank=i % 8,
+                         nranks=8)
+    return out + exit_records()
+
+
+def corpus(folder):
+    """The crafted seeds of the fuzz corpus (small files, one per hostile shape). The corpus also
+    holds inputs the fuzzer found, kept as they were (e.g. leak_age_overflow.nwt)."""
+    seeds = {
+        "header_only.nwt": file_header(),
+        "comm_name_cut_mid_character.nwt": leaked_comm_named("wörld".encode()[:2]),
+        "host_not_utf8.nwt": bytearray(leaked_comm_named(b"world")),
+        "module_path_fifo.nwt": leaked_comm_in_module(b"/dev/stdin"),
+        "module_path_not_elf.nwt": leaked_comm_in_module(b"/etc/hostname"),
+        "nranks_2_pow_20.nwt": huge_nranks(comms=8),
+        "seq_jumps.nwt": seq_jumps(records=8),
+        "init_all_large_call_site.nwt": init_all_ends(ends=8, frames=100, text=100),
+    }
+    seeds["host_not_utf8.nwt"][HOST_OFFSET + 1:HOST_OFFSET + 3] = b"\xff\xfe"
+    os.makedirs(folder, exist_ok=True)
+    for name, data in seeds.items():
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(bytes(data))
+
+
+if __name__ == "__main__":
+    corpus(sys.argv[1])

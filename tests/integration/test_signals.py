@@ -1,0 +1,77 @@
+"""Signals landing anywhere: a process under the shim must die by the signal it was sent, at any
+moment (communicator init and destroy, trace growth, fork), and its trace must say so."""
+import json
+import os
+import random
+import signal
+import subprocess
+import tempfile
+import time
+
+from harness import HOSTNCCL_DIR, REPORT, SHIM, app, check, main
+
+SIGNALS = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP]
+
+
+def start_churn(trace_dir):
+    env = dict(os.environ)
+    # Trace growth made slow (tests/integration/apps/slow_fallocate.cc): signals land inside it.
+    env.update({"LD_PRELOAD": app("libslow_fallocate.so") + ":" + SHIM, "SLOW_FALLOCATE_MS": "100", "NCCLWATCH_DIR": trace_dir,
+                "LD_LIBRARY_PATH": HOSTNCCL_DIR + ":" + env.get("LD_LIBRARY_PATH", "")})
+    return subprocess.Popen([app("lifecycle_app"), "churn"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_trace(trace_dir, proc, run):
+    """The first NCCL call creates the trace: from then on the shim's handlers are installed."""
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        if os.path.isdir(trace_dir) and os.listdir(trace_dir):
+            return
+        check(proc.poll() is None, f"run {run}: churn exited early with {proc.returncode}")
+        time.sleep(0.01)
+    raise AssertionError(f"run {run}: no trace after 30 s")
+
+
+def signals_at_random_moments_always_kill(runs=int(os.environ.get("NCCLWATCH_SIGNAL_RUNS", "40")), seed=None):
+    """Each run: the churn program, one signal after a random delay; it must die by that signal
+    within 10 s (a deadlock in the shim's handler would keep it alive until SIGKILL)."""
+    rng = random.Random(seed if seed is not None else int(time.time()))
+    tmp = tempfile.mkdtemp(prefix="ncclwatch-signals-")
+    stuck, wrong_death, without_final = [], [], []
+    batch = 1  # one at a time: the stand-in's unique ids are not unique across concurrent processes
+    for first in range(0, runs, batch):
+        procs = []
+        for run in range(first, min(first + batch, runs)):
+            trace_dir = os.path.join(tmp, f"run{run}")
+            proc = start_churn(trace_dir)
+            wait_for_trace(trace_dir, proc, run)
+            procs.append((run, proc, rng.choice(SIGNALS), rng.uniform(0, 0.4), trace_dir))
+        for run, proc, sig, delay, _ in procs:
+            time.sleep(delay)
+            proc.send_signal(sig)
+        for run, proc, sig, delay, trace_dir in procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                stuck.append(f"run {run}: {sig.name} after {delay:.3f}s")
+                continue
+            if proc.returncode != -sig:
+                wrong_death.append(f"run {run}: {sig.name} gave exit {proc.returncode}: {proc.stderr.read()[-500:]}")
+                continue
+            files = [os.path.join(trace_dir, f) for f in os.listdir(trace_dir)]
+            if all(os.path.getsize(f) < 4096 for f in files):
+                continue  # killed while creating the file, before its header: nothing to end
+            code = subprocess.run([REPORT, "summary", "--json", trace_dir], capture_output=True, text=True, timeout=60)
+            summary = json.loads(code.stdout) if code.stdout.strip().startswith("{") else {}
+            if summary.get("processes_without_final_record", 1) != 0:
+                without_final.append(f"run {run}: {sig.name}: {code.stdout[:300]} {code.stderr[:300]}")
+    check(not stuck, f"{len(stuck)} of {runs} processes did not die by their signal:\n" + "\n".join(stuck))
+    check(not wrong_death, "\n".join(wrong_death))
+    check(not without_final, "traces without the final record:\n" + "\n".join(without_final))
+
+
+if __name__ == "__main__":
+    main({"signals_at_random_moments_always_kill": signals_at_random_moments_always_kill})
