@@ -104,6 +104,7 @@ class ProcessBuilder {
   void finish() {
     for (CommInstance& c : p_.comms) c.state = decide_state(c);
     if (p_.process_end) p_.lost_records = std::max(p_.lost_records, p_.process_end->lost_records);
+    believe_exit_counts_of_a_full_trace();
   }
 
  private:
@@ -271,6 +272,19 @@ class ProcessBuilder {
       }
   }
 
+  // A full trace (NCCLWATCH_MAX_MB, a full disk) loses the records of later releases; the exit
+  // record, written from a reserve, counts what was really alive at exit. When it says nothing
+  // was, what the trace shows alive was released unrecorded: a full trace makes no false leak.
+  void believe_exit_counts_of_a_full_trace() {
+    if (!p_.process_end || p_.lost_records == 0) return;
+    if (p_.process_end->live_comms == 0)
+      for (CommInstance& c : p_.comms)
+        if (c.state == CommState::kLeaked || c.state == CommState::kFinalized || c.state == CommState::kDestroyHung)
+          c.state = CommState::kReleaseUnrecorded;
+    if (p_.process_end->live_resources == 0)
+      for (ResourceInstance& r : p_.resources) r.released = true;
+  }
+
   CommState decide_state(const CommInstance& c) const {
     if (c.state == CommState::kInitFailed) return CommState::kInitFailed;
     if (c.release_begin_ns) {
@@ -304,6 +318,7 @@ const char* state_name(CommState state) {
     case CommState::kLeaked: return "leaked";
     case CommState::kInitFailed: return "init_failed";
     case CommState::kInitHung: return "init_hung";
+    case CommState::kReleaseUnrecorded: return "release_unrecorded";
   }
   return "unknown";
 }

@@ -15,7 +15,10 @@
 namespace ncclwatch::report {
 
 // End states, as named in the JSON contract.
-enum class CommState { kDestroyed, kFinalized, kAborted, kReleasedAtExit, kDestroyHung, kLeaked, kInitFailed, kInitHung };
+// kReleaseUnrecorded: the trace shows it alive, but the trace lost records (full) and the shim's
+// exit record says nothing was alive at exit: released, the record of it lost. Not a leak.
+enum class CommState { kDestroyed, kFinalized, kAborted, kReleasedAtExit, kDestroyHung, kLeaked, kInitFailed, kInitHung,
+                       kReleaseUnrecorded };
 const char* state_name(CommState state);
 inline bool is_leak(CommState s) {
   return s == CommState::kLeaked || s == CommState::kReleasedAtExit || s == CommState::kDestroyHung;
