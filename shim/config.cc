@@ -122,16 +122,19 @@ const Config& config() noexcept {
   static const Config* config = [] {
     std::vector<std::string> problems;
     auto* c = new Config(parse_settings([](const char* name) { return std::getenv(name); }, problems));
-    for (const std::string& line : problems) {
-      // write(2): the shim prints nothing through stdio, which the application owns.
-      std::string text = line + "\n";
-      ssize_t ignored = ::write(STDERR_FILENO, text.data(), text.size());
-      (void)ignored;
-    }
     c->problems = std::move(problems);
     return c;
   }();
   return *config;
+}
+
+void print_setting_problems() noexcept {
+  for (const std::string& line : config().problems) {
+    // write(2): the shim prints nothing through stdio, which the application owns.
+    ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+    ignored = ::write(STDERR_FILENO, "\n", 1);
+    (void)ignored;
+  }
 }
 
 }  // namespace ncclwatch

@@ -44,4 +44,8 @@ inline constexpr int kLeakExitStatus = 70;
 
 const Config& config() noexcept;
 
+// Names each refused setting on stderr: at a process's first NCCL call, so processes that never
+// call NCCL (a launcher that merely looks NCCL up) print nothing.
+void print_setting_problems() noexcept;
+
 }  // namespace ncclwatch

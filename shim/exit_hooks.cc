@@ -262,6 +262,7 @@ void attach_process() noexcept {
     auto finalizing = reinterpret_cast<IsFinalizingFn>(real_dlsym(RTLD_DEFAULT, "Py_IsFinalizing"));
     if (!finalizing) finalizing = reinterpret_cast<IsFinalizingFn>(real_dlsym(RTLD_DEFAULT, "_Py_IsFinalizing"));
     g_python_is_finalizing.store(finalizing, std::memory_order_relaxed);
+    print_setting_problems();
     g_attached.store(true, std::memory_order_release);
   } catch (...) {
   }
