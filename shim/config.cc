@@ -24,7 +24,7 @@ class SettingsParser {
   }
 
   // A whole number in [min, max]; digits only (no sign, no suffix), overflow refused.
-  template <class T> void whole(const char* name, T& out, uint64_t min, uint64_t max, const char* unit = "") {
+  template <class T> void whole(const char* name, T& out, uint64_t min, uint64_t max) {
     const char* text = raw(name);
     if (!text) return;
     errno = 0;
@@ -32,8 +32,8 @@ class SettingsParser {
     unsigned long long value = std::strtoull(text, &end, 10);
     bool digits_only = text[0] >= '0' && text[0] <= '9' && *end == '\0';
     if (!digits_only || errno == ERANGE || value < min || value > max) {
-      refuse(name, text, "a whole number from " + std::to_string(min) + " to " + std::to_string(max) + unit,
-             std::to_string(out) + unit);
+      refuse(name, text, "a whole number from " + std::to_string(min) + " to " + std::to_string(max),
+             std::to_string(out));
       return;
     }
     out = static_cast<T>(value);

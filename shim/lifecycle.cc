@@ -2,12 +2,12 @@
 #include "clock.h"
 #include "comm_table.h"
 #include "config.h"
-#include "text_limits.h"
 #include "exit_hooks.h"
 #include "identity.h"
 #include "process_info.h"
 #include "recorder.h"
 #include "registry.h"
+#include "text_limits.h"
 
 #include <cstddef>
 #include <cstring>

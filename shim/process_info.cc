@@ -1,9 +1,8 @@
 #include "process_info.h"
 
+#include "clock.h"
 #include "config.h"
 #include "text_limits.h"
-
-#include "clock.h"
 
 #include <unistd.h>
 
