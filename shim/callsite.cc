@@ -72,6 +72,10 @@ void capture_call_site(CallSite& site, int max_frames) noexcept {
   try {
     void* raw[CallSite::kMaxFrames + 8];
     int depth = backtrace(raw, CallSite::kMaxFrames + 8);
+    // Frames before our own belong to backtrace's implementation (a sanitizer's interceptor).
+    int first = 0;
+    while (first < depth && !is_inside_shim(raw[first])) ++first;
+    if (first == depth) first = 0;
     site.nframes = 0;
     // The summary names the caller. Libraries such as libtorch_cuda.so hide most internal
     // functions, so when the first frame has no symbol, a few frames up in the same module
@@ -79,7 +83,7 @@ void capture_call_site(CallSite& site, int max_frames) noexcept {
     constexpr int kSummaryLookahead = 8;
     bool summarized = false;
     const void* caller_module = nullptr;
-    for (int i = 0; i < depth && site.nframes < max_frames && site.nframes < CallSite::kMaxFrames; ++i) {
+    for (int i = first; i < depth && site.nframes < max_frames && site.nframes < CallSite::kMaxFrames; ++i) {
       Dl_info info{};
       bool known = dladdr(raw[i], &info) != 0;
       if (known && is_inside_shim(raw[i])) continue;  // our own wrapper frames

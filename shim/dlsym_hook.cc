@@ -15,31 +15,22 @@
 
 #include <dlfcn.h>
 
-#include <cstring>
 
 namespace ncclwatch {
 namespace {
 
-bool may_be_wrapped(void* handle, const char* name) {
-  // RTLD_DEFAULT and RTLD_NEXT search the global scope, where our exports already come first.
-  return name && std::strncmp(name, "nccl", 4) == 0 && handle != RTLD_DEFAULT && handle != RTLD_NEXT &&
-         bound_wrapper(0, name) != nullptr && config().record;
+// Spelled out, not strncmp: a sanitizer runtime's strncmp is not ready when it first calls dlsym.
+NCCLWATCH_UNINSTRUMENTED bool names_nccl(const char* name) {
+  return name && name[0] == 'n' && name[1] == 'c' && name[2] == 'c' && name[3] == 'l';
 }
 
-}  // namespace
-}  // namespace ncclwatch
+bool may_be_wrapped(void* handle, const char* name) {
+  // RTLD_DEFAULT and RTLD_NEXT search the global scope, where our exports already come first.
+  return handle != RTLD_DEFAULT && handle != RTLD_NEXT && bound_wrapper(0, name) != nullptr && config().record;
+}
 
-// Returns the function to jump to with dlsym's arguments (the C library's dlsym), or nullptr
-// after storing the answer in *answer.
-extern "C" __attribute__((visibility("hidden"), used)) void* ncclwatch_route_dlsym(void* handle, const char* name,
-                                                                                  const void* caller, void** answer) noexcept {
-  using namespace ncclwatch;
-  *answer = nullptr;
-  void* libc_dlsym = real_dlsym_function();
-  if (!libc_dlsym) {
-    notice_once(Notice::kDlsymUnavailable, "ncclwatch: the C library's dlsym was not found; dlsym answers nothing");
-    return nullptr;
-  }
+// The lookup of an NCCL name, which may hand out a wrapper.
+void* route_nccl_lookup(void* handle, const char* name, const void* caller, void* libc_dlsym, void** answer) {
   if (!may_be_wrapped(handle, name)) return libc_dlsym;
   void* found = real_dlsym(handle, name);
   *answer = found;
@@ -51,6 +42,24 @@ extern "C" __attribute__((visibility("hidden"), used)) void* ncclwatch_route_dls
     real_dlsym(handle, name);
   }
   return nullptr;
+}
+
+}  // namespace
+}  // namespace ncclwatch
+
+// Returns the function to jump to with dlsym's arguments (the C library's dlsym), or nullptr
+// after storing the answer in *answer.
+extern "C" __attribute__((visibility("hidden"), used)) NCCLWATCH_UNINSTRUMENTED void* ncclwatch_route_dlsym(
+    void* handle, const char* name, const void* caller, void** answer) noexcept {
+  using namespace ncclwatch;
+  *answer = nullptr;
+  void* libc_dlsym = real_dlsym_function();
+  if (libc_dlsym && !names_nccl(name)) return libc_dlsym;
+  if (!libc_dlsym) {
+    notice_once(Notice::kDlsymUnavailable, "ncclwatch: the C library's dlsym was not found; dlsym answers nothing");
+    return nullptr;
+  }
+  return route_nccl_lookup(handle, name, caller, libc_dlsym, answer);
 }
 
 #if defined(__x86_64__)

@@ -92,7 +92,9 @@ AlertCounts build_alert(AlertText& out, bool wait) {
   constexpr size_t kEntryRoom = 2048;
   uint32_t not_shown = 0;
   auto full = [&] { return body.size() + kEntryRoom > sizeof(body_buffer); };
-  bool read = registry().read(
+  // Before the first communicator there is no table, and nothing to list.
+  Registry* table = existing_registry();
+  bool read = !table || table->read(
       [&](const std::vector<CommEntry>& comms, const std::vector<ResourceEntry>& resources) {
         for (const CommEntry& c : comms) {
           ++counts.comms;

@@ -1,14 +1,25 @@
 #include "registry.h"
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 
 namespace ncclwatch {
 
+namespace {
+std::atomic<Registry*> g_registry{nullptr};
+}  // namespace
+
 Registry& registry() {
-  static Registry* r = new Registry();  // never destroyed: read by the exit path
+  static Registry* r = [] {
+    auto* made = new Registry();  // never destroyed: read by the exit path
+    g_registry.store(made, std::memory_order_release);
+    return made;
+  }();
   return *r;
 }
+
+Registry* existing_registry() noexcept { return g_registry.load(std::memory_order_acquire); }
 
 namespace {
 bool is_live(const CommEntry& e) { return e.phase != CommPhase::kReleasedAtExit; }

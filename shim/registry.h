@@ -98,5 +98,7 @@ class Registry {
 };
 
 Registry& registry();
+// The table if anything made it, else nullptr; allocates nothing, so a signal handler may call it.
+Registry* existing_registry() noexcept;
 
 }  // namespace ncclwatch

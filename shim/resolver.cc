@@ -37,9 +37,11 @@ std::atomic<const void*> g_dlsym_callers[16];
 std::atomic<int> g_library_count{0};  // libraries().size(), readable without the lock
 
 using DlsymFn = void* (*)(void*, const char*);
-std::atomic<DlsymFn> g_libc_dlsym{nullptr};
+// Read and written with __atomic builtins: std::atomic's members may not be inlined into an
+// uninstrumented caller.
+DlsymFn g_libc_dlsym = nullptr;
 
-DlsymFn find_libc_dlsym() {
+NCCLWATCH_UNINSTRUMENTED DlsymFn find_libc_dlsym() {
   // dlvsym is not interposed, so it reaches the C library; RTLD_NEXT from here skips the shim.
   // The architecture's base version exists in every glibc (2.34 keeps it beside its new one), so
   // the first lookup succeeds: a failed one would allocate its error message, and a malloc
@@ -231,13 +233,13 @@ bool is_nccl_library_name(const char* path) noexcept {
   return std::strncmp(base, "libnccl.so", 10) == 0;
 }
 
-void* real_dlsym_function() noexcept {
+NCCLWATCH_UNINSTRUMENTED void* real_dlsym_function() noexcept {
   // No function-local static: its guard would deadlock a thread that re-enters while resolving.
   // Two threads resolving at once find the same function.
-  DlsymFn fn = g_libc_dlsym.load(std::memory_order_acquire);
+  DlsymFn fn = __atomic_load_n(&g_libc_dlsym, __ATOMIC_ACQUIRE);
   if (!fn) {
     fn = find_libc_dlsym();
-    g_libc_dlsym.store(fn, std::memory_order_release);
+    __atomic_store_n(&g_libc_dlsym, fn, __ATOMIC_RELEASE);
   }
   return reinterpret_cast<void*>(fn);
 }

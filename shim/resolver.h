@@ -98,6 +98,10 @@ int library_count() noexcept;
 // The path of library `id`, or "" (allocation-free, for the exit alert).
 const char* library_path(uint16_t id) noexcept;
 
+// Sanitizer runtimes look their interceptors up through dlsym before their shadow memory exists:
+// whatever dlsym runs for a name that is not NCCL's must not be instrumented.
+#define NCCLWATCH_UNINSTRUMENTED __attribute__((no_sanitize("address", "thread", "undefined")))
+
 // The C library's own dlsym: the shim exports a dlsym of its own (dlsym_hook.cc), so the shim's
 // lookups must not go through that name.
 void* real_dlsym(void* handle, const char* name) noexcept;

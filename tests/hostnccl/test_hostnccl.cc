@@ -136,13 +136,15 @@ TEST_CASE("CommInitRankScalable uses the first id") {
   std::array<ncclUniqueId, 2> ids;
   for (auto& id : ids) REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
   std::vector<ncclComm_t> comms(n);
+  // Catch2's assertions are not thread-safe: threads keep results, the test thread checks them.
+  std::vector<ncclResult_t> results(n, ncclInternalError);
   std::vector<std::thread> threads;
   for (int i = 0; i < n; ++i) {
-    threads.emplace_back([&, i] {
-      CHECK(ncclCommInitRankScalable(&comms[size_t(i)], n, i, 2, ids.data(), nullptr) == ncclSuccess);
-    });
+    threads.emplace_back(
+        [&, i] { results[size_t(i)] = ncclCommInitRankScalable(&comms[size_t(i)], n, i, 2, ids.data(), nullptr); });
   }
   for (auto& t : threads) t.join();
+  for (ncclResult_t result : results) REQUIRE(result == ncclSuccess);
   allreduce_in_group(comms, make_streams(n));
   destroy_all(comms);
 }
@@ -154,11 +156,13 @@ TEST_CASE("Finalize waits for the communicator's enqueued work") {
   auto streams = make_streams(n);
   int32_t in = 1, out0 = 0;
   REQUIRE(ncclAllReduce(&in, &out0, 1, ncclInt32, ncclSum, comms[0], streams[0]) == ncclSuccess);
+  ncclResult_t late_result = ncclInternalError;
+  CUresult late_sync = CUDA_ERROR_UNKNOWN;
   std::thread late([&] {
     std::this_thread::sleep_for(200ms);
     int32_t out1 = 0;
-    CHECK(ncclAllReduce(&in, &out1, 1, ncclInt32, ncclSum, comms[1], streams[1]) == ncclSuccess);
-    CHECK(cuStreamSynchronize(streams[1]) == CUDA_SUCCESS);
+    late_result = ncclAllReduce(&in, &out1, 1, ncclInt32, ncclSum, comms[1], streams[1]);
+    late_sync = cuStreamSynchronize(streams[1]);
   });
   auto t0 = std::chrono::steady_clock::now();
   REQUIRE(ncclCommFinalize(comms[0]) == ncclSuccess);
@@ -166,6 +170,8 @@ TEST_CASE("Finalize waits for the communicator's enqueued work") {
   CHECK(hostcuda_pending(streams[0]) == 0);
   CHECK(out0 == 2);
   late.join();
+  CHECK(late_result == ncclSuccess);
+  CHECK(late_sync == CUDA_SUCCESS);
   destroy_all(comms);
 }
 
@@ -190,14 +196,17 @@ TEST_CASE("CommShrink builds a communicator of the remaining ranks") {
   std::vector<ncclComm_t> comms(n), shrunk(n - 1);
   REQUIRE(ncclCommInitAll(comms.data(), n, nullptr) == ncclSuccess);
   int excluded[] = {1};
+  std::vector<ncclResult_t> results(n, ncclInternalError);
   std::vector<std::thread> threads;
   for (int i : {0, 2}) {
     threads.emplace_back([&, i] {
-      CHECK(ncclCommShrink(comms[size_t(i)], excluded, 1, &shrunk[size_t(i / 2)], nullptr, NCCL_SHRINK_DEFAULT) ==
-            ncclSuccess);
+      results[size_t(i)] =
+          ncclCommShrink(comms[size_t(i)], excluded, 1, &shrunk[size_t(i / 2)], nullptr, NCCL_SHRINK_DEFAULT);
     });
   }
   for (auto& t : threads) t.join();
+  CHECK(results[0] == ncclSuccess);
+  CHECK(results[2] == ncclSuccess);
   int r = -1;
   CHECK(ncclCommUserRank(shrunk[1], &r) == ncclSuccess);
   CHECK(r == 1);

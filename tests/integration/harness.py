@@ -12,6 +12,9 @@ BUILD = os.environ["NCCLWATCH_BUILD_DIR"]
 SHIM = os.environ["NCCLWATCH_SHIM"]
 REPORT = os.environ["NCCLWATCH_REPORT"]
 HOSTNCCL_DIR = os.environ["HOSTNCCL_DIR"]
+# Set by ThreadSanitizer builds' test setup: an uninstrumented program (python) that does not
+# preload the instrumented shim must preload this runtime to load instrumented libraries.
+SANITIZER_RUNTIME = os.environ.get("NCCLWATCH_TEST_SANITIZER_RUNTIME", "")
 sys.path.insert(0, os.environ["MPRUN_DIR"])
 import mprun  # noqa: E402  (the multi-process launcher of tests/launcher)
 

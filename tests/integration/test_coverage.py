@@ -7,7 +7,7 @@ import subprocess
 import sys
 import tempfile
 
-from harness import BUILD, HOSTNCCL_DIR, REPORT, Job, alert_blocks, app, check, main
+from harness import BUILD, HOSTNCCL_DIR, REPORT, SANITIZER_RUNTIME, Job, alert_blocks, app, check, main
 
 STANDIN = os.path.join(HOSTNCCL_DIR, "libnccl.so.2")
 
@@ -208,7 +208,8 @@ def dlsym_wraps_only_wrapped_names():
     library = copy_of_standin("query")
     answers = {}
     for preload in (True, False):
-        job = Job([sys.executable, "-c", ADDRESSES_PROGRAM, library], nranks=1, preload=preload)
+        runtime = {} if preload or not SANITIZER_RUNTIME else {"LD_PRELOAD": SANITIZER_RUNTIME}
+        job = Job([sys.executable, "-c", ADDRESSES_PROGRAM, library], nranks=1, preload=preload, env=runtime)
         result = job.run()[0]
         check(result.returncode == 0, f"preload={preload}: {result.stderr}")
         answers[preload] = result.stdout.split()
