@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -21,23 +22,47 @@ constexpr uint64_t kSeqSlack = 1u << 16;
 struct CallOrder {
   std::vector<uint64_t> comm;
   std::vector<uint64_t> seq;
-  std::vector<int64_t> begin;  // aligned
+  std::vector<int64_t> gpu_begin;  // aligned; kUnknown where the launch was not timed
+  std::vector<uint64_t> launch;
 };
+
+constexpr int64_t kUnknown = std::numeric_limits<int64_t>::min();
 
 CallOrder read_call_order(const std::string& path, int64_t clock_offset) {
   CallOrder order;
   FileHeader header{};
   ReadStats stats;
   std::vector<TraceProblem> ignored;  // named by the main pass already
+  std::unordered_map<uint64_t, std::vector<size_t>> awaiting_timing;  // launch id -> its ops
   read_trace(
       path,
       [&](const RecordView& r) {
+        if (r.type == RecordType::kGpuTiming) {
+          const auto* g = r.as<GpuTimingRecord>();
+          if (!g) return;
+          auto it = awaiting_timing.find(g->launch_id);
+          if (it == awaiting_timing.end()) return;
+          if (g->flags & kTimingHasBegin)
+            for (size_t i : it->second) order.gpu_begin[i] = wrap_add(g->gpu_begin_ns, clock_offset);
+          awaiting_timing.erase(it);
+          return;
+        }
         if (r.type != RecordType::kCollective) return;
         const auto* o = r.as<OpRecord>();
-        if (!o || !is_collective(static_cast<Api>(o->api))) return;
+        if (!o) return;
+        // A group's end carries the timing flag for the ops it launched.
+        bool timed = o->flags & kOpTimed;
+        if (static_cast<Api>(o->api) == Api::kGroupEnd && timed) {
+          for (size_t i = order.comm.size(); i-- > 0 && order.gpu_begin[i] == kUnknown && order.launch[i] == o->launch_id;)
+            awaiting_timing[o->launch_id].push_back(i);
+          return;
+        }
+        if (!is_collective(static_cast<Api>(o->api))) return;
         order.comm.push_back(o->comm_id);
         order.seq.push_back(o->seq);
-        order.begin.push_back(wrap_add(o->host_begin_ns, clock_offset));
+        order.gpu_begin.push_back(kUnknown);
+        order.launch.push_back(o->launch_id);
+        if (timed && awaiting_timing.size() < (1u << 16)) awaiting_timing[o->launch_id].push_back(order.comm.size() - 1);
       },
       header, stats, ignored);
   return order;
@@ -94,45 +119,60 @@ std::string comm_label(uint64_t id, const std::map<uint64_t, std::string>& names
   return hex_id(id);
 }
 
-// The seq in [from, to] where r's arrival relative to q jumped most, if it stands out from the
-// jumps elsewhere.
-uint64_t skew_jump(const CallOrder& r, const CallOrder& q, uint64_t comm, uint64_t from, uint64_t to, int64_t* jump_ns) {
-  std::unordered_map<uint64_t, int64_t> begin_r, begin_q;
+// The seq in [from, to] at which r departed, when the evidence singles one out: r's GPU start
+// relative to q's (when each rank's launch of the seq began on its GPU) jumps there, and only
+// there, far beyond its jumps elsewhere. Collectives keep GPUs in step, so an op one rank skipped
+// (its work for that step still done) shows as one jump, and the ranks fall back into step with
+// an opposite jump after it. Host enqueue times cannot do this: a host runs ahead of its GPU by
+// an amount that grows with every op. Every seq of the stretch must be timed on both ranks, or an
+// untimed seq could hide the real jump; 0 when anything is missing. (Seqs that one of the two
+// never issued, at the end of a hung job, hold no jump.)
+uint64_t gpu_skew_jump(const CallOrder& r, const CallOrder& q, uint64_t comm, uint64_t from, uint64_t to, int64_t* jump_ns) {
+  std::unordered_map<uint64_t, int64_t> begin_r, begin_q;  // seq -> GPU start, kUnknown if untimed
   for (size_t i = 0; i < r.comm.size(); ++i)
-    if (r.comm[i] == comm) begin_r[r.seq[i]] = r.begin[i];
+    if (r.comm[i] == comm) begin_r[r.seq[i]] = r.gpu_begin[i];
   for (size_t i = 0; i < q.comm.size(); ++i)
-    if (q.comm[i] == comm) begin_q[q.seq[i]] = q.begin[i];
+    if (q.comm[i] == comm) begin_q[q.seq[i]] = q.gpu_begin[i];
+  auto issued_by_both = [&](uint64_t s) { return begin_r.count(s) && begin_q.count(s); };
   auto lag = [&](uint64_t s) -> std::optional<int64_t> {
     auto a = begin_r.find(s), b = begin_q.find(s);
-    if (a == begin_r.end() || b == begin_q.end()) return std::nullopt;
+    if (a == begin_r.end() || b == begin_q.end() || a->second == kUnknown || b->second == kUnknown) return std::nullopt;
     return wrap_sub(a->second, b->second);
   };
-  std::vector<int64_t> elsewhere;
-  std::vector<std::pair<uint64_t, int64_t>> inside;  // (seq, jump)
-  uint64_t last = std::max<uint64_t>(begin_r.size(), begin_q.size());
-  for (uint64_t s = 2; s <= last; ++s) {
-    auto now = lag(s), before = lag(s - 1);
-    if (!now || !before) continue;
-    int64_t jump = wrap_sub(*now, *before);
-    if (s >= from && s <= to) inside.emplace_back(s, jump);
-    else elsewhere.push_back(static_cast<int64_t>(magnitude(jump) >> 1));
-  }
-  int64_t typical = 0;
-  if (!elsewhere.empty()) {
-    std::nth_element(elsewhere.begin(), elsewhere.begin() + static_cast<std::ptrdiff_t>(elsewhere.size() / 2), elsewhere.end());
-    typical = elsewhere[elsewhere.size() / 2];
-  }
-  int64_t largest = 0;
-  for (const auto& [s, jump] : inside) largest = std::max(largest, static_cast<int64_t>(magnitude(jump) >> 1));
-  // The first jump that stands out: the departure itself. (The ranks fall back into step after it,
-  // which makes a second jump of the opposite sign.)
+  auto jump_at = [&](uint64_t s) -> std::optional<int64_t> {
+    auto now = lag(s), before = s >= 2 ? lag(s - 1) : std::nullopt;
+    if (!now || !before) return std::nullopt;
+    return wrap_sub(*now, *before);
+  };
   // (magnitudes are kept halved so that no value overflows)
-  int64_t threshold = std::max({2 * typical, int64_t{25000}, largest / 2});
-  for (const auto& [s, jump] : inside)
-    if (static_cast<int64_t>(magnitude(jump) >> 1) >= threshold) {
-      *jump_ns = jump;
-      return s;
+  auto size_of = [](int64_t jump) { return static_cast<int64_t>(magnitude(jump) >> 1); };
+  std::vector<std::pair<uint64_t, int64_t>> inside;  // (seq, jump)
+  for (uint64_t s = std::max<uint64_t>(from, 2); s <= to && issued_by_both(s); ++s) {
+    auto j = jump_at(s);
+    if (!j) return 0;
+    inside.emplace_back(s, *j);
+  }
+  if (inside.empty()) return 0;
+  std::vector<int64_t> elsewhere;
+  uint64_t last = std::max<uint64_t>(begin_r.size(), begin_q.size());
+  for (uint64_t s = 2; s <= last + 1 && elsewhere.size() < (1u << 20); ++s)
+    if (s < from || s > to + 1)  // to + 1: the ranks falling back into step
+      if (auto j = jump_at(s)) elsewhere.push_back(size_of(*j));
+  if (elsewhere.size() < 3) return 0;  // no baseline to stand out from
+  std::nth_element(elsewhere.begin(), elsewhere.begin() + static_cast<std::ptrdiff_t>(elsewhere.size() / 2), elsewhere.end());
+  int64_t typical = elsewhere[elsewhere.size() / 2];
+  int64_t threshold = std::max(4 * typical, int64_t{25000});
+  // The first jump past the threshold is the departure; any other inside must be its rebound
+  // (opposite sign, right after it) or it is not singled out.
+  for (size_t i = 0; i < inside.size(); ++i) {
+    if (size_of(inside[i].second) < threshold) continue;
+    for (size_t k = i + 1; k < inside.size(); ++k) {
+      bool rebound = k == i + 1 && (inside[k].second < 0) != (inside[i].second < 0);
+      if (size_of(inside[k].second) >= threshold && !rebound) return 0;
     }
+    *jump_ns = inside[i].second;
+    return inside[i].first;
+  }
   return 0;
 }
 
@@ -235,10 +275,13 @@ std::map<uint64_t, std::vector<Divergence>> find_divergences(const JobAnalysis& 
       if (d->period >= 0) div.reason += fmt::format("; the stretch before held {}", d->period);
       if (!div.departed) div.reason += "; which of the two departed cannot be told from these traces";
       int64_t jump = 0;
-      div.likely_seq = skew_jump(ro, qo, p.comm, div.from_seq, div.to_seq, &jump);
-      if (div.likely_seq)
-        div.reason += fmt::format("; its arrival relative to rank {} jumped by {:+.3f} ms at seq {}", q.rank, jump / 1e6,
-                                  div.likely_seq);
+      if (div.from_seq == div.to_seq) {
+        div.likely_seq = div.from_seq;  // the stretch is one seq: nothing more to single out
+      } else if ((div.likely_seq = gpu_skew_jump(ro, qo, p.comm, div.from_seq, div.to_seq, &jump))) {
+        div.reason += fmt::format("; likely at seq {}: there, and only there in the stretch, its GPU start relative to "
+                                  "rank {} jumped by {:+.3f} ms",
+                                  div.likely_seq, q.rank, jump / 1e6);
+      }
       if (!best || div.to_seq - div.from_seq < best->to_seq - best->from_seq) best = div;
     }
     if (best) out[p.comm].push_back(*best);

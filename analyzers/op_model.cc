@@ -10,6 +10,7 @@
 #include <iterator>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace ncclwatch::report {
 namespace {
@@ -27,6 +28,7 @@ struct LaunchOp {
   uint64_t bytes = 0;
   uint32_t rank_comm = 0;   // into ProcessOps::comms
   int32_t rank = -1;
+  bool first_call = false;  // the rank's first of this op and size on this communicator
 };
 
 // Packed: the table holds up to 64k of these and every op record touches one.
@@ -162,6 +164,17 @@ void add_deviant(CommOps& c, uint64_t seq, const OpSignature& sig, uint8_t origi
   it->second.push_back(SignatureGroup{sig, origin, implicit, ranks});
 }
 
+void note_gpu_start(SeqSlot& slot, int64_t begin, int32_t rank) {
+  ++slot.gpu_started;
+  if (begin > slot.gpu_last_begin) {
+    slot.gpu_second_last_begin = slot.gpu_last_begin;
+    slot.gpu_last_begin = begin;
+    slot.gpu_last_rank = rank;
+  } else if (begin > slot.gpu_second_last_begin) {
+    slot.gpu_second_last_begin = begin;
+  }
+}
+
 void note_arrival(SeqSlot& slot, int64_t begin, int32_t rank) {
   slot.first_begin = std::min(slot.first_begin, begin);
   if (begin > slot.last_begin) {
@@ -239,6 +252,7 @@ class OpScanner {
     if (!rc.first_begin) rc.first_begin = begin;
     rc.last_begin = begin;
     uint64_t bytes = bytes_of(api, o.count, o.datatype, o.nranks);
+    bool first_call = is_first_call(o.comm_id, rc.rank, o.api, bytes);
     if (collective) {
       ++rc.issued;
       rc.max_seq = std::max(rc.max_seq, o.seq);
@@ -259,7 +273,7 @@ class OpScanner {
     if ((o.flags & kOpTimed) || grouped) {
       bool fresh = false;
       Launch& l = launches_.insert(o.launch_id, fresh);
-      LaunchOp op{collective ? o.seq : 0, o.stream, bytes, rc_index, rc.rank};
+      LaunchOp op{collective ? o.seq : 0, o.stream, bytes, rc_index, rc.rank, first_call};
       if (fresh) {
         l.api = o.api;
         l.nranks = o.nranks;
@@ -279,7 +293,18 @@ class OpScanner {
     if (collective) rc.untimed_seq = std::max(rc.untimed_seq, o.seq);
     // Inside a group the call only queues the op: its host time says nothing.
     if (!grouped && o.group_depth == 0 && o.host_end_ns >= o.host_begin_ns)
-      add_latency({o.comm_id, bytes, o.nranks, o.api, TimingSource::kHost}, rc.rank, wrap_sub(o.host_end_ns, o.host_begin_ns));
+      add_latency({o.comm_id, bytes, o.nranks, o.api, TimingSource::kHost}, rc.rank, wrap_sub(o.host_end_ns, o.host_begin_ns),
+                  first_call);
+  }
+
+  // Whether this is the first op of its kind and size this rank issued on this communicator. A
+  // 64-bit hash stands for the key: a collision would only count one call as steady.
+  bool is_first_call(uint64_t comm_id, int32_t rank, uint16_t api, uint64_t bytes) {
+    uint64_t h = LatencyKeyHash{}({comm_id, bytes, rank, api, TimingSource::kGpu});
+    uint64_t& recent = recent_kinds_[h % recent_kinds_.size()];
+    if (recent == h) return false;
+    recent = h;
+    return seen_kinds_.insert(h).second;
   }
 
   void fold_into_slot(const RankComm& rc, const OpRecord& o, int64_t begin, const RecordView& r) {
@@ -324,7 +349,7 @@ class OpScanner {
     return out_.p2p.back();
   }
 
-  void add_latency(const LatencyKey& key, int32_t rank, int64_t ns) {
+  void add_latency(const LatencyKey& key, int32_t rank, int64_t ns, bool first_call) {
     // Jobs cycle through a few (comm, op, size) keys: a small direct-mapped cache of bucket indexes
     // (indexes: the thread's bucket vector grows) spares the hash map on almost every op.
     CachedBucket& slot = bucket_cache_[LatencyKeyHash{}(key) % bucket_cache_.size()];
@@ -333,7 +358,8 @@ class OpScanner {
       slot = {key, agg_.latency_index.at(key), true};
     }
     LatencyBucket& bucket = agg_.latency[slot.index];
-    bucket.hist.add(ns);
+    if (first_call) bucket.first_calls.add(ns);
+    else bucket.hist.add(ns);
     if (rank >= 0) note_rank(bucket.ranks, rank);
   }
 
@@ -348,12 +374,20 @@ class OpScanner {
     // that stream too. The timing is the rank's whose op ran on the stream.
     const LaunchOp* timed = nullptr;
     uint64_t bytes = 0;  // of the ops on this stream
+    bool first_call = false;
+    bool has_begin = g.flags & kTimingHasBegin;
     auto finish = [&](const LaunchOp& op) {
       if (op.stream != g.stream) return;
       if (!timed) timed = &op;
       bytes += op.bytes;
-      if (op.seq && op.rank_comm < out_.comms.size())
-        out_.comms[op.rank_comm].timed_done_seq = std::max(out_.comms[op.rank_comm].timed_done_seq, op.seq);
+      first_call |= op.first_call;
+      if (op.seq && op.rank_comm < out_.comms.size()) {
+        RankComm& rc = out_.comms[op.rank_comm];
+        rc.timed_done_seq = std::max(rc.timed_done_seq, op.seq);
+        CommOps& c = agg_.comms[rc.comm_index];
+        if (has_begin && op.seq <= c.slots.size())
+          note_gpu_start(c.slots[op.seq - 1], wrap_add(g.gpu_begin_ns, out_.clock_offset), rc.rank);
+      }
     };
     finish(l->first);
     for (const LaunchOp& op : l->more) finish(op);
@@ -362,13 +396,12 @@ class OpScanner {
       bytes = l->first.bytes;
       for (const LaunchOp& op : l->more) bytes += op.bytes;
     }
-    bool has_begin = g.flags & kTimingHasBegin;
     int64_t ns = has_begin ? wrap_sub(g.gpu_end_ns, g.gpu_begin_ns) : wrap_sub(g.gpu_end_ns, l->host_begin);
     if (ns >= 0 && timed->rank_comm < out_.comms.size()) {
       uint64_t comm_id = out_.comms[timed->rank_comm].comm_id;
       uint16_t api = l->nops == 1 ? l->api : static_cast<uint16_t>(Api::kGroupEnd);
       add_latency({comm_id, bytes, l->nranks, api, has_begin ? TimingSource::kGpu : TimingSource::kHostToGpuEnd},
-                  timed->rank, ns);
+                  timed->rank, ns, first_call);
     }
     if (l->streams_left <= 1) launches_.erase(g.launch_id);
     else --l->streams_left;
@@ -407,6 +440,8 @@ class OpScanner {
     bool valid = false;
   };
   std::array<CachedBucket, 16> bucket_cache_{};
+  std::unordered_set<uint64_t> seen_kinds_;    // see is_first_call
+  std::array<uint64_t, 16> recent_kinds_{};
 };
 
 }  // namespace
@@ -448,6 +483,14 @@ void merge_slots(CommOps& into, CommOps& from) {
       a.last_rank = b.last_rank;
     } else {
       a.second_last_begin = std::max(a.second_last_begin, b.last_begin);
+    }
+    a.gpu_started += b.gpu_started;
+    if (b.gpu_last_begin > a.gpu_last_begin) {
+      a.gpu_second_last_begin = std::max(a.gpu_last_begin, b.gpu_second_last_begin);
+      a.gpu_last_begin = b.gpu_last_begin;
+      a.gpu_last_rank = b.gpu_last_rank;
+    } else {
+      a.gpu_second_last_begin = std::max(a.gpu_second_last_begin, b.gpu_last_begin);
     }
   }
   for (auto& [seq, groups] : from.deviants)
@@ -662,6 +705,7 @@ JobAnalysis analyze_job(const std::vector<std::string>& inputs, const AnalysisOp
         continue;
       }
       it->second.hist.merge(b.hist);
+      it->second.first_calls.merge(b.first_calls);
       std::vector<int32_t> both;
       std::set_union(it->second.ranks.begin(), it->second.ranks.end(), b.ranks.begin(), b.ranks.end(),
                      std::back_inserter(both));

@@ -12,6 +12,7 @@
 #include "clock_align.h"
 #include "job_model.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <limits>
@@ -50,6 +51,13 @@ struct SeqSlot {
   int64_t first_begin = std::numeric_limits<int64_t>::max();
   int64_t last_begin = std::numeric_limits<int64_t>::min();
   int64_t second_last_begin = std::numeric_limits<int64_t>::min();
+  // The same on the GPU side: when each rank's launch started on its stream (sampled launches
+  // only). A host returns from an enqueue long before its GPU gets there, so lateness is judged
+  // from these where every rank has one.
+  uint32_t gpu_started = 0;    // ranks with a GPU start time
+  int32_t gpu_last_rank = -1;
+  int64_t gpu_last_begin = std::numeric_limits<int64_t>::min();
+  int64_t gpu_second_last_begin = std::numeric_limits<int64_t>::min();
   uint8_t ref_origin = 0;
 };
 
@@ -109,10 +117,31 @@ struct LatencyKey {
   }
 };
 
+// A communicator's first call of each op and size on each rank: NCCL sets up that op's
+// connections lazily, inside it (130-175 ms against 50 us after, on H200s), so these calls are
+// kept apart from the steady state.
+struct FirstCalls {
+  uint64_t count = 0;
+  double sum = 0;  // ns
+  int64_t max = 0;
+  void add(int64_t ns) {
+    ++count;
+    sum += static_cast<double>(ns);
+    max = std::max(max, ns);
+  }
+  void merge(const FirstCalls& o) {
+    count += o.count;
+    sum += o.sum;
+    max = std::max(max, o.max);
+  }
+};
+
 struct LatencyBucket {
   LatencyKey key;
-  LatencyHistogram hist;
+  LatencyHistogram hist;         // the steady state: every call but each rank's first
+  FirstCalls first_calls;
   std::vector<int32_t> ranks;    // which ranks contributed, sorted (calls = samples / ranks)
+  uint64_t samples() const { return hist.count() + first_calls.count; }
 };
 
 // Adds `rank` to a sorted list of distinct ranks: sized by the ranks seen, not by their values.

@@ -125,6 +125,21 @@ std::map<uint64_t, std::string> comm_names(const Job& job) {
   return names;
 }
 
+// P(X >= k) for X ~ Binomial(n, p), summed in log space so that large n cannot overflow.
+double binomial_tail(uint64_t n, uint64_t k, double p) {
+  if (k == 0) return 1.0;
+  if (k > n || p <= 0) return 0.0;
+  if (p >= 1) return 1.0;
+  double total = 0;
+  for (uint64_t i = k; i <= n && i < k + 100000; ++i) {
+    double log_term = std::lgamma(static_cast<double>(n) + 1) - std::lgamma(static_cast<double>(i) + 1) -
+                      std::lgamma(static_cast<double>(n - i) + 1) + static_cast<double>(i) * std::log(p) +
+                      static_cast<double>(n - i) * std::log1p(-p);
+    total += std::exp(log_term);
+  }
+  return std::min(total, 1.0);
+}
+
 std::string comm_label(uint64_t id, const std::map<uint64_t, std::string>& names) {
   auto it = names.find(id);
   if (it != names.end() && !it->second.empty()) return fmt::format("\"{}\" ({})", it->second, hex_id(id));
@@ -302,43 +317,92 @@ json hang_json(const JobAnalysis& a, bool& findings) {
       }
     j["p2p_unmatched"] = p2p;
 
-    // Stragglers: who arrived last at each seq every present rank issued, and by how much.
-    json stragglers = {{"ranks", json::array()}, {"worst", json::array()}};
-    std::map<int32_t, std::pair<uint64_t, double>> last_counts;  // rank -> (times last, total lateness ns)
-    std::vector<std::pair<int64_t, uint64_t>> worst;              // (lateness, seq)
-    uint64_t judged = 0;
+    // Stragglers: who started last at each seq every present rank issued, and by how much. On the
+    // GPU side where every rank's launch of the seq was timed: a host returns from an enqueue long
+    // before its GPU runs the op, so host arrival gaps grow with every op a fast rank runs ahead.
     size_t n_present = by_rank.size();
+    auto gpu_judged = [&](const SeqSlot& s) {
+      return s.gpu_started >= n_present && s.gpu_last_rank >= 0 &&
+             s.gpu_second_last_begin != std::numeric_limits<int64_t>::min();
+    };
+    bool on_gpu = false;
+    if (ops && n_present >= 2)
+      on_gpu = std::any_of(ops->slots.begin(), ops->slots.end(), gpu_judged);
+    struct Lateness {
+      uint64_t times_last = 0;
+      double total_ns = 0;
+      LatencyHistogram hist;  // for the typical (median) lateness
+    };
+    std::map<int32_t, Lateness> lateness;
+    std::vector<std::pair<int64_t, uint64_t>> worst;  // (lateness, seq)
+    uint64_t judged = 0;
     if (ops && n_present >= 2)
       for (size_t i = 0; i < ops->slots.size(); ++i) {
         const SeqSlot& s = ops->slots[i];
-        if (s.issued < n_present || s.last_rank < 0 || s.second_last_begin == std::numeric_limits<int64_t>::min()) continue;
+        int32_t last_rank = -1;
+        int64_t late = 0;
+        if (on_gpu) {
+          if (!gpu_judged(s)) continue;
+          last_rank = s.gpu_last_rank;
+          late = wrap_sub(s.gpu_last_begin, s.gpu_second_last_begin);
+        } else {
+          if (s.issued < n_present || s.last_rank < 0 || s.second_last_begin == std::numeric_limits<int64_t>::min()) continue;
+          last_rank = s.last_rank;
+          late = wrap_sub(s.last_begin, s.second_last_begin);
+        }
         ++judged;
-        int64_t late = wrap_sub(s.last_begin, s.second_last_begin);
-        auto& lc = last_counts[s.last_rank];
-        ++lc.first;
-        lc.second += static_cast<double>(late);
+        Lateness& l = lateness[last_rank];
+        ++l.times_last;
+        l.total_ns += static_cast<double>(late);
+        l.hist.add(late);
         worst.emplace_back(late, i + 1);
         if (worst.size() > 64) {
           std::nth_element(worst.begin(), worst.begin() + 9, worst.end(), std::greater<>());
           worst.resize(10);
         }
       }
+    json stragglers = {{"ranks", json::array()}, {"worst", json::array()},
+                       {"measured_on", on_gpu ? "gpu_start" : "host_enqueue"}};
     std::sort(worst.begin(), worst.end(), std::greater<>());
     if (worst.size() > 10) worst.resize(10);
-    for (const auto& [late, seq] : worst)
-      stragglers["worst"].push_back({{"seq", seq}, {"rank", ops->slots[seq - 1].last_rank}, {"late_ms", late / 1e6}});
+    for (const auto& [late, seq] : worst) {
+      const SeqSlot& s = ops->slots[seq - 1];
+      stragglers["worst"].push_back({{"seq", seq}, {"rank", on_gpu ? s.gpu_last_rank : s.last_rank}, {"late_ms", late / 1e6}});
+    }
+    // The op's own time: the longest of the communicator's fastest GPU-timed calls (a call waits
+    // for the last rank, so its fastest samples are the ones that waited for nobody).
+    int64_t own_ns = 0;
+    for (const LatencyBucket& b : a.latency)
+      if (b.key.comm_id == id && b.key.timing == TimingSource::kGpu && b.hist.count()) own_ns = std::max(own_ns, b.hist.min());
     double p = n_present ? 1.0 / static_cast<double>(n_present) : 0;
     double expected = static_cast<double>(judged) * p;
-    double sigma = std::sqrt(static_cast<double>(judged) * p * (1 - p));
-    std::vector<std::pair<int32_t, double>> flagged;
-    for (const auto& [rank, lc] : last_counts) {
-      double mean_late = lc.second / static_cast<double>(lc.first);
-      bool far = lc.first >= 5 && static_cast<double>(lc.first) > expected + 4 * sigma;
-      if (far) flagged.emplace_back(rank, mean_late);
-      stragglers["ranks"].push_back({{"rank", rank}, {"times_last", lc.first}, {"expected_by_chance", expected},
-                                     {"mean_late_ms", mean_late / 1e6}, {"far_more_than_chance", far}});
+    std::vector<std::string> straggler_texts;
+    for (const auto& [rank, l] : lateness) {
+      double mean_late = l.total_ns / static_cast<double>(l.times_last);
+      double typical_late = static_cast<double>(l.hist.percentile(50));
+      // Far above chance: being last this often, if every rank were equally likely to be, has a
+      // probability under 1 %. (2 ranks: last at 7 of 7 judged seqs, or 10 of 11.)
+      bool far = l.times_last >= 3 && binomial_tail(judged, l.times_last, p) < 0.01;
+      // A finding only when it is far above chance, large (1 ms) and large against the op itself,
+      // and measured where it happens: on the GPU.
+      bool finding = far && on_gpu && typical_late >= std::max(1e6, 2.0 * static_cast<double>(own_ns));
+      std::string text;
+      if (finding) {
+        text = fmt::format("comm {}: rank {} started last on the GPU at {} of {} collectives, typically {:.2f} ms after the "
+                           "others (mean {:.2f} ms)",
+                           comm_label(id, names), rank, l.times_last, judged, typical_late / 1e6, mean_late / 1e6);
+        straggler_texts.push_back(text);
+      }
+      json entry = {{"rank", rank}, {"times_last", l.times_last}, {"expected_by_chance", expected},
+                    {"typical_late_ms", typical_late / 1e6}, {"mean_late_ms", mean_late / 1e6},
+                    {"far_more_than_chance", far}, {"finding", finding}};
+      if (finding) entry["text"] = text;
+      stragglers["ranks"].push_back(entry);
     }
     stragglers["seqs_judged"] = judged;
+    if (!on_gpu && judged)
+      stragglers["note"] = "no collective of this communicator was GPU-timed on every rank: host enqueue times cannot "
+                           "say who was late (set NCCLWATCH_TIMING=gpu)";
     j["stragglers"] = stragglers;
 
     // Divergence.
@@ -412,10 +476,7 @@ json hang_json(const JobAnalysis& a, bool& findings) {
                                      for (const auto& e : incomplete) r.push_back(e["rank"].get<int32_t>());
                                      return r;
                                    }())));
-    for (const auto& [rank, mean_late] : flagged)
-      if (mean_late >= 1e6)
-        set(kStraggler, fmt::format("comm {}: rank {} arrived last at {} of {} collectives, {:.2f} ms late on average", label,
-                                    rank, last_counts[rank].first, judged, mean_late / 1e6));
+    for (const std::string& text : straggler_texts) set(kStraggler, text);
     bool bad = !absent.empty() || !departed.empty() || !missing_ranks.empty() || !mismatches.empty() || !incomplete.empty() ||
                !p2p.empty() || mismatched_seqs;
     findings |= bad;
@@ -486,10 +547,11 @@ int run_hang(const Options& options) {
       fmt::print("  p2p: rank {} sent {} time(s) to rank {}, which received {}\n", p["src"].get<int>(), p["sends"].get<uint64_t>(),
                  p["dst"].get<int>(), p["recvs"].get<uint64_t>());
     for (const json& r : c["stragglers"]["ranks"])
-      if (r["far_more_than_chance"].get<bool>())
-        fmt::print("  straggler: rank {} arrived last {} time(s) (chance: {:.0f}), {:.3f} ms late on average\n",
+      if (r["finding"].get<bool>())
+        fmt::print("  straggler: rank {} started last on the GPU {} time(s) (chance: {:.0f}), typically {:.3f} ms late "
+                   "(mean {:.3f} ms)\n",
                    r["rank"].get<int>(), r["times_last"].get<uint64_t>(), r["expected_by_chance"].get<double>(),
-                   r["mean_late_ms"].get<double>());
+                   r["typical_late_ms"].get<double>(), r["mean_late_ms"].get<double>());
     fmt::print("  verdict: {}\n", c["verdict"].get<std::string>());
   }
   for (const json& e : out["environment"]) {

@@ -4,10 +4,15 @@
 // Size ("bytes") follows nccl-tests: the larger buffer of the op. AllReduce, Broadcast, Reduce,
 // Send, Recv: count x element size. AllGather: sendcount x nranks x element size (the receive
 // buffer). ReduceScatter: recvcount x nranks x element size (the send buffer). AlltoAll, Gather,
-// Scatter: count x nranks x element size. algbw = bytes / mean time; busbw = algbw x factor with
-// the factors of nccl-tests: AllReduce 2(n-1)/n; AllGather, ReduceScatter, AlltoAll (n-1)/n;
-// Broadcast, Reduce, Send/Recv 1. A launch that held several grouped ops is one row with op
-// "ncclGroupEnd" and the sum of their sizes (factor 1).
+// Scatter: count x nranks x element size. algbw = bytes / median GPU time (nccl-tests reports a
+// typical iteration too); busbw = algbw x factor with the factors of nccl-tests: AllReduce
+// 2(n-1)/n; AllGather, ReduceScatter, AlltoAll (n-1)/n; Broadcast, Reduce, Send/Recv 1. A launch
+// that held several grouped ops is one row with op "ncclGroupEnd" and the sum of their sizes
+// (factor 1).
+//
+// The figures describe the steady state: each rank's first call of an op and size on a
+// communicator (NCCL's lazy connection set-up, ~150 ms) is shown apart as `first_calls`. Only
+// GPU-timed rows get a bandwidth: host times are enqueue times (NCCL returns before the op runs).
 #include "reports.h"
 
 #include <fmt/format.h>
@@ -15,6 +20,7 @@
 #include <algorithm>
 #include <iostream>
 #include <set>
+#include <string_view>
 
 namespace ncclwatch::report {
 namespace {
@@ -44,37 +50,47 @@ json latency_json(const JobAnalysis& a) {
   std::map<LatencyKey, uint64_t> host_calls;  // host-timed calls of sizes that also have GPU samples
   std::set<LatencyKey> gpu_timed;
   for (const LatencyBucket& b : a.latency)
-    if (b.key.timing != TimingSource::kHost && b.hist.count()) gpu_timed.insert(untimed_twin(b.key));
+    if (b.key.timing != TimingSource::kHost && b.samples()) gpu_timed.insert(untimed_twin(b.key));
   for (const LatencyBucket& b : a.latency) {
     if (b.key.timing != TimingSource::kHost || !gpu_timed.count(b.key)) continue;
     size_t ranks = b.ranks.size();
-    host_calls[b.key] += ranks ? (b.hist.count() + ranks - 1) / ranks : b.hist.count();
+    host_calls[b.key] += ranks ? (b.samples() + ranks - 1) / ranks : b.samples();
   }
+  auto us_or_null = [](bool known, double ns) { return known ? json(ns / 1e3) : json(nullptr); };
   for (const LatencyBucket& b : a.latency) {
     const LatencyHistogram& h = b.hist;
-    if (!h.count()) continue;
+    if (!b.samples()) continue;
     if (b.key.timing == TimingSource::kHost && gpu_timed.count(b.key)) continue;  // folded into the GPU row
     Api api = static_cast<Api>(b.key.api);
     size_t ranks = b.ranks.size();
-    double mean_s = h.mean() / 1e9;
-    double algbw = mean_s > 0 ? static_cast<double>(b.key.bytes) / mean_s / 1e9 : 0;
+    bool steady = h.count() > 0;
+    json algbw = nullptr, busbw = nullptr;
+    if (steady && b.key.timing == TimingSource::kGpu && h.percentile(50) > 0) {
+      double gbps = static_cast<double>(b.key.bytes) / (static_cast<double>(h.percentile(50)) / 1e9) / 1e9;
+      algbw = gbps;
+      busbw = gbps * busbw_factor(api, b.key.nranks);
+    }
+    uint64_t timed_calls = ranks ? (b.samples() + ranks - 1) / ranks : b.samples();
     json row = {{"comm", hex_id(b.key.comm_id)},
                 {"op", trace::api_name(api)},
                 {"bytes", b.key.bytes},
                 {"nranks", b.key.nranks},
-                {"calls", (ranks ? (h.count() + ranks - 1) / ranks : h.count()) +
-                              (b.key.timing == TimingSource::kHost ? 0 : host_calls[untimed_twin(b.key)])},
-                {"timed_calls", ranks ? (h.count() + ranks - 1) / ranks : h.count()},
+                {"calls", timed_calls + (b.key.timing == TimingSource::kHost ? 0 : host_calls[untimed_twin(b.key)])},
+                {"timed_calls", timed_calls},
                 {"samples", h.count()},
                 {"ranks_timed", ranks},
-                {"p50_us", h.percentile(50) / 1e3},
-                {"p90_us", h.percentile(90) / 1e3},
-                {"p99_us", h.percentile(99) / 1e3},
-                {"max_us", h.max() / 1e3},
-                {"min_us", h.min() / 1e3},
-                {"mean_us", h.mean() / 1e3},
+                {"p50_us", us_or_null(steady, static_cast<double>(h.percentile(50)))},
+                {"p90_us", us_or_null(steady, static_cast<double>(h.percentile(90)))},
+                {"p99_us", us_or_null(steady, static_cast<double>(h.percentile(99)))},
+                {"max_us", us_or_null(steady, static_cast<double>(h.max()))},
+                {"min_us", us_or_null(steady, static_cast<double>(h.min()))},
+                {"mean_us", us_or_null(steady, h.mean())},
                 {"algbw_gbps", algbw},
-                {"busbw_gbps", algbw * busbw_factor(api, b.key.nranks)},
+                {"busbw_gbps", busbw},
+                {"first_calls", {{"samples", b.first_calls.count},
+                                 {"max_us", us_or_null(b.first_calls.count, static_cast<double>(b.first_calls.max))},
+                                 {"mean_us", us_or_null(b.first_calls.count,
+                                                        b.first_calls.count ? b.first_calls.sum / static_cast<double>(b.first_calls.count) : 0)}}},
                 {"timing", timing_name(b.key.timing)}};
     if (auto n = names.find(b.key.comm_id); n != names.end()) row["name"] = n->second;
     rows.push_back(row);
@@ -109,7 +125,10 @@ json latency_json(const JobAnalysis& a) {
   return {{"rows", rows},
           {"communicators", comms},
           {"size_convention", "nccl-tests: bytes is the larger buffer (allgather/reducescatter/alltoall: count x nranks "
-                              "x element size); algbw = bytes / mean time; busbw = algbw x nccl-tests factor"}};
+                              "x element size); algbw = bytes / median GPU time; busbw = algbw x nccl-tests factor"},
+          {"steady_state", "percentiles and bandwidths leave out each rank's first call of an op and size on a "
+                           "communicator (NCCL's connection set-up), shown as first_calls; host-timed rows are enqueue "
+                           "times and have no bandwidth"}};
 }
 
 int run_latency(const Options& options) {
@@ -127,7 +146,7 @@ int run_latency(const Options& options) {
     return 0;
   }
   static const char* columns[] = {"comm", "op", "bytes", "nranks", "calls", "p50_us", "p90_us", "p99_us",
-                                  "max_us", "algbw_gbps", "busbw_gbps", "timing"};
+                                  "max_us", "algbw_gbps", "busbw_gbps", "first_call_max_us", "timing"};
   if (options.csv) {
     std::string line;
     for (const char* c : columns) line += (line.empty() ? "" : ",") + std::string(c);
@@ -135,23 +154,33 @@ int run_latency(const Options& options) {
     for (const json& r : out["rows"]) {
       line.clear();
       for (const char* c : columns) {
-        const json& v = r[c];
-        line += (line.empty() ? "" : ",") + (v.is_string() ? v.get<std::string>() : v.is_number_float() ? fmt::format("{:.3f}", v.get<double>()) : dump_json(v));
+        const json& v = std::string_view(c) == "first_call_max_us" ? r["first_calls"]["max_us"] : r[c];
+        line += (line.empty() ? "" : ",") + (v.is_string() ? v.get<std::string>()
+                                             : v.is_number_float() ? fmt::format("{:.3f}", v.get<double>())
+                                             : v.is_null() ? std::string()
+                                                           : dump_json(v));
       }
       fmt::print("{}\n", line);
     }
     return 0;
   }
-  fmt::print("{:<16} {:<18} {:>12} {:>6} {:>8} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {}\n", "comm", "op", "bytes", "ranks",
-             "calls", "p50 us", "p90 us", "p99 us", "max us", "algbw", "busbw", "timing");
-  for (const json& r : out["rows"])
-    fmt::print("{:<16} {:<18} {:>12} {:>6} {:>8} {:>10.1f} {:>10.1f} {:>10.1f} {:>10.1f} {:>9.2f} {:>9.2f} {}\n",
+  auto cell = [](const json& v, int precision) {
+    return v.is_null() ? std::string("-") : fmt::format("{:.{}f}", v.get<double>(), precision);
+  };
+  fmt::print("{:<16} {:<18} {:>12} {:>6} {:>8} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {}\n", "comm", "op", "bytes",
+             "ranks", "calls", "p50 us", "p90 us", "p99 us", "max us", "algbw", "busbw", "1st max us", "timing");
+  for (const json& r : out["rows"]) {
+    std::string timing = r["timing"].get<std::string>();
+    if (timing == "host") timing = "host (enqueue time)";
+    fmt::print("{:<16} {:<18} {:>12} {:>6} {:>8} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {}\n",
                r["comm"].get<std::string>(), r["op"].get<std::string>(), r["bytes"].get<uint64_t>(), r["nranks"].get<int>(),
-               r["calls"].get<uint64_t>(), r["p50_us"].get<double>(), r["p90_us"].get<double>(), r["p99_us"].get<double>(),
-               r["max_us"].get<double>(), r["algbw_gbps"].get<double>(), r["busbw_gbps"].get<double>(),
-               r["timing"].get<std::string>());
+               r["calls"].get<uint64_t>(), cell(r["p50_us"], 1), cell(r["p90_us"], 1), cell(r["p99_us"], 1),
+               cell(r["max_us"], 1), cell(r["algbw_gbps"], 2), cell(r["busbw_gbps"], 2), cell(r["first_calls"]["max_us"], 1),
+               timing);
+  }
   if (out["rows"].empty()) fmt::print("(no timed collectives in these traces)\n");
-  fmt::print("bandwidths in GB/s; {}\n", out["size_convention"].get<std::string>());
+  fmt::print("bandwidths in GB/s, GPU-timed rows only; {}\n{}\n", out["size_convention"].get<std::string>(),
+             out["steady_state"].get<std::string>());
   if (!out["communicators"].empty()) {
     fmt::print("\n{:<16} {:>6} {:>12} {:>12} {:>14}\n", "comm", "ranks", "init p50 ms", "init max ms", "destroy max ms");
     for (const json& c : out["communicators"])

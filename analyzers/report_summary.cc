@@ -56,12 +56,17 @@ int run_summary(const Options& options) {
   json hang = hang_json(a, hang_findings);
   json latency = latency_json(a);
 
-  // The slowest ops: latency rows by their worst time.
-  std::vector<json> rows(latency["rows"].begin(), latency["rows"].end());
+  // The slowest ops: latency rows by their worst steady-state time (first calls are set-up).
+  std::vector<json> rows;
+  for (const json& r : latency["rows"])
+    if (!r["max_us"].is_null()) rows.push_back(r);
   std::sort(rows.begin(), rows.end(), [](const json& x, const json& y) { return x["max_us"].get<double>() > y["max_us"].get<double>(); });
   if (rows.size() > 5) rows.resize(5);
   size_t mismatched_seqs = 0, missing = 0, absent = 0, stalls = 0, divergences = 0;
+  std::vector<std::string> stragglers;  // hang's own words, so both reports say the same
   for (const json& c : hang["comms"]) {
+    for (const json& r : c["stragglers"]["ranks"])
+      if (r["finding"].get<bool>()) stragglers.push_back(r["text"].get<std::string>());
     mismatched_seqs += c["mismatched_seqs"].get<size_t>();
     missing += c["missing"].size();
     absent += c["absent_count"].get<size_t>();
@@ -93,7 +98,7 @@ int run_summary(const Options& options) {
   else if (leaks) first_look = "leaks: run `ncclwatch-report leaks`";
   else if (!untraced.empty())
     first_look = "not traced: " + untraced.front().path + " (" + untraced.front().reason + "): its NCCL calls are in no trace";
-  else if (!hang["environment"].empty()) first_look = hang["verdict"].get<std::string>();
+  else if (!stragglers.empty() || !hang["environment"].empty()) first_look = hang["verdict"].get<std::string>();
   else first_look = "nothing: no leak, hang or mismatch found";
   // A copy we could not trace is a finding: "no leaks" cannot be vouched for.
   bool findings = leaks || hang_findings || !untraced.empty();
@@ -114,6 +119,7 @@ int run_summary(const Options& options) {
                 {"absent_ranks", absent},
                 {"stall_records", stalls},
                 {"divergences", divergences},
+                {"stragglers", stragglers},
                 {"slowest_ops", rows},
                 {"environment", hang["environment"]},
                 {"verdict", hang["verdict"]},
@@ -149,13 +155,19 @@ int run_summary(const Options& options) {
   if (missing || absent) fmt::print("  HANG: {} rank(s) stopped short, {} rank(s) left no trace — run `ncclwatch-report hang`\n", missing, absent);
   if (divergences) fmt::print("  {} rank(s) departed from their peers' program\n", divergences);
   if (stalls) fmt::print("  {} stall record(s) from the watchdog\n", stalls);
+  for (const std::string& s : stragglers) fmt::print("  STRAGGLER: {}\n", s);
   for (const json& e : hang["environment"]) fmt::print("  environment differs across ranks: {}\n", e["key"].get<std::string>());
   if (!rows.empty()) {
     fmt::print("  slowest ops:\n");
     for (const json& r : rows)
-      fmt::print("    {} {} B on comm {}: max {:.1f} us, p50 {:.1f} us ({}, {} calls)\n", r["op"].get<std::string>(),
+      fmt::print("    {} {} B on comm {}: max {:.1f} us, p50 {:.1f} us ({}, {} calls){}\n", r["op"].get<std::string>(),
                  r["bytes"].get<uint64_t>(), r["comm"].get<std::string>(), r["max_us"].get<double>(),
-                 r["p50_us"].get<double>(), r["timing"].get<std::string>(), r["calls"].get<uint64_t>());
+                 r["p50_us"].get<double>(), r["timing"].get<std::string>() == "host" ? "host enqueue" : r["timing"].get<std::string>(),
+                 r["calls"].get<uint64_t>(),
+                 // a first call worth naming: slower than any steady one (NCCL's connection set-up)
+                 r["first_calls"]["max_us"].is_null() || r["first_calls"]["max_us"].get<double>() <= r["max_us"].get<double>()
+                     ? ""
+                     : fmt::format("; first call up to {:.1f} ms (set-up)", r["first_calls"]["max_us"].get<double>() / 1e3));
   }
   fmt::print("  look first at: {}\n", first_look);
   return findings ? 1 : 0;

@@ -49,6 +49,15 @@ Writer& writer() {
   return *w;
 }
 
+// A file created but not yet given its header (growing it may take long on a full or slow disk):
+// if the process ends meanwhile, the exit path removes it, as nothing could read it.
+char g_unfinished_path[4096];
+std::atomic<bool> g_unfinished{false};
+
+void discard_unfinished_file() noexcept {
+  if (g_unfinished.exchange(false, std::memory_order_acq_rel)) unlink(g_unfinished_path);  // async-signal-safe
+}
+
 bool make_directories(const std::string& dir) {
   std::string partial;
   size_t pos = 0;
@@ -114,9 +123,14 @@ bool open_locked(Writer& w) {
     fail_open(w, path + ": " + std::strerror(errno));
     return false;
   }
+  if (path.size() < sizeof(g_unfinished_path)) {
+    std::memcpy(g_unfinished_path, path.c_str(), path.size() + 1);
+    g_unfinished.store(true, std::memory_order_release);
+  }
   void* range = mmap(nullptr, cfg.max_trace_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (range == MAP_FAILED) {
     close(fd);
+    discard_unfinished_file();
     fail_open(w, "cannot reserve address space");
     return false;
   }
@@ -127,7 +141,7 @@ bool open_locked(Writer& w) {
   if (!grow_locked(w, kHeaderBytes + kExitReserveBytes)) {
     munmap(range, cfg.max_trace_bytes);
     close(fd);
-    unlink(path.c_str());  // no empty leftovers
+    discard_unfinished_file();  // no empty leftovers
     w.fd = -1;
     fail_open(w, path + ": cannot allocate disk space");
     return false;
@@ -146,6 +160,7 @@ bool open_locked(Writer& w) {
   std::memcpy(header->magic, kMagic, sizeof(kMagic));
   w.next.store(kHeaderBytes, std::memory_order_relaxed);
   w.state.store(State::kOpen, std::memory_order_release);
+  g_unfinished.store(false, std::memory_order_release);
   return true;
 }
 
@@ -242,7 +257,10 @@ RecordSlot reserve_record(uint32_t size) noexcept {
 RecordSlot reserve_exit_record(uint32_t size) noexcept {
   Writer& w = writer();
   // Acquire pairs with the release in open_locked(): base and mapping are set before the state.
-  if (w.state.load(std::memory_order_acquire) != State::kOpen) return {};
+  if (w.state.load(std::memory_order_acquire) != State::kOpen) {
+    discard_unfinished_file();  // the process ends before its trace got a header
+    return {};
+  }
   std::byte* at = claim_mapped(w, size, 0);
   return at ? RecordSlot(at, size) : RecordSlot();
 }

@@ -33,7 +33,8 @@ class RecordSlot {
 RecordSlot reserve_record(uint32_t size) noexcept;
 
 // For the exit records: from the reserve every ordinary record leaves free, so it works when the
-// trace is full. Async-signal-safe: no lock, no allocation, no system call; never opens the file.
+// trace is full. Async-signal-safe: no lock, no allocation; never opens the file. When the file
+// was created but has no header yet, it is removed instead (unlink is its only system call).
 RecordSlot reserve_exit_record(uint32_t size) noexcept;
 
 // Records dropped so far.

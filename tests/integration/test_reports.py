@@ -59,6 +59,34 @@ def straggler_is_named():
     check("rank 2" in text and "last" in text, f"hang text:\n{text}")
 
 
+def async_straggler_lateness_is_the_injected_sleep():
+    # Rank 2 sleeps 20 ms before each of 30 all-reduces; the others' hosts run ahead of their
+    # streams (no synchronize), so host enqueue gaps grow by 20 ms an op. Lateness is read from
+    # when each rank's launch started on its stream: it must be the 20 ms injected.
+    job = Job([app("collectives_app"), "straggler-async"], nranks=3, env={"NCCLWATCH_SAMPLE": "1"})
+    for rank, r in enumerate(job.run()):
+        check(r.returncode == 0, f"rank {rank}: {r.returncode} {r.stderr}")
+    code, report, _ = job.report("hang", "--json")
+    stragglers = world(report, 3)["stragglers"]
+    found = [r for r in stragglers["ranks"] if r["finding"]]
+    check(stragglers["measured_on"] == "gpu_start" and [r["rank"] for r in found] == [2], f"stragglers {stragglers}")
+    check(15.0 <= found[0]["typical_late_ms"] <= 25.0, f"typical lateness vs the 20 ms slept: {found[0]}")
+    code, summary, _ = job.report("summary", "--json")
+    check(summary["stragglers"] == [found[0]["text"]] and "rank 2 started last" in summary["first_look"],
+          f"summary says the same: {summary['stragglers']} {summary['first_look']}")
+
+
+def clean_job_has_no_straggler():
+    job = Job([app("collectives_app"), "mixed"], nranks=3, env={"NCCLWATCH_SAMPLE": "1"})
+    for rank, r in enumerate(job.run()):
+        check(r.returncode == 0, f"rank {rank}: {r.returncode} {r.stderr}")
+    code, report, _ = job.report("hang", "--json")
+    found = [r for c in report["comms"] for r in c["stragglers"]["ranks"] if r["finding"]]
+    check(code == 0 and not found, f"no straggler on a clean job: {found}")
+    code, summary, _ = job.report("summary", "--json")
+    check(summary["stragglers"] == [] and summary["first_look"].startswith("nothing"), f"{summary['first_look']}")
+
+
 def one_process_driving_two_ranks_is_not_a_hang():
     job = Job([app("collectives_app"), "one-process-two-ranks"], nranks=1, env={"NCCLWATCH_SAMPLE": "1"})
     r = job.run()[0]
@@ -85,7 +113,9 @@ def latency_table_from_gpu_events():
     # The straggler (rank 1) makes rank 0 wait ~20 ms inside each all-reduce on the (stand-in) GPU,
     # while rank 1's own all-reduces finish at once: half the samples are slow.
     check(rows[0]["max_us"] > 15_000 and rows[0]["p90_us"] > 15_000, f"row {rows[0]}")
-    check(rows[0]["busbw_gbps"] > 0 and rows[0]["samples"] == 20, f"row {rows[0]}")
+    # 10 calls on 2 ranks: each rank's first apart, 18 steady samples; bandwidth from the median.
+    check(rows[0]["samples"] == 18 and rows[0]["first_calls"]["samples"] == 2, f"row {rows[0]}")
+    check(abs(rows[0]["algbw_gbps"] - 1024 / (rows[0]["p50_us"] * 1e-6) / 1e9) < 0.01 * rows[0]["algbw_gbps"], f"row {rows[0]}")
     code, csv, _ = job.report("latency", "--csv")
     check(csv.splitlines()[0].startswith("comm,") and len(csv.splitlines()) >= 2, csv)
 
@@ -125,5 +155,6 @@ def launcher_runs_a_job_and_keeps_its_status():
 
 if __name__ == "__main__":
     main({f.__name__: f for f in [
+        async_straggler_lateness_is_the_injected_sleep, clean_job_has_no_straggler,
         count_mismatch_and_missing_rank, skip_names_the_divergence_stretch, straggler_is_named, one_process_driving_two_ranks_is_not_a_hang,
         latency_table_from_gpu_events, timeline_has_one_slice_per_op, launcher_runs_a_job_and_keeps_its_status]})

@@ -1,6 +1,6 @@
 // A multi-process NCCL program issuing collectives, groups and point-to-point calls, run under
 // the preloaded shim by tests/integration/test_collectives.py.
-//   collectives_app mixed|skip|capture|late-peer|bench N|count-mismatch|skip-interleaved|straggler|
+//   collectives_app mixed|skip|capture|late-peer|bench N|count-mismatch|skip-interleaved|straggler|straggler-async|
 //                   one-process-two-ranks|config-variants
 #include "hostcuda.h"
 #include "check.h"
@@ -151,13 +151,15 @@ int skip_interleaved() {
 }
 
 // The last rank arrives 20 ms late at every collective.
-int straggler() {
+// The last rank sleeps 20 ms before each all-reduce. With `sync`, every rank waits for each op;
+// without, the others' hosts run ahead of their streams, as PyTorch's do.
+int straggler(bool sync, int ops) {
   ncclComm_t world = init_world("world");
   static float data[256];
-  for (int i = 0; i < 10; ++i) {
+  for (int i = 0; i < ops; ++i) {
     if (test_rank() == test_nranks() - 1) sleep_ms(20);
     CHECK(ncclAllReduce(data, data, 256, ncclFloat, ncclSum, world, nullptr));
-    cuStreamSynchronize(nullptr);
+    if (sync) cuStreamSynchronize(nullptr);
   }
   settle(nullptr);
   CHECK(ncclCommDestroy(world));
@@ -226,7 +228,8 @@ int main(int argc, char** argv) {
   if (scenario == "bench") return bench(argc > 2 ? std::atoi(argv[2]) : 1000);
   if (scenario == "count-mismatch") return count_mismatch();
   if (scenario == "skip-interleaved") return skip_interleaved();
-  if (scenario == "straggler") return straggler();
+  if (scenario == "straggler") return straggler(true, 10);
+  if (scenario == "straggler-async") return straggler(false, 30);
   if (scenario == "one-process-two-ranks") return one_process_two_ranks();
   if (scenario == "config-variants") return config_variants();
   std::fprintf(stderr, "usage: collectives_app mixed|skip [ms]|capture|late-peer|bench N\n");
