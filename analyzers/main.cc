@@ -4,19 +4,79 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
 
 using namespace ncclwatch::report;
 
+namespace {
+
+const std::vector<std::string> kReports = {"summary", "leaks", "latency", "hang", "timeline", "dump"};
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// A first argument that is neither an option, a report nor an existing path is a mistyped
+// report: reading it as a folder would analyse whatever the default folder holds.
+bool refuse_unknown_report(int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return false;
+  std::string word = argv[1];
+  std::error_code ec;
+  if (std::find(kReports.begin(), kReports.end(), word) != kReports.end() || std::filesystem::exists(word, ec))
+    return false;
+  std::string closest;
+  size_t best = 3;  // suggest only near misses
+  for (const std::string& r : kReports)
+    if (size_t d = edit_distance(word, r); d < best) best = d, closest = r;
+  std::fprintf(stderr, "ncclwatch-report: '%s' is neither a report nor an existing file or folder%s\n", word.c_str(),
+               closest.empty() ? "" : (" (did you mean '" + closest + "'?)").c_str());
+  std::fprintf(stderr, "reports: summary, leaks, latency, hang, timeline, dump; see ncclwatch-report --help\n");
+  return true;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  if (refuse_unknown_report(argc, argv)) return 2;
   CLI::App app{"ncclwatch-report: leak, latency, hang and timeline reports from ncclwatch trace files"};
+  app.footer(
+      "PATHS are trace files or job folders (a folder's own *.nwt files; subfolders are not searched). A launcher\n"
+      "folder (`ncclwatch run` writes ./ncclwatch/job-<id>) means its newest job, named on stderr; --all reads\n"
+      "every job in it. Default: ./ncclwatch.\n"
+      "Exit status: 0 nothing found, 1 findings (leaks, hang, mismatch), 2 bad usage or no usable trace.\n"
+      "Examples:\n"
+      "  ncclwatch-report                       summary of the newest job under ./ncclwatch\n"
+      "  ncclwatch-report leaks ncclwatch/job-1234\n"
+      "  ncclwatch-report latency --csv traces/ > latency.csv\n"
+      "  ncclwatch-report hang --json traces/");
+  app.set_version_flag("--version", std::string("ncclwatch-report ") + NCCLWATCH_VERSION + " (trace format " +
+                                        std::to_string(ncclwatch::trace::kVersion) + ", reads formats " +
+                                        std::to_string(ncclwatch::trace::kMinReadableVersion) + " to " +
+                                        std::to_string(ncclwatch::trace::kVersion) + ")");
   app.require_subcommand(0, 1);
   Options options;
   std::string dump_file;
 
   auto add_common = [&](CLI::App* sub) {
-    sub->add_option("paths", options.inputs, "trace files or directories (default: ./ncclwatch)");
+    sub->add_option("paths", options.inputs, "trace files or job folders (default: ./ncclwatch)");
     sub->add_flag("--json", options.json, "machine-readable output");
+    sub->add_flag("--all", options.all_jobs, "a launcher folder: read every job in it, not only the newest");
   };
   add_common(&app);  // `ncclwatch-report DIR` is `ncclwatch-report summary DIR`
   CLI::App* summary = app.add_subcommand("summary", "one screen about the job (the default)");
@@ -30,7 +90,8 @@ int main(int argc, char** argv) {
   CLI::App* hang = app.add_subcommand("hang", "who stopped where, mismatched arguments, stragglers, divergence");
   add_common(hang);
   CLI::App* timeline = app.add_subcommand("timeline", "Chrome trace-event JSON of the whole job (Perfetto)");
-  timeline->add_option("paths", options.inputs, "trace files or directories (default: ./ncclwatch)");
+  timeline->add_option("paths", options.inputs, "trace files or job folders (default: ./ncclwatch)");
+  timeline->add_flag("--all", options.all_jobs, "a launcher folder: read every job in it, not only the newest");
   timeline->add_option("-o,--output", options.output, "the JSON file to write")->required();
   CLI::App* dump = app.add_subcommand("dump", "every record of one file as JSON Lines");
   dump->add_option("file", dump_file, "a trace file")->required();
@@ -43,6 +104,9 @@ int main(int argc, char** argv) {
   }
   if (dump->parsed()) return run_dump(dump_file, options);
   if (options.inputs.empty()) options.inputs.push_back("ncclwatch");
+  std::vector<std::string> notes;
+  options.inputs = resolve_job_folders(options.inputs, options.all_jobs, notes);
+  for (const std::string& note : notes) std::fprintf(stderr, "ncclwatch-report: %s\n", note.c_str());
   (void)summary;
 
   if (leaks->parsed()) {

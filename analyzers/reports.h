@@ -18,6 +18,7 @@ struct Options {
   bool symbolize = true;
   bool csv = false;           // latency
   std::string output;         // timeline
+  bool all_jobs = false;      // a launcher folder: every job in it, not the newest
 };
 
 int run_leaks(const Job& job, const Options& options);

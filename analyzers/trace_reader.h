@@ -95,7 +95,14 @@ bool read_trace(const std::string& path, const RecordVisitor& visit, trace::File
 bool read_trace_until(const std::string& path, const StoppableVisitor& visit, trace::FileHeader& header,
                       ReadStats& stats, std::vector<TraceProblem>& problems);
 
-// Expands directories into the trace files they hold (*.nwt), sorted; files are kept as given.
+// Expands directories into the trace files they hold themselves (*.nwt), sorted; files are kept as
+// given. Subfolders are never searched: a tree of unrelated traces must not read as one job.
 std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, std::vector<TraceProblem>& problems);
+
+// The job folders the user means. A folder holding trace files is a job. A launcher folder (one
+// whose subfolders are `ncclwatch run`'s job-*) means its newest job, or all of them with
+// `all_jobs`; `notes` says which was read, so a report never merges jobs silently.
+std::vector<std::string> resolve_job_folders(const std::vector<std::string>& inputs, bool all_jobs,
+                                             std::vector<std::string>& notes);
 
 }  // namespace ncclwatch::report

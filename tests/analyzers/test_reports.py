@@ -168,6 +168,34 @@ def test_real_skip_names_the_stretch_not_a_wrong_seq():
     check("rank 1 departed" in out["verdict"] and "likely" not in out["verdict"], out["verdict"])
 
 
+def test_unknown_report_is_refused():
+    # A typo must not be read as a folder (which would analyse whatever ./ncclwatch holds).
+    p = report("lekas", tempdir())
+    check(p.returncode == 2 and p.stdout == "" and "did you mean 'leaks'" in p.stderr, (p.returncode, p.stdout, p.stderr))
+    p = report("--version")
+    check(p.returncode == 0 and "trace format" in p.stdout, p.stdout)
+    p = report("--help")
+    check(p.returncode == 0 and "Examples" in p.stdout and "Exit status" in p.stdout, p.stdout)
+
+
+def test_launcher_folder_reads_its_newest_job():
+    # `ncclwatch run` writes ./ncclwatch/job-<id>: two jobs must never read as one.
+    root = tempdir()
+    older, newer = os.path.join(root, "job-100"), os.path.join(root, "job-200")
+    subprocess.run([GEN, "clean", older], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([GEN, "straggler", newer], check=True, stdout=subprocess.DEVNULL)
+    os.utime(older, (1_000_000_000, 1_000_000_000))
+    rc, s, err = report_json("summary", root)
+    check(s["traces"] == 4 and "job-200, the newest of 2 jobs" in err, (s["traces"], err))
+    rc, s, err = report_json("summary", "--all", root)
+    check(s["traces"] == 6 and "all 2 jobs" in err, (s["traces"], err))
+    # Any other tree is not swept: a folder's own trace files only.
+    tree = tempdir()
+    subprocess.run([GEN, "clean", os.path.join(tree, "somewhere", "deep")], check=True, stdout=subprocess.DEVNULL)
+    p = report("summary", tree)
+    check(p.returncode == 2 and "subfolders are not searched" in p.stderr, (p.returncode, p.stderr))
+
+
 def test_timeline_one_slice_per_op():
     d = job("straggler")
     out = os.path.join(d, "timeline.json")

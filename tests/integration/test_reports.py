@@ -87,6 +87,44 @@ def clean_job_has_no_straggler():
     check(summary["stragglers"] == [] and summary["first_look"].startswith("nothing"), f"{summary['first_look']}")
 
 
+# Each rank on a "host" of its own: a UTS namespace (its own hostname) and a time namespace whose
+# CLOCK_MONOTONIC is shifted by thousands of seconds, as unrelated as two nodes' clocks are.
+ON_OWN_HOST = ('shift=$((NCCLWATCH_TEST_RANK * 7000 + 1000)); '
+               'exec unshare --uts --time --monotonic "$shift" --fork '
+               'sh -c \'hostname "node$NCCLWATCH_TEST_RANK" && exec "$@"\' sh "$@"')
+
+
+def on_own_hosts(argv, nranks, env=None):
+    probe = subprocess.run(["unshare", "--uts", "--time", "--monotonic", "1000", "--fork", "true"], capture_output=True)
+    if probe.returncode != 0:
+        print("skipped: no UTS and time namespaces here (needs root)")
+        raise SystemExit(77)
+    return Job(["sh", "-c", ON_OWN_HOST, "sh", *argv], nranks=nranks, env=env)
+
+
+def several_hosts_give_the_same_answers():
+    # The async straggler and the skipped all-reduce again, each rank on a host of its own.
+    job = on_own_hosts([app("collectives_app"), "straggler-async"], 3, env={"NCCLWATCH_SAMPLE": "1"})
+    for rank, r in enumerate(job.run()):
+        check(r.returncode == 0, f"rank {rank}: {r.returncode} {r.stderr}")
+    code, summary, _ = job.report("summary", "--json")
+    check(summary["hosts"] == ["node0", "node1", "node2"] and summary["ranks"] == 3, f"three hosts seen: {summary}")
+    code, report, _ = job.report("hang", "--json")
+    hosts = report["clock"]["hosts"]
+    check(len(hosts) == 3 and all(h["aligned"] for h in hosts), f"hosts aligned: {report['clock']}")
+    stragglers = world(report, 3)["stragglers"]
+    found = [r for r in stragglers["ranks"] if r["finding"]]
+    check([r["rank"] for r in found] == [2] and 15.0 <= found[0]["typical_late_ms"] <= 25.0, f"stragglers {stragglers}")
+
+    job = on_own_hosts([app("collectives_app"), "skip-interleaved"], 2)
+    for rank, r in enumerate(job.run()):
+        check(r.returncode == 0, f"rank {rank}: {r.returncode} {r.stderr}")
+    code, report, _ = job.report("hang", "--json")
+    divergence = [d for c in report["comms"] for d in c.get("divergence", [])]
+    check(code == 1 and any(d["rank"] == 1 and d["from_seq"] <= 7 <= d["to_seq"] for d in divergence), f"{divergence}")
+    check(all(d.get("likely_seq", 7) == 7 for d in divergence), f"no wrong seq named: {divergence}")
+
+
 def one_process_driving_two_ranks_is_not_a_hang():
     job = Job([app("collectives_app"), "one-process-two-ranks"], nranks=1, env={"NCCLWATCH_SAMPLE": "1"})
     r = job.run()[0]
@@ -155,6 +193,6 @@ def launcher_runs_a_job_and_keeps_its_status():
 
 if __name__ == "__main__":
     main({f.__name__: f for f in [
-        async_straggler_lateness_is_the_injected_sleep, clean_job_has_no_straggler,
+        async_straggler_lateness_is_the_injected_sleep, clean_job_has_no_straggler, several_hosts_give_the_same_answers,
         count_mismatch_and_missing_rank, skip_names_the_divergence_stretch, straggler_is_named, one_process_driving_two_ranks_is_not_a_hang,
         latency_table_from_gpu_events, timeline_has_one_slice_per_op, launcher_runs_a_job_and_keeps_its_status]})
