@@ -54,7 +54,8 @@ bool refuse_unknown_report(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (refuse_unknown_report(argc, argv)) return 2;
-  CLI::App app{"ncclwatch-report: leak, latency, hang and timeline reports from ncclwatch trace files"};
+  // Named, not argv[0]: usage lines show the command, not where it was built.
+  CLI::App app{"ncclwatch-report: leak, latency, hang and timeline reports from ncclwatch trace files", "ncclwatch-report"};
   app.footer(
       "PATHS are trace files or job folders (a folder's own *.nwt files; subfolders are not searched). A launcher\n"
       "folder (`ncclwatch run` writes ./ncclwatch/job-<id>) means its newest job, named on stderr; --all reads\n"
@@ -83,7 +84,7 @@ int main(int argc, char** argv) {
   add_common(summary);
   CLI::App* leaks = app.add_subcommand("leaks", "communicators and resources never released");
   add_common(leaks);
-  leaks->add_flag("!--no-symbols", options.symbolize, "skip symbolizing call sites");
+  leaks->add_flag_callback("--no-symbols", [&] { options.symbolize = false; }, "skip symbolizing call sites");
   CLI::App* latency = app.add_subcommand("latency", "time and bandwidth per communicator, op and size");
   add_common(latency);
   latency->add_flag("--csv", options.csv, "comma-separated rows");

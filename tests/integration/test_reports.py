@@ -191,8 +191,25 @@ def launcher_runs_a_job_and_keeps_its_status():
     check(failing.returncode != 0, "--on-leak fail makes the leaky job fail")
 
 
+
+def launcher_refuses_bad_arguments():
+    launcher = os.path.join(ROOT, "scripts", "ncclwatch")
+    def run(*args):
+        return subprocess.run([launcher, *args], capture_output=True, text=True, timeout=30)
+    for args, words in [(["run", "--dir"], "--dir needs a value"), (["run", "--dir", "--on-leak", "fail", "--", "true"], "--dir needs a value"),
+                        (["run", "--on-leak", "maybe", "--", "true"], "--on-leak must be"), (["lol"], "unknown command 'lol'"),
+                        (["run", "--bogus", "--", "true"], "unknown option '--bogus'"), (["run"], "no command to run")]:
+        p = run(*args)
+        check(p.returncode == 2 and words in p.stderr and "unbound" not in p.stderr, (args, p.returncode, p.stderr))
+    p = run("--help")
+    check(p.returncode == 0 and "Examples" in p.stdout, (p.returncode, p.stdout))
+    version = run("--version").stdout.split()[-1]
+    report_version = subprocess.run([REPORT, "--version"], capture_output=True, text=True).stdout.split()[1]
+    check(version == report_version, f"launcher {version} and report {report_version} are one version")
+
 if __name__ == "__main__":
     main({f.__name__: f for f in [
         async_straggler_lateness_is_the_injected_sleep, clean_job_has_no_straggler, several_hosts_give_the_same_answers,
+        launcher_refuses_bad_arguments,
         count_mismatch_and_missing_rank, skip_names_the_divergence_stretch, straggler_is_named, one_process_driving_two_ranks_is_not_a_hang,
         latency_table_from_gpu_events, timeline_has_one_slice_per_op, launcher_runs_a_job_and_keeps_its_status]})
