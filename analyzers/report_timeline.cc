@@ -94,7 +94,7 @@ class FileTimeline {
                           static_cast<double>(std::max<int64_t>(0, wrap_sub(release_end, c.release_begin_ns))) / 1e3, hex_id(c.id), state_name(c.state)));
       }
     }
-    std::string name = fmt::format("rank {} ({} pid {})J", world_rank_, p.host(), p.pid());
+    std::string name = fmt::format("rank {} ({} pid {})", world_rank_, p.host(), p.pid());
     event(fmt::format(R"J({{"name":"process_name","ph":"M","pid":{},"args":{{"name":{}}}}})J", pid_, json_quoted(name)));
     event(fmt::format(R"J({{"name":"process_sort_index","ph":"M","pid":{},"args":{{"sort_index":{}}}}})J", pid_,
                       world_rank_ >= 0 ? world_rank_ : 1000000 + static_cast<int64_t>(pid_)));
@@ -227,7 +227,7 @@ int run_timeline(const Options& options) {
   for (uint64_t s : slices) total_slices += s;
   json other = {{"clock_alignment", clock.method}, {"hosts", clock.hosts}, {"origin_wall_ns", origin},
                 {"traces", used}, {"op_slices", total_slices},
-                {"tracks", "one process per rank, one thread per CUDA stream (tid 0: host-side NCCL calls)J"}};
+                {"tracks", "one process per rank, one thread per CUDA stream (tid 0: host-side NCCL calls)"}};
   std::fprintf(f, "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":%s}\n", dump_json(other).c_str());
   bool ok = std::fclose(f) == 0;
   if (!ok) {

@@ -4,6 +4,7 @@ the end use traces crafted byte by byte (craft_trace.py)."""
 import json
 import os
 import random
+import re
 import shutil
 import struct
 import subprocess
@@ -213,6 +214,8 @@ def test_timeline_one_slice_per_op():
     check(max(ends) - min(ends) < 50, ends)
     names = [e for e in t["traceEvents"] if e.get("name") == "process_name"]
     check(len(names) == 4, names)
+    check(all(re.fullmatch(r"rank \d \(node\d pid \d+\)", e["args"]["name"]) for e in names), names)
+    check(not t["otherData"]["tracks"].endswith("J"), t["otherData"])
     inits = [e for e in t["traceEvents"] if e.get("name", "").startswith("ncclCommInitRank")]
     check(len(inits) == 4, inits)
 
