@@ -72,7 +72,6 @@ int main(int argc, char** argv) {
                                         std::to_string(ncclwatch::trace::kVersion) + ")");
   app.require_subcommand(0, 1);
   Options options;
-  std::string dump_file;
 
   auto add_common = [&](CLI::App* sub) {
     sub->add_option("paths", options.inputs, "trace files or job folders (default: ./ncclwatch)");
@@ -94,8 +93,10 @@ int main(int argc, char** argv) {
   timeline->add_option("paths", options.inputs, "trace files or job folders (default: ./ncclwatch)");
   timeline->add_flag("--all", options.all_jobs, "a launcher folder: read every job in it, not only the newest");
   timeline->add_option("-o,--output", options.output, "the JSON file to write")->required();
-  CLI::App* dump = app.add_subcommand("dump", "every record of one file as JSON Lines");
-  dump->add_option("file", dump_file, "a trace file")->required();
+  timeline->add_flag("--json", options.json, "accepted for symmetry: the timeline is JSON");
+  CLI::App* dump = app.add_subcommand("dump", "every record of trace files as JSON Lines (a file_header line first for each)");
+  dump->add_option("paths", options.inputs, "trace files or a job folder")->required();
+  dump->add_flag("--json", options.json, "accepted for symmetry: the output is JSON Lines");
 
   try {
     app.parse(argc, argv);
@@ -103,7 +104,7 @@ int main(int argc, char** argv) {
     int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
-  if (dump->parsed()) return run_dump(dump_file, options);
+  if (dump->parsed()) return run_dump_files(options);
   if (options.inputs.empty()) options.inputs.push_back("ncclwatch");
   std::vector<std::string> notes;
   options.inputs = resolve_job_folders(options.inputs, options.all_jobs, notes);

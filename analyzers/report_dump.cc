@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <iostream>
 
@@ -167,6 +168,7 @@ int run_dump(const std::string& path, const Options&) {
   bool header_done = false;
   auto emit_header = [&] {
     json h = {{"type", "file_header"},
+              {"file", valid_utf8(path)},
               {"version", header.version},
               {"min_reader_version", header.min_reader_version},
               {"pid", header.pid},
@@ -190,6 +192,15 @@ int run_dump(const std::string& path, const Options&) {
   if (!header_done && header_read) emit_header();
   print_problems(problems);
   return ok ? 0 : 2;
+}
+
+int run_dump_files(const Options& options) {
+  std::vector<TraceProblem> problems;
+  std::vector<std::string> files = expand_inputs(options.inputs, problems);
+  print_problems(problems);
+  int code = files.empty() ? 2 : 0;
+  for (const std::string& file : files) code = std::max(code, run_dump(file, options));
+  return code;
 }
 
 }  // namespace ncclwatch::report

@@ -94,13 +94,6 @@ void compare_fields(uint64_t seq, const OpSignature& expected, const std::vector
   if (got.peer != expected.peer) add(is_rooted(expected.api) || is_rooted(got.api) ? "root" : "peer", expected.peer, got.peer);
 }
 
-std::string ranks_text(const std::vector<int32_t>& ranks, size_t limit = 16) {
-  std::string out;
-  for (size_t i = 0; i < ranks.size() && i < limit; ++i) out += (i ? "," : "") + std::to_string(ranks[i]);
-  if (ranks.size() > limit) out += fmt::format(",... ({} ranks)", ranks.size());
-  return out;
-}
-
 // Severity of what a communicator shows, to pick what to look at first across communicators.
 enum Severity { kNone = 0, kStraggler = 1, kIncomplete = 2, kMismatch = 3, kMissing = 4, kDivergence = 5, kAbsent = 6 };
 

@@ -56,13 +56,30 @@ std::string describe_how_ended(const CommInstance& c) {
   }
 }
 
-std::string ranks_list(const std::set<int>& ranks) {
-  std::string out;
-  for (int r : ranks) out += (out.empty() ? "" : ",") + std::to_string(r);
-  return out;
-}
+std::string ranks_list(const std::set<int>& ranks) { return ranks_text(std::vector<int32_t>(ranks.begin(), ranks.end())); }
 
 }  // namespace
+
+std::string ranks_text(const std::vector<int32_t>& ranks, size_t limit) {
+  std::string out;
+  size_t pieces = 0;
+  for (size_t i = 0; i < ranks.size(); ++pieces) {
+    size_t end = i + 1;  // one past the run of consecutive ranks starting at i
+    while (end < ranks.size() && ranks[end] == ranks[end - 1] + 1) ++end;
+    if (pieces == limit) {
+      out += fmt::format(",... ({} ranks)", ranks.size());
+      break;
+    }
+    if (end - i >= 3) {
+      out += fmt::format("{}{}-{}", out.empty() ? "" : ",", ranks[i], ranks[end - 1]);
+      i = end;
+    } else {
+      out += fmt::format("{}{}", out.empty() ? "" : ",", ranks[i]);
+      ++i;
+    }
+  }
+  return out;
+}
 
 std::string dump_json(const json& j, int indent) { return j.dump(indent, ' ', false, json::error_handler_t::replace); }
 

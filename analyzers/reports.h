@@ -24,6 +24,7 @@ struct Options {
 int run_leaks(const Job& job, const Options& options);
 int run_summary(const Options& options);
 int run_dump(const std::string& path, const Options& options);
+int run_dump_files(const Options& options);  // every file of options.inputs, in order
 int run_latency(const Options& options);
 int run_hang(const Options& options);
 int run_timeline(const Options& options);
@@ -31,6 +32,10 @@ int run_timeline(const Options& options);
 // The JSON text of `j` (indent < 0: one line). Strings are valid UTF-8 from the reader on; should
 // one not be, it shows U+FFFD rather than aborting the report (nlohmann::json throws otherwise).
 std::string dump_json(const nlohmann::json& j, int indent = -1);
+
+// Ranks as people read them: "0,1,4-63" (three or more in a row become a range), at most `limit`
+// pieces, then how many ranks in all. `ranks` is sorted.
+std::string ranks_text(const std::vector<int32_t>& ranks, size_t limit = 16);
 
 // Names unusable or damaged inputs on stderr.
 void print_problems(const std::vector<TraceProblem>& problems);

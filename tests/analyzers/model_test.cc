@@ -1,6 +1,7 @@
 // The analyzers' building blocks: the latency histogram, nccl-tests' size and bandwidth
 // conventions, and the per-seq signature groups merged across reader threads.
 #include "op_model.h"
+#include "reports.h"
 #include "synthetic_trace.h"
 
 #include <catch2/catch.hpp>
@@ -151,4 +152,17 @@ TEST_CASE("the ranks a latency row counts are kept by rank seen, not by rank val
   std::vector<int32_t> ranks;
   for (int32_t r : {5, 5, 1, 1 << 30, 3, 5, 1}) note_rank(ranks, r);
   CHECK(ranks == std::vector<int32_t>{1, 3, 5, 1 << 30});
+}
+
+TEST_CASE("ranks read as ranges, bounded") {
+  using ncclwatch::report::ranks_text;
+  CHECK(ranks_text({0, 1}) == "0,1");
+  CHECK(ranks_text({1}) == "1");
+  std::vector<int32_t> all(64);
+  for (int32_t i = 0; i < 64; ++i) all[static_cast<size_t>(i)] = i;
+  CHECK(ranks_text(all) == "0-63");
+  CHECK(ranks_text({0, 2, 3, 4, 9}) == "0,2-4,9");
+  std::vector<int32_t> evens;
+  for (int32_t i = 0; i < 100; i += 2) evens.push_back(i);
+  CHECK(ranks_text(evens, 4) == "0,2,4,6,... (50 ranks)");
 }

@@ -177,6 +177,13 @@ def test_unknown_report_is_refused():
     check(p.returncode == 0 and "trace format" in p.stdout, p.stdout)
     p = report("--help")
     check(p.returncode == 0 and "Examples" in p.stdout and "Exit status" in p.stdout, p.stdout)
+    # Every report takes --json; dump takes a job folder as well as files.
+    d = job("clean")
+    p = report("dump", d)
+    check(p.returncode == 0 and p.stdout.count('"type":"file_header"') == 2, p.stdout[:300])
+    out = os.path.join(d, "t.json")
+    p = report("timeline", "--json", d, "-o", out)
+    check(p.returncode == 0 and "traceEvents" in json.load(open(out)), p.stderr)
 
 
 def test_launcher_folder_reads_its_newest_job():
