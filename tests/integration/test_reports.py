@@ -4,7 +4,7 @@ import json
 import os
 import subprocess
 
-from harness import BUILD, REPORT, Job, app, check, main
+from harness import BUILD, REPORT, SANITIZED, Job, app, check, main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -70,7 +70,7 @@ def async_straggler_lateness_is_the_injected_sleep():
     stragglers = world(report, 3)["stragglers"]
     found = [r for r in stragglers["ranks"] if r["finding"]]
     check(stragglers["measured_on"] == "gpu_start" and [r["rank"] for r in found] == [2], f"stragglers {stragglers}")
-    check(15.0 <= found[0]["typical_late_ms"] <= 25.0, f"typical lateness vs the 20 ms slept: {found[0]}")
+    check(SANITIZED or 15.0 <= found[0]["typical_late_ms"] <= 25.0, f"typical lateness vs the 20 ms slept: {found[0]}")
     code, summary, _ = job.report("summary", "--json")
     check(summary["stragglers"] == [found[0]["text"]] and "rank 2 started last" in summary["first_look"],
           f"summary says the same: {summary['stragglers']} {summary['first_look']}")
@@ -114,7 +114,8 @@ def several_hosts_give_the_same_answers():
     check(len(hosts) == 3 and all(h["aligned"] for h in hosts), f"hosts aligned: {report['clock']}")
     stragglers = world(report, 3)["stragglers"]
     found = [r for r in stragglers["ranks"] if r["finding"]]
-    check([r["rank"] for r in found] == [2] and 15.0 <= found[0]["typical_late_ms"] <= 25.0, f"stragglers {stragglers}")
+    check([r["rank"] for r in found] == [2] and (SANITIZED or 15.0 <= found[0]["typical_late_ms"] <= 25.0),
+          f"stragglers {stragglers}")
 
     job = on_own_hosts([app("collectives_app"), "skip-interleaved"], 2)
     for rank, r in enumerate(job.run()):
