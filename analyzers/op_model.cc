@@ -164,28 +164,6 @@ void add_deviant(CommOps& c, uint64_t seq, const OpSignature& sig, uint8_t origi
   it->second.push_back(SignatureGroup{sig, origin, implicit, ranks});
 }
 
-void note_gpu_start(SeqSlot& slot, int64_t begin, int32_t rank) {
-  ++slot.gpu_started;
-  if (begin > slot.gpu_last_begin) {
-    slot.gpu_second_last_begin = slot.gpu_last_begin;
-    slot.gpu_last_begin = begin;
-    slot.gpu_last_rank = rank;
-  } else if (begin > slot.gpu_second_last_begin) {
-    slot.gpu_second_last_begin = begin;
-  }
-}
-
-void note_arrival(SeqSlot& slot, int64_t begin, int32_t rank) {
-  slot.first_begin = std::min(slot.first_begin, begin);
-  if (begin > slot.last_begin) {
-    slot.second_last_begin = slot.last_begin;
-    slot.last_begin = begin;
-    slot.last_rank = rank;
-  } else if (begin > slot.second_last_begin) {
-    slot.second_last_begin = begin;
-  }
-}
-
 // Streams one file's records into its ProcessOps and the thread's aggregates.
 class OpScanner {
  public:
@@ -339,7 +317,7 @@ class OpScanner {
       add_deviant(c, seq, sig, agg_.thread, false, {rc.rank});
     }
     ++slot.issued;
-    note_arrival(slot, begin, rc.rank);
+    slot.host.note(begin, rc.rank);
   }
 
   P2PChannel& channel(uint64_t comm_id, int32_t rank, int32_t peer, bool send) {
@@ -386,7 +364,7 @@ class OpScanner {
         rc.timed_done_seq = std::max(rc.timed_done_seq, op.seq);
         CommOps& c = agg_.comms[rc.comm_index];
         if (has_begin && op.seq <= c.slots.size())
-          note_gpu_start(c.slots[op.seq - 1], wrap_add(g.gpu_begin_ns, out_.clock_offset), rc.rank);
+          c.slots[op.seq - 1].gpu.note(wrap_add(g.gpu_begin_ns, out_.clock_offset), rc.rank);
       }
     };
     finish(l->first);
@@ -476,22 +454,8 @@ void merge_slots(CommOps& into, CommOps& from) {
     // The other thread's reference ranks differ from ours: they become a group of their own.
     if (!(a.ref == b.ref)) add_deviant(into, i + 1, b.ref, b.ref_origin, true, {});
     a.issued += b.issued;
-    a.first_begin = std::min(a.first_begin, b.first_begin);
-    if (b.last_begin > a.last_begin) {
-      a.second_last_begin = std::max(a.last_begin, b.second_last_begin);
-      a.last_begin = b.last_begin;
-      a.last_rank = b.last_rank;
-    } else {
-      a.second_last_begin = std::max(a.second_last_begin, b.last_begin);
-    }
-    a.gpu_started += b.gpu_started;
-    if (b.gpu_last_begin > a.gpu_last_begin) {
-      a.gpu_second_last_begin = std::max(a.gpu_last_begin, b.gpu_second_last_begin);
-      a.gpu_last_begin = b.gpu_last_begin;
-      a.gpu_last_rank = b.gpu_last_rank;
-    } else {
-      a.gpu_second_last_begin = std::max(a.gpu_second_last_begin, b.gpu_last_begin);
-    }
+    a.host.merge(b.host);
+    a.gpu.merge(b.gpu);
   }
   for (auto& [seq, groups] : from.deviants)
     for (SignatureGroup& g : groups) add_deviant(into, seq, g.sig, g.origin, g.implicit, g.ranks);

@@ -43,21 +43,48 @@ struct SignatureGroup {
   std::vector<int32_t> ranks;  // explicit ranks
 };
 
+// Who arrived last at one seq, and the arrival before: how late the last one was.
+struct LastArrivals {
+  uint32_t ranks = 0;  // arrivals noted
+  int32_t last_rank = -1;
+  int64_t last = std::numeric_limits<int64_t>::min();
+  int64_t second = std::numeric_limits<int64_t>::min();
+
+  void note(int64_t begin, int32_t rank) {
+    ++ranks;
+    if (begin > last) {
+      second = last;
+      last = begin;
+      last_rank = rank;
+    } else if (begin > second) {
+      second = begin;
+    }
+  }
+  void merge(const LastArrivals& o) {
+    ranks += o.ranks;
+    if (o.last > last) {
+      second = std::max(last, o.second);
+      last = o.last;
+      last_rank = o.last_rank;
+    } else {
+      second = std::max(second, o.last);
+    }
+  }
+  // Whether `present` ranks all arrived, so that the last of them is known.
+  bool complete(size_t present) const {
+    return ranks >= present && last_rank >= 0 && second != std::numeric_limits<int64_t>::min();
+  }
+};
+
 // One collective seq of one communicator, shared by all its ranks.
 struct SeqSlot {
   OpSignature ref;
   uint32_t issued = 0;         // ranks that issued it
-  int32_t last_rank = -1;      // who arrived last (latest host_begin on the aligned clock)
-  int64_t first_begin = std::numeric_limits<int64_t>::max();
-  int64_t last_begin = std::numeric_limits<int64_t>::min();
-  int64_t second_last_begin = std::numeric_limits<int64_t>::min();
-  // The same on the GPU side: when each rank's launch started on its stream (sampled launches
-  // only). A host returns from an enqueue long before its GPU gets there, so lateness is judged
-  // from these where every rank has one.
-  uint32_t gpu_started = 0;    // ranks with a GPU start time
-  int32_t gpu_last_rank = -1;
-  int64_t gpu_last_begin = std::numeric_limits<int64_t>::min();
-  int64_t gpu_second_last_begin = std::numeric_limits<int64_t>::min();
+  LastArrivals host;           // host enqueue times (host_begin on the aligned clock)
+  // When each rank's launch started on its GPU (sampled launches only). A host returns from an
+  // enqueue long before its GPU gets there, so lateness is judged from these where every rank
+  // has one.
+  LastArrivals gpu;
   uint8_t ref_origin = 0;
 };
 

@@ -314,13 +314,9 @@ json hang_json(const JobAnalysis& a, bool& findings) {
     // GPU side where every rank's launch of the seq was timed: a host returns from an enqueue long
     // before its GPU runs the op, so host arrival gaps grow with every op a fast rank runs ahead.
     size_t n_present = by_rank.size();
-    auto gpu_judged = [&](const SeqSlot& s) {
-      return s.gpu_started >= n_present && s.gpu_last_rank >= 0 &&
-             s.gpu_second_last_begin != std::numeric_limits<int64_t>::min();
-    };
     bool on_gpu = false;
     if (ops && n_present >= 2)
-      on_gpu = std::any_of(ops->slots.begin(), ops->slots.end(), gpu_judged);
+      on_gpu = std::any_of(ops->slots.begin(), ops->slots.end(), [&](const SeqSlot& s) { return s.gpu.complete(n_present); });
     struct Lateness {
       uint64_t times_last = 0;
       double total_ns = 0;
@@ -332,17 +328,10 @@ json hang_json(const JobAnalysis& a, bool& findings) {
     if (ops && n_present >= 2)
       for (size_t i = 0; i < ops->slots.size(); ++i) {
         const SeqSlot& s = ops->slots[i];
-        int32_t last_rank = -1;
-        int64_t late = 0;
-        if (on_gpu) {
-          if (!gpu_judged(s)) continue;
-          last_rank = s.gpu_last_rank;
-          late = wrap_sub(s.gpu_last_begin, s.gpu_second_last_begin);
-        } else {
-          if (s.issued < n_present || s.last_rank < 0 || s.second_last_begin == std::numeric_limits<int64_t>::min()) continue;
-          last_rank = s.last_rank;
-          late = wrap_sub(s.last_begin, s.second_last_begin);
-        }
+        const LastArrivals& arrivals = on_gpu ? s.gpu : s.host;
+        if (!arrivals.complete(n_present)) continue;
+        int32_t last_rank = arrivals.last_rank;
+        int64_t late = wrap_sub(arrivals.last, arrivals.second);
         ++judged;
         Lateness& l = lateness[last_rank];
         ++l.times_last;
@@ -360,7 +349,7 @@ json hang_json(const JobAnalysis& a, bool& findings) {
     if (worst.size() > 10) worst.resize(10);
     for (const auto& [late, seq] : worst) {
       const SeqSlot& s = ops->slots[seq - 1];
-      stragglers["worst"].push_back({{"seq", seq}, {"rank", on_gpu ? s.gpu_last_rank : s.last_rank}, {"late_ms", late / 1e6}});
+      stragglers["worst"].push_back({{"seq", seq}, {"rank", on_gpu ? s.gpu.last_rank : s.host.last_rank}, {"late_ms", late / 1e6}});
     }
     // The op's own time: the longest of the communicator's fastest GPU-timed calls (a call waits
     // for the last rank, so its fastest samples are the ones that waited for nobody).
