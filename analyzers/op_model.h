@@ -156,6 +156,7 @@ struct FirstCalls {
     sum += static_cast<double>(ns);
     max = std::max(max, ns);
   }
+  double mean() const { return count ? sum / static_cast<double>(count) : 0; }
   void merge(const FirstCalls& o) {
     count += o.count;
     sum += o.sum;

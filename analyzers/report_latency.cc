@@ -88,9 +88,8 @@ json latency_json(const JobAnalysis& a) {
                 {"algbw_gbps", algbw},
                 {"busbw_gbps", busbw},
                 {"first_calls", {{"samples", b.first_calls.count},
-                                 {"max_us", us_or_null(b.first_calls.count, static_cast<double>(b.first_calls.max))},
-                                 {"mean_us", us_or_null(b.first_calls.count,
-                                                        b.first_calls.count ? b.first_calls.sum / static_cast<double>(b.first_calls.count) : 0)}}},
+                                 {"max_us", us_or_null(b.first_calls.count > 0, static_cast<double>(b.first_calls.max))},
+                                 {"mean_us", us_or_null(b.first_calls.count > 0, b.first_calls.mean())}}},
                 {"timing", timing_name(b.key.timing)}};
     if (auto n = names.find(b.key.comm_id); n != names.end()) row["name"] = n->second;
     rows.push_back(row);

@@ -15,7 +15,6 @@
 
 #include <dlfcn.h>
 
-
 namespace ncclwatch {
 namespace {
 

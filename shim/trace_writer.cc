@@ -295,7 +295,9 @@ void write_notice_record(const char* text) noexcept {
 
 void trace_writer_after_fork_in_child() noexcept {
   Writer& w = writer();
-  // The parent's file stays the parent's: unmap and close without writing.
+  // The parent's file stays the parent's: unmap and close without writing, and never remove it
+  // (a fork while another thread was creating it leaves the flag set in the child).
+  g_unfinished.store(false, std::memory_order_relaxed);
   if (w.base) munmap(w.base, w.capacity);
   if (w.fd >= 0) close(w.fd);
   new (&w.open_mutex) std::mutex();
