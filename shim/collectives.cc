@@ -110,17 +110,19 @@ template <class Call> ncclResult_t run_op(const OpArgs& a, Call&& call) noexcept
     captured = stream_is_capturing(stream);
     if (!captured) note_group_stream(stream, track, seq, a.api);
   } else {
-    timed = begin_timed_launch(stream, captured);
+    timed = begin_timed_launch(stream, track, op_shape(a.api, a.count, a.datatype), captured);
   }
 
   ncclResult_t result = call();
 
+  int64_t end_ns = monotonic_ns();
   uint16_t flags = a.flags | (captured ? trace::kOpCaptured : 0) | (a.in_place ? trace::kOpInPlace : 0);
   if (timed) {
-    end_timed_launch(timed, stream, launch_id, track, trace::is_point_to_point(a.api) ? 0 : seq, a.api, 1, begin_ns);
+    end_timed_launch(timed, stream, launch_id, track, trace::is_point_to_point(a.api) ? 0 : seq, a.api, 1, begin_ns,
+                     end_ns);
     if (timed.timed) flags |= trace::kOpTimed;
   }
-  write_op_record(a, track, seq, launch_id, begin_ns, monotonic_ns(), result, flags);
+  write_op_record(a, track, seq, launch_id, begin_ns, end_ns, result, flags);
   return result;
 }
 
@@ -299,23 +301,25 @@ template <class Call> ncclResult_t end_group(Api api, Call&& call) noexcept {
   bool launches = api == Api::kGroupEnd;
   for (int i = 0; launches && i < t_group.nstreams; ++i) {
     bool captured = false;
-    timed[i] = begin_timed_launch(t_group.streams[i].stream, captured);
+    const GroupState::StreamUse& use = t_group.streams[i];
+    timed[i] = begin_timed_launch(use.stream, use.track, op_shape(api, use.ops, static_cast<int>(use.api)), captured);
   }
   ncclResult_t result = call();
+  int64_t end_ns = monotonic_ns();
   // The group end's record says whether a GPU timing of its launch follows (kOpTimed) and names
   // the communicator of its first op, so analyzers can wait for the timing and attribute it.
   uint16_t flags = 0;
   for (int i = 0; launches && i < t_group.nstreams; ++i) {
     const GroupState::StreamUse& use = t_group.streams[i];
     end_timed_launch(timed[i], use.stream, t_group.launch_id, use.track,
-                     trace::is_point_to_point(use.api) ? 0 : use.seq, use.api, use.ops, begin_ns);
+                     trace::is_point_to_point(use.api) ? 0 : use.seq, use.api, use.ops, begin_ns, end_ns);
     if (timed[i].timed) flags |= trace::kOpTimed;
   }
   t_group.depth = 0;
   const CommTrack* first = t_group.nstreams ? t_group.streams[0].track : nullptr;
   OpArgs args{api, first ? reinterpret_cast<ncclComm_t>(first->handle) : nullptr, nullptr, t_group.ops, ncclInt8,
               -1, -1, false};
-  write_op_record(args, first, 0, t_group.launch_id, begin_ns, monotonic_ns(), result, flags);
+  write_op_record(args, first, 0, t_group.launch_id, begin_ns, end_ns, result, flags);
   return result;
 }
 }  // namespace

@@ -46,8 +46,27 @@ uint64_t CommTrack::next_p2p_seq(int peer, bool receive) noexcept {
   return counters[(receive ? nranks : 0) + peer].fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
+namespace {
+// Bumps the table's version when a change is done (after the table itself changed).
+struct TableChange {
+  ~TableChange() { detail::g_comm_table_version.fetch_add(1, std::memory_order_release); }
+};
+}  // namespace
+
+uint32_t CommTrack::count_launch_of_shape(uint64_t shape) noexcept {
+  if (shape == 0) shape = 1;  // 0 marks a free slot
+  for (uint32_t probe = 0; probe < 8; ++probe) {
+    ShapeCount& slot = shape_counts[(shape + probe) % kShapeSlots];
+    uint64_t seen = slot.shape.load(std::memory_order_relaxed);
+    if (seen == 0 && slot.shape.compare_exchange_strong(seen, shape, std::memory_order_relaxed)) seen = shape;
+    if (seen == shape) return slot.launches.fetch_add(1, std::memory_order_relaxed);
+  }
+  return other_shape_launches.fetch_add(1, std::memory_order_relaxed);
+}
+
 void publish_comm(CommTrack* track) noexcept {
   std::lock_guard lock(g_writers);
+  TableChange change;
   CommSlot* slots = detail::comm_slots();
   uint32_t home = home_slot(track->handle);
   int reusable = -1;
@@ -76,7 +95,7 @@ void publish_comm(CommTrack* track) noexcept {
               "ncclwatch: more than 8192 live communicators; collectives on the newest carry no identity");
 }
 
-CommTrack* find_comm_track(uint64_t handle) noexcept {
+CommTrack* detail::find_comm_track_in_table(uint64_t handle) noexcept {
   CommSlot* slots = detail::comm_slots();
   uint32_t home = home_slot(handle);
   for (int probe = 0; probe < kCommSlots; ++probe) {
@@ -91,6 +110,7 @@ CommTrack* find_comm_track(uint64_t handle) noexcept {
 
 void retire_comm(uint64_t handle) noexcept {
   std::lock_guard lock(g_writers);
+  TableChange change;
   CommSlot* slots = detail::comm_slots();
   uint32_t home = home_slot(handle);
   for (int probe = 0; probe < kCommSlots; ++probe) {
@@ -110,6 +130,7 @@ void retire_comm(uint64_t handle) noexcept {
 namespace ncclwatch {
 void clear_comm_table_after_fork() noexcept {
   new (&g_writers) std::mutex();
+  TableChange change;
   detail::CommSlot* slots = detail::comm_slots();
   for (int i = 0; i < detail::kCommSlots; ++i) {
     slots[i].handle.store(detail::kEmptySlot, std::memory_order_relaxed);

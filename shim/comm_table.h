@@ -19,6 +19,17 @@ struct CommTrack {
   std::atomic<uint64_t> issued{0};
   // Highest seq known complete on the GPU (collector thread writes, watchdog snapshots read).
   std::atomic<uint64_t> completed{0};
+  // Launches per op shape, choosing which get GPU timestamps (gpu_launch.cc): a small lock-free
+  // open-addressing table; shapes past its capacity share one overflow count.
+  static constexpr uint32_t kShapeSlots = 64;
+  struct ShapeCount {
+    std::atomic<uint64_t> shape{0};
+    std::atomic<uint32_t> launches{0};
+  };
+  ShapeCount shape_counts[kShapeSlots];
+  std::atomic<uint32_t> other_shape_launches{0};
+  // How many launches of `shape` (a hash, op_shape()) came before this one.
+  uint32_t count_launch_of_shape(uint64_t shape) noexcept;
   // Point-to-point seqs per peer: [peer] sends, [nranks + peer] receives; allocated on first use.
   std::atomic<std::atomic<uint64_t>*> p2p{nullptr};
 
@@ -28,8 +39,9 @@ struct CommTrack {
 
 // Publishes `track` for its handle (replacing a released comm that had the same handle).
 void publish_comm(CommTrack* track) noexcept;
-// The comm's state, or nullptr when the shim never saw it created.
-CommTrack* find_comm_track(uint64_t handle) noexcept;
+// The comm's state, or nullptr when the shim never saw it created (inline below: a per-thread
+// memo of the last lookup, checked against the table's version, spares the hash probe).
+inline CommTrack* find_comm_track(uint64_t handle) noexcept;
 // Forgets the handle (the comm was destroyed or aborted).
 void retire_comm(uint64_t handle) noexcept;
 // Calls `visit(const CommTrack&)` for every live comm (stall snapshots). Lock-free, may miss a comm
@@ -45,7 +57,26 @@ struct CommSlot {
   std::atomic<CommTrack*> track{nullptr};
 };
 CommSlot* comm_slots() noexcept;
+CommTrack* find_comm_track_in_table(uint64_t handle) noexcept;
+// Bumped after every change to the table: a memo taken at an older version is stale.
+inline std::atomic<uint64_t> g_comm_table_version{0};
+struct LastLookup {
+  uint64_t handle = 0;
+  uint64_t version = ~0ull;
+  CommTrack* track = nullptr;
+};
+inline thread_local LastLookup t_last_lookup;
 }  // namespace detail
+
+inline CommTrack* find_comm_track(uint64_t handle) noexcept {
+  // Acquire pairs with the release bump after a change: the changed table is visible.
+  uint64_t version = detail::g_comm_table_version.load(std::memory_order_acquire);
+  detail::LastLookup& last = detail::t_last_lookup;
+  if (last.handle == handle && last.version == version) return last.track;
+  CommTrack* track = detail::find_comm_track_in_table(handle);
+  last = {handle, version, track};
+  return track;
+}
 
 template <class F> void for_each_comm(F&& visit) {
   detail::CommSlot* slots = detail::comm_slots();

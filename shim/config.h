@@ -17,10 +17,10 @@ struct Config {
   int frames = 24;                        // NCCLWATCH_FRAMES: call-site depth captured at creation
   bool record = true;                     // NCCLWATCH_DISABLE=1 turns the shim into a pure forwarder
   std::string timing = "";                // NCCLWATCH_TIMING=gpu|host|off ("" = gpu where usable)
-  // NCCLWATCH_SAMPLE=N: GPU timestamps for one launch in N (every launch still gets a completion
-  // event for the watchdog). Timestamped events cost ~1% of a large all-reduce's GPU time on H200
-  // (measured with nccl-tests), completion-only events nothing measurable: 8 keeps the cost < 0.2%.
-  uint32_t sample = 8;
+  // NCCLWATCH_SAMPLE=N: GPU timestamps for the first 4 launches of each op shape on a comm, then
+  // one in N. A timestamped launch costs three driver calls (capture check, two event records):
+  // 32 keeps timestamps under 0.1 driver calls per collective.
+  uint32_t sample = 32;
   double stall_sec = 60;                  // NCCLWATCH_STALL_SEC: the watchdog's threshold
   bool group_readable = false;            // NCCLWATCH_GROUP_READABLE=1: trace files 0640, else 0600
   bool full_cmdline = false;              // NCCLWATCH_FULL_CMDLINE=1: keep secret-looking arguments

@@ -1,8 +1,9 @@
-// GPU timing of NCCL launches: CUDA events recorded on the application's stream around each
-// launch, taken from a per-thread pool, handed to a collector thread through per-thread
-// lock-free rings. The collector turns completed events into GpuTimingRecords (mapped onto the
-// host clock) and runs the stall watchdog. Nothing here synchronizes the application's stream
-// or takes a lock shared with other application threads.
+// GPU timing of NCCL launches and the stall watchdog. The launch path (gpu_launch.cc) records CUDA
+// events on the application's stream for some launches and hands every launch to a collector
+// thread (gpu_collector.cc) through per-thread lock-free rings; the collector turns completed
+// events into completion and GpuTimingRecords (on the host clock, gpu_clock_refs.cc) and reports
+// stalls (gpu_watchdog.cc). Nothing here synchronizes the application's stream or takes a lock
+// shared with other application threads.
 #pragma once
 
 #include "comm_table.h"
@@ -27,28 +28,43 @@ inline TimingMode timing_mode() noexcept {
   return mode >= 0 ? static_cast<TimingMode>(mode) : decide_timing_mode();
 }
 
-// True when `stream` is being captured into a CUDA graph (gpu mode only; false otherwise).
+// Whether `stream` is capturing a CUDA graph, as far as this thread last checked (gpu mode only;
+// false otherwise). A driver call only for a stream not seen before or last seen capturing.
 bool stream_is_capturing(uint64_t stream) noexcept;
 
-// A launch being timed: the start event is on the stream, the end event not yet.
-// A launch under watch: its completion event is pending (and, when sampled, its start event).
-struct TimedLaunch {
-  void* pair = nullptr;  // the event pair from the pool
-  bool timed = false;    // timestamps too (one launch in NCCLWATCH_SAMPLE), not completion only
-  explicit operator bool() const { return pair != nullptr; }
-};
-
-// Records the start event on `stream`. Empty when not timing (host/off mode, not sampled, events
-// failed) or when the stream is capturing a CUDA graph — then `captured` is set.
-TimedLaunch begin_gpu_timed_launch(uint64_t stream, bool& captured) noexcept;
-inline TimedLaunch begin_timed_launch(uint64_t stream, bool& captured) noexcept {
-  return timing_mode() == TimingMode::kGpu ? begin_gpu_timed_launch(stream, captured) : TimedLaunch{};
+// What identifies an op's "shape" for choosing which launches get timestamps.
+inline uint64_t op_shape(trace::Api api, uint64_t count, int datatype) noexcept {
+  // MurmurHash3's finalizer: every input bit reaches the low bits that pick a counter.
+  uint64_t h = count ^ (static_cast<uint64_t>(api) << 56) ^ (static_cast<uint64_t>(datatype & 0xff) << 48);
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  return h ^ (h >> 33);
 }
 
-// Records the end event and queues the launch for the collector. `track`/`seq`/`api` name the
-// last op of the launch on this stream (for completion tracking and stall reports).
+// A launch under watch: tracked for completion (`slot`), with CUDA events of its own when
+// `events` is set, timestamps when `timed`.
+struct TimedLaunch {
+  void* events = nullptr;
+  void* slot = nullptr;
+  bool timed = false;
+  explicit operator bool() const { return slot != nullptr; }
+};
+
+// Before the launch on `stream`: records the start event when timestamping. Empty when not
+// timing (host/off mode, events failed) or when the stream is capturing a CUDA graph — then
+// `captured` is set. `track`/`shape` choose the launches that get timestamps.
+TimedLaunch begin_gpu_timed_launch(uint64_t stream, CommTrack* track, uint64_t shape, bool& captured) noexcept;
+inline TimedLaunch begin_timed_launch(uint64_t stream, CommTrack* track, uint64_t shape, bool& captured) noexcept {
+  return timing_mode() == TimingMode::kGpu ? begin_gpu_timed_launch(stream, track, shape, captured) : TimedLaunch{};
+}
+
+// After the launch: records the end event, if any, and hands the launch to the collector.
+// `track`/`seq`/`api` name the last op of the launch on this stream (completion, stall reports);
+// `returned_ns`: when the call returns to the application (bursts are measured from it).
 void end_timed_launch(TimedLaunch launch, uint64_t stream, uint64_t launch_id, CommTrack* track, uint64_t seq,
-                      trace::Api api, uint32_t ops, int64_t enqueued_ns) noexcept;
+                      trace::Api api, uint32_t ops, int64_t enqueued_ns, int64_t returned_ns) noexcept;
 
 // Stops the collector before CUDA may be torn down (exit). Bounded wait; idempotent.
 void stop_gpu_timer() noexcept;

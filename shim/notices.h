@@ -8,6 +8,8 @@ enum class Notice {
   kMissingFunction,
   kTraceOpenFailed,
   kTraceFull,
+  kGpuTimingBehind,
+  kNoCudaDriver,
   kInternalError,
   kTooManyLibraries,
   kDlsymUnavailable,

@@ -114,7 +114,9 @@ bool open_locked(Writer& w) {
   int fd = -1;
   std::string path;
   for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
-    path = stem + (attempt ? "." + std::to_string(attempt) : "") + ".nwt";
+    path = stem;
+    if (attempt) path += "." + std::to_string(attempt);
+    path += ".nwt";
     // Owner-only by default: a trace holds the job's command line, environment and call sites.
     fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, cfg.group_readable ? 0640 : 0600);
     if (fd < 0 && errno != EEXIST) break;

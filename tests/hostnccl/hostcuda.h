@@ -38,6 +38,10 @@ int hostcuda_pending(CUstream stream);
 // record events into a user's capture).
 int hostcuda_events_recorded_while_capturing(void);
 
+// Calls the calling thread made to the context, stream-capture, stream-creation and event entry
+// points (what an injected profiler's launch path uses).
+long hostcuda_driver_calls_on_this_thread(void);
+
 // HOSTCUDA_DEVICES, default 8.
 int hostcuda_device_count(void);
 

@@ -52,6 +52,9 @@ namespace {
 using hostcuda::Worker;
 
 std::atomic<int> g_events_while_capturing{0};
+// Driver calls the calling thread made to the entry points a profiler like ncclwatch uses (the
+// cost its launch path adds, counted by tests/bench).
+thread_local long t_driver_calls = 0;
 std::atomic<uint64_t> g_capture_ids{0};
 
 // One primary context per device, never freed (used during exit too).
@@ -136,6 +139,8 @@ int hostcuda_pending(CUstream stream) {
 
 int hostcuda_events_recorded_while_capturing(void) { return g_events_while_capturing.load(); }
 
+long hostcuda_driver_calls_on_this_thread(void) { return t_driver_calls; }
+
 int hostcuda_device_count(void) {
   const char* env = getenv("HOSTCUDA_DEVICES");
   if (!env || !*env) return 8;
@@ -208,12 +213,14 @@ CUresult cuCtxSynchronize(void) {
 
 // Threads start with the primary context current, as after cudaSetDevice.
 CUresult cuCtxGetCurrent(CUcontext* pctx) {
+  ++t_driver_calls;
   if (!pctx) return CUDA_ERROR_INVALID_VALUE;
   *pctx = t_current_set ? t_current : primary_context();
   return CUDA_SUCCESS;
 }
 
 CUresult cuCtxSetCurrent(CUcontext ctx) {
+  ++t_driver_calls;
   t_current = ctx;
   t_current_set = true;
   return CUDA_SUCCESS;
@@ -245,6 +252,7 @@ CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
 // ------------------------------------------------------------------- streams
 
 CUresult cuStreamCreate(CUstream* phStream, unsigned int) {
+  ++t_driver_calls;
   if (!phStream) return CUDA_ERROR_INVALID_VALUE;
   *phStream = hostcuda::new_stream();
   return CUDA_SUCCESS;
@@ -301,6 +309,7 @@ CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void* userData) {
 // -------------------------------------------------------------------- events
 
 CUresult cuEventCreate(CUevent* phEvent, unsigned int Flags) {
+  ++t_driver_calls;
   if (!phEvent) return CUDA_ERROR_INVALID_VALUE;
   auto* e = new CUevent_st{std::make_shared<EventState>()};
   e->state->timing = (Flags & CU_EVENT_DISABLE_TIMING) == 0;
@@ -309,6 +318,7 @@ CUresult cuEventCreate(CUevent* phEvent, unsigned int Flags) {
 }
 
 CUresult cuEventDestroy_v2(CUevent hEvent) {
+  ++t_driver_calls;
   if (!hEvent) return CUDA_ERROR_INVALID_HANDLE;
   delete hEvent;  // a queued marker keeps the state alive
   return CUDA_SUCCESS;
@@ -317,6 +327,7 @@ CUresult cuEventDestroy_v2(CUevent hEvent) {
 CUresult cuEventDestroy(CUevent hEvent) { return cuEventDestroy_v2(hEvent); }
 
 CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int) {
+  ++t_driver_calls;
   if (!hEvent) return CUDA_ERROR_INVALID_HANDLE;
   if (hostcuda_is_capturing(hStream)) {
     // Real CUDA would add an event node to the user's graph. Count it so
@@ -339,12 +350,14 @@ CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
 }
 
 CUresult cuEventQuery(CUevent hEvent) {
+  ++t_driver_calls;
   if (!hEvent) return CUDA_ERROR_INVALID_HANDLE;
   std::lock_guard<std::mutex> g(hEvent->state->mu);
   return hEvent->state->completed >= hEvent->state->recorded ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 CUresult cuEventSynchronize(CUevent hEvent) {
+  ++t_driver_calls;
   if (!hEvent) return CUDA_ERROR_INVALID_HANDLE;
   EventState& s = *hEvent->state;
   std::unique_lock<std::mutex> l(s.mu);
@@ -353,6 +366,7 @@ CUresult cuEventSynchronize(CUevent hEvent) {
 }
 
 CUresult cuEventElapsedTime_v2(float* pMilliseconds, CUevent hStart, CUevent hEnd) {
+  ++t_driver_calls;
   if (!pMilliseconds) return CUDA_ERROR_INVALID_VALUE;
   if (!hStart || !hEnd) return CUDA_ERROR_INVALID_HANDLE;
   int64_t t0, t1;
@@ -400,6 +414,7 @@ CUresult cuStreamEndCapture(CUstream hStream, CUgraph* phGraph) {
 }
 
 CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus* captureStatus) {
+  ++t_driver_calls;
   if (!captureStatus) return CUDA_ERROR_INVALID_VALUE;
   *captureStatus = hostcuda_is_capturing(hStream) ? CU_STREAM_CAPTURE_STATUS_ACTIVE
                                                   : CU_STREAM_CAPTURE_STATUS_NONE;

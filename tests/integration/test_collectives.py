@@ -29,7 +29,7 @@ def signature(op):
     return (op["op"], op["count"], op["datatype"], op["redop"], op["peer"])
 
 
-EVERY_LAUNCH = {"NCCLWATCH_SAMPLE": "1"}  # GPU timestamps on every launch (the default is one in 8)
+EVERY_LAUNCH = {"NCCLWATCH_SAMPLE": "1"}  # GPU timestamps on every launch (the default: the first 4 of a shape, then one in 32)
 
 
 def sequence_numbers_agree(nranks):
@@ -117,17 +117,23 @@ def gpu_time_comes_from_events():
     check(not rank0["timings"] and all(not (o["flags"] & 2) for o in rank0["ops"]), "host mode records no events")
 
 
-def sampling_times_one_launch_in_n():
-    job = Job([app("collectives_app"), "mixed"], nranks=2, env={"NCCLWATCH_SAMPLE": "4"})
+def sampling_times_the_first_launches_of_each_shape():
+    # NCCLWATCH_SAMPLE=8: the first 4 launches of each op shape on a comm get timestamps, then one
+    # in 8 (the 5th, 13th, ...): all-reduce x1024 20 launches -> 6, x7 3 -> 3, broadcast 10 -> 5,
+    # the group of two 6 -> 5.
+    job = Job([app("collectives_app"), "shapes"], nranks=2, env={"NCCLWATCH_SAMPLE": "8"})
     for rank, r in enumerate(job.run()):
         check(r.returncode == 0, f"rank {rank}: {r.returncode} {r.stderr}")
     for rank, data in ops_by_rank(job).items():
-        ungrouped = [o for o in data["ops"] if o["group_depth"] == 0 and o["op"] != "ncclGroupEnd"]
-        timed = [o for o in ungrouped if o["flags"] & 2]
-        # Launches are counted per thread across ungrouped calls and group ends (12 here): 1st, 5th, 9th.
-        check(len(data["timings"]) == 3, f"rank {rank}: {len(data['timings'])} timings for 12 launches")
-        check(all(o["launch_id"] in data["timings"] for o in timed), "timed ops have their timing")
-        check(len(ungrouped) == 9 and 1 <= len(timed) <= 3, f"rank {rank}: {len(timed)} of {len(ungrouped)} timed")
+        ops = [o for o in data["ops"] if o["group_depth"] == 0]
+        def timed(op, count):
+            return sum(1 for o in ops if o["op"] == op and o["count"] == count and o["flags"] & 2)
+        got = (timed("ncclAllReduce", 1024), timed("ncclAllReduce", 7), timed("ncclBroadcast", 1024),
+               sum(1 for o in ops if o["op"] == "ncclGroupEnd" and o["flags"] & 2))
+        check(got == (6, 3, 5, 5), f"rank {rank}: timed launches per shape {got}, expected (6, 3, 5, 5)")
+        timed_ids = {o["launch_id"] for o in ops if o["flags"] & 2}
+        check(timed_ids == set(data["timings"]), f"rank {rank}: {len(timed_ids)} timed launches, "
+              f"{len(data['timings'])} GPU timings")
 
 
 def full_trace_costs_records_not_the_job():
@@ -165,6 +171,28 @@ def watchdog_names_the_pending_seq():
     check(ranks[1]["stalls"] == [], "rank 1 completed all it issued")
 
 
+def watchdog_in_a_burst_names_the_first_unconfirmed_launch():
+    # Back-to-back launches get completion events one in a few: rank 0's 21st all-reduce never
+    # completes, and the stall names the first launch after the last one seen complete, at most
+    # 31 earlier. Rank 1 issued 20 and went idle: not a stall.
+    job = Job([app("collectives_app"), "skip-burst", "3500"], nranks=2, env={"NCCLWATCH_STALL_SEC": "1"})
+    results = job.run()
+    check(all(r.returncode == 0 for r in results), f"exits {[r.returncode for r in results]}")
+    ranks = ops_by_rank(job)
+    stalls = ranks[0]["stalls"]
+    check(len(stalls) == 1 and stalls[0]["state"] == "stalled", f"rank 0 stalls {stalls}")
+    seq = stalls[0]["seq"]
+    check(21 - 31 <= seq <= 21, f"named seq {seq}: not the first launch that can be the stuck one (21 or before)")
+    snapshot = stalls[0]["comms"]
+    check(snapshot[0]["last_issued_seq"] == 60 and snapshot[0]["last_completed_seq"] == seq - 1, f"snapshot {snapshot}")
+    line = [l for l in results[0].stderr.splitlines() if "has not completed after" in l]
+    check(len(line) == 1 and f"seq {seq} " in line[0], f"rank 0 stderr: {results[0].stderr!r}")
+    if seq < 21:
+        check("since the last one seen complete" in line[0], f"the line says it is a window: {line[0]!r}")
+    check(ranks[1]["stalls"] == [] and "has not completed" not in results[1].stderr,
+          f"rank 1 is idle, not stuck: {ranks[1]['stalls']} {results[1].stderr!r}")
+
+
 def captured_stream_gets_no_event():
     job = Job([app("collectives_app"), "capture"], nranks=2)
     for rank, r in enumerate(job.run()):
@@ -181,6 +209,7 @@ def captured_stream_gets_no_event():
 if __name__ == "__main__":
     main({f.__name__: f for f in [
         sequence_numbers_agree_on_2_ranks, sequence_numbers_agree_on_3_ranks, sequence_numbers_agree_on_4_ranks,
-        config_variants_are_their_collectives, gpu_time_comes_from_events, sampling_times_one_launch_in_n, watchdog_names_the_pending_seq,
+        config_variants_are_their_collectives, gpu_time_comes_from_events, sampling_times_the_first_launches_of_each_shape, watchdog_names_the_pending_seq,
+        watchdog_in_a_burst_names_the_first_unconfirmed_launch,
         full_trace_costs_records_not_the_job,
         captured_stream_gets_no_event]})

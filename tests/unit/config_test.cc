@@ -34,7 +34,7 @@ Parsed parse(std::map<std::string, std::string> env) {
 TEST_CASE("defaults when nothing is set") {
   Parsed p = parse({});
   CHECK(p.problems.empty());
-  CHECK(p.config.sample == 8);
+  CHECK(p.config.sample == 32);
   CHECK(p.config.stall_sec == 60);
   CHECK(p.config.frames == 24);
   CHECK(p.config.max_trace_bytes == (1ull << 30));

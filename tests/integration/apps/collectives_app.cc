@@ -1,6 +1,6 @@
 // A multi-process NCCL program issuing collectives, groups and point-to-point calls, run under
 // the preloaded shim by tests/integration/test_collectives.py.
-//   collectives_app mixed|skip|capture|late-peer|bench N|count-mismatch|skip-interleaved|straggler|straggler-async|
+//   collectives_app mixed|skip|skip-burst|shapes|capture|late-peer|bench N|bench-driver-calls N|count-mismatch|skip-interleaved|straggler|straggler-async|
 //                   one-process-two-ranks|config-variants
 #include "hostcuda.h"
 #include "check.h"
@@ -85,6 +85,41 @@ int skip(int wait_ms) {
   return 0;
 }
 
+// Back-to-back all-reduces on one stream; rank 1 issues only the first 20 of 60, so rank 0's 21st
+// never completes while its host goes on launching (as NCCL's does until its queue fills). Rank 1
+// is then idle, not stuck. Every rank then waits for the watchdog.
+int skip_burst(int wait_ms) {
+  ncclComm_t world = init_world("world");
+  CUstream stream = nullptr;
+  cuStreamCreate(&stream, 0);
+  static float data[64];
+  int last = test_rank() == 1 ? 20 : 60;
+  for (int i = 1; i <= last; ++i) CHECK(ncclAllReduce(data, data, 64, ncclFloat, ncclSum, world, stream));
+  sleep_ms(wait_ms);
+  return 0;
+}
+
+// Op shapes on one communicator, for the timestamp sampling: 20 all-reduces of 1024 floats, 3 of
+// 7, 10 broadcasts of 1024, and 6 groups of two all-reduces.
+int shapes() {
+  ncclComm_t world = init_world("world");
+  CUstream stream = nullptr;
+  cuStreamCreate(&stream, 0);
+  static float data[1024];
+  for (int i = 0; i < 20; ++i) CHECK(ncclAllReduce(data, data, 1024, ncclFloat, ncclSum, world, stream));
+  for (int i = 0; i < 3; ++i) CHECK(ncclAllReduce(data, data, 7, ncclFloat, ncclSum, world, stream));
+  for (int i = 0; i < 10; ++i) CHECK(ncclBroadcast(data, data, 1024, ncclFloat, 0, world, stream));
+  for (int i = 0; i < 6; ++i) {
+    CHECK(ncclGroupStart());
+    CHECK(ncclAllReduce(data, data, 16, ncclFloat, ncclSum, world, stream));
+    CHECK(ncclAllReduce(data, data, 32, ncclFloat, ncclSum, world, stream));
+    CHECK(ncclGroupEnd());
+  }
+  settle(stream);
+  CHECK(ncclCommDestroy(world));
+  return 0;
+}
+
 // An all-reduce captured into a graph, then replayed twice.
 int capture() {
   ncclComm_t world = init_world("world");
@@ -121,6 +156,32 @@ int late_peer() {
 // One call, not inlined: the instruction-count benchmark counts what happens inside it.
 __attribute__((noinline)) ncclResult_t bench_one_allreduce(float* data, ncclComm_t comm) {
   return ncclAllReduce(data, data, 1, ncclFloat, ncclSum, comm, nullptr);
+}
+
+// Back-to-back all-reduces on the application's own stream, as nccl-tests and XLA issue them,
+// waiting for the stream every 64 (as nccl-tests does between sizes; NCCL itself blocks a host
+// that runs far ahead): prints the CUDA driver calls this thread made per call in steady state,
+// after a warm-up that creates the shim's events and looks the stream up.
+int bench_driver_calls(int calls) {
+  ncclComm_t world = init_world("world");
+  CUstream stream = nullptr;
+  cuStreamCreate(&stream, 0);
+  static float data[16];
+  auto run = [&](int n) {
+    for (int i = 1; i <= n; ++i) {
+      CHECK(ncclAllReduce(data, data, 16, ncclFloat, ncclSum, world, stream));
+      if (i % 64 == 0) cuStreamSynchronize(stream);
+    }
+  };
+  run(256);
+  sleep_ms(20);  // the shim's collector gives the warm-up's events back
+  long before = hostcuda_driver_calls_on_this_thread();
+  run(calls);
+  long made = hostcuda_driver_calls_on_this_thread() - before;
+  std::printf("driver calls per collective: %.4f (%ld in %d calls)\n", static_cast<double>(made) / calls, made, calls);
+  settle(stream);
+  CHECK(ncclCommDestroy(world));
+  return 0;
 }
 
 // Rank 1 passes a different count at seq 3 and stops after seq 5; the others go on to seq 8.
@@ -223,9 +284,12 @@ int main(int argc, char** argv) {
   std::string scenario = argc > 1 ? argv[1] : "";
   if (scenario == "mixed") return mixed();
   if (scenario == "skip") return skip(argc > 2 ? std::atoi(argv[2]) : 3000);
+  if (scenario == "skip-burst") return skip_burst(argc > 2 ? std::atoi(argv[2]) : 3000);
+  if (scenario == "shapes") return shapes();
   if (scenario == "capture") return capture();
   if (scenario == "late-peer") return late_peer();
   if (scenario == "bench") return bench(argc > 2 ? std::atoi(argv[2]) : 1000);
+  if (scenario == "bench-driver-calls") return bench_driver_calls(argc > 2 ? std::atoi(argv[2]) : 10000);
   if (scenario == "count-mismatch") return count_mismatch();
   if (scenario == "skip-interleaved") return skip_interleaved();
   if (scenario == "straggler") return straggler(true, 10);
