@@ -64,7 +64,8 @@ std::string ranges_text(const std::vector<RankRange>& ranges, size_t limit = 16)
   std::string out;
   for (size_t i = 0; i < ranges.size() && i < limit; ++i) {
     const RankRange& r = ranges[i];
-    out += (i ? "," : "") + (r.first == r.last ? std::to_string(r.first) : fmt::format("{}-{}", r.first, r.last));
+    if (i) out += ',';
+    out += r.first == r.last ? std::to_string(r.first) : fmt::format("{}-{}", r.first, r.last);
   }
   if (ranges.size() > limit) out += fmt::format(",... ({} ranks)", rank_count(ranges));
   return out;
@@ -476,7 +477,10 @@ json hang_json(const JobAnalysis& a, bool& findings) {
   std::string verdict = first < verdicts.size() ? verdicts[first].text : "no hang or mismatch found";
   if (!out["environment"].empty()) {
     std::string keys;
-    for (const auto& e : out["environment"]) keys += (keys.empty() ? "" : ", ") + e["key"].get<std::string>();
+    for (const auto& e : out["environment"]) {
+      if (!keys.empty()) keys += ", ";
+      keys += e["key"].get<std::string>();
+    }
     verdict += fmt::format(". Also: ranks run with different {}", keys);
   }
   out["verdict"] = verdict;

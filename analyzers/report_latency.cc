@@ -16,11 +16,13 @@
 #include "reports.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <iostream>
 #include <set>
 #include <string_view>
+#include <vector>
 
 namespace ncclwatch::report {
 namespace {
@@ -147,19 +149,26 @@ int run_latency(const Options& options) {
   static const char* columns[] = {"comm", "op", "bytes", "nranks", "calls", "p50_us", "p90_us", "p99_us",
                                   "max_us", "algbw_gbps", "busbw_gbps", "first_call_max_us", "timing"};
   if (options.csv) {
-    std::string line;
-    for (const char* c : columns) line += (line.empty() ? "" : ",") + std::string(c);
-    fmt::print("{}\n", line);
+    // RFC 4180: a field holding a comma, a quote or a line break is quoted, its quotes doubled.
+    auto field = [](std::string text) {
+      if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+      std::string quoted = "\"";
+      for (char ch : text) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+      return quoted + '"';
+    };
+    std::vector<std::string> cells;
+    for (const char* c : columns) cells.push_back(c);
+    fmt::print("{}\n", fmt::join(cells, ","));
     for (const json& r : out["rows"]) {
-      line.clear();
+      cells.clear();
       for (const char* c : columns) {
         const json& v = std::string_view(c) == "first_call_max_us" ? r["first_calls"]["max_us"] : r[c];
-        line += (line.empty() ? "" : ",") + (v.is_string() ? v.get<std::string>()
-                                             : v.is_number_float() ? fmt::format("{:.3f}", v.get<double>())
-                                             : v.is_null() ? std::string()
-                                                           : dump_json(v));
+        cells.push_back(field(v.is_string() ? v.get<std::string>()
+                              : v.is_number_float() ? fmt::format("{:.3f}", v.get<double>())
+                              : v.is_null() ? std::string()
+                                            : dump_json(v)));
       }
-      fmt::print("{}\n", line);
+      fmt::print("{}\n", fmt::join(cells, ","));
     }
     return 0;
   }

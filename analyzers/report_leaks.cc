@@ -196,7 +196,10 @@ int run_leaks(const Job& job, const Options& options) {
       const CommInstance& c = *g.first;
       torch |= c.torch;
       std::string states;
-      for (const std::string& s : g.states) states += (states.empty() ? "" : "; ") + s;
+      for (const std::string& s : g.states) {
+        if (!states.empty()) states += "; ";
+        states += s;
+      }
       fmt::print("  comm {}{} ({}, {} ranks): {} on rank(s) {}\n", hex_id(id), c.name.empty() ? "" : " \"" + c.name + "\"",
                  trace::api_name(c.api), c.nranks, states, ranks_list(g.ranks));
       Site site = describe_site(sym, *g.process, c.stack, c.site);

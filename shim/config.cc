@@ -60,7 +60,8 @@ class SettingsParser {
     std::string spelled;
     for (std::string_view c : choices) {
       if (c == text) return index;
-      spelled += (index++ ? " or " : "") + std::string(c);
+      if (index++) spelled += " or ";
+      spelled += c;
     }
     refuse(name, text, spelled, std::string(current));
     return -1;

@@ -83,7 +83,10 @@ std::string ProcessInfo::as_strings() const {
   // A trace is shared more widely than the job's secrets should be (README, "What a trace holds").
   if (!config().full_cmdline) mask_secret_arguments(args);
   std::string cmdline;
-  for (const std::string& arg : args) cmdline += (cmdline.empty() ? "" : " ") + arg;
+  for (const std::string& arg : args) {
+    if (!cmdline.empty()) cmdline += ' ';
+    cmdline += arg;
+  }
   append(out, "cmdline", cmdline.substr(0, utf8_prefix_length(cmdline, 4000)));
   for (char** env = environ; env && *env; ++env) {
     if (is_interesting_variable(*env)) {

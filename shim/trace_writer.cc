@@ -115,7 +115,10 @@ bool open_locked(Writer& w) {
   std::string path;
   for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
     path = stem;
-    if (attempt) path += "." + std::to_string(attempt);
+    if (attempt) {
+      path += '.';  // not "." + std::to_string(): GCC 12's -Wrestrict misfires on that at -O3
+      path += std::to_string(attempt);
+    }
     path += ".nwt";
     // Owner-only by default: a trace holds the job's command line, environment and call sites.
     fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, cfg.group_readable ? 0640 : 0600);

@@ -263,7 +263,8 @@ ncclResult_t group_end(bool simulate) {
   // One item per stream, in the order streams first appear, so ops of one
   // stream stay in issue order.
   std::vector<std::pair<CUstream, Op>> bundles;
-  for (auto& [stream, op] : held) {
+  for (auto& [held_stream, op] : held) {
+    CUstream stream = held_stream;  // C++20 lambdas cannot capture a structured binding (clang 14)
     auto it = std::find_if(bundles.begin(), bundles.end(), [&](const auto& b) { return b.first == stream; });
     if (it == bundles.end()) {
       Op g;
