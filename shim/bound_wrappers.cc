@@ -18,34 +18,28 @@ template <int Slot, class... Args, ncclResult_t (*Wrapper)(Args...)> struct Boun
   }
 };
 
-// The wrapped entries of nccl_api.def (QUERY ones are called by the shim, not wrapped).
-#define NCCLWATCH_WRAPPED_QUERY(name)
-#define NCCLWATCH_WRAPPED_LIFECYCLE(name) X(name)
-#define NCCLWATCH_WRAPPED_RESOURCE(name) X(name)
-#define NCCLWATCH_WRAPPED_COLLECTIVE(name) X(name)
-#define NCCLWATCH_WRAPPED_P2P(name) X(name)
-#define NCCLWATCH_WRAPPED_GROUP(name) X(name)
-#define NCCLWATCH_API(group, name, since) NCCLWATCH_WRAPPED_##group(name)
-
+// The wrapped entries of the API table (the untraced queries are called by the shim, not wrapped).
+#define NCCLWATCH_WRAPPED(name) #name,
 constexpr const char* kWrappedNames[] = {
-#define X(name) #name,
-#include "nccl_api.def"
-#undef X
+#define NCCLWATCH_TRACED(kind, name, since, Id, value) NCCLWATCH_WRAPPED(name)
+#define NCCLWATCH_TRACED_AS(kind, name, since, Id) NCCLWATCH_WRAPPED(name)
+#include <ncclwatch/nccl_api.def>
 };
+#undef NCCLWATCH_WRAPPED
 constexpr size_t kWrappedCount = sizeof(kWrappedNames) / sizeof(kWrappedNames[0]);
 
 // Built at first use (a function-local static), so a dlsym from another library's constructor,
 // before this file's static initialisers ran, still finds a complete table.
 template <int Slot> void* const* slot_table() {
+#define NCCLWATCH_WRAPPED(name) reinterpret_cast<void*>(&Bound<Slot, &::name>::call),
   static void* const table[kWrappedCount] = {
-#define X(name) reinterpret_cast<void*>(&Bound<Slot, &::name>::call),
-#include "nccl_api.def"
-#undef X
+#define NCCLWATCH_TRACED(kind, name, since, Id, value) NCCLWATCH_WRAPPED(name)
+#define NCCLWATCH_TRACED_AS(kind, name, since, Id) NCCLWATCH_WRAPPED(name)
+#include <ncclwatch/nccl_api.def>
   };
+#undef NCCLWATCH_WRAPPED
   return table;
 }
-
-#undef NCCLWATCH_API
 
 template <size_t... Slots> constexpr auto make_tables(std::index_sequence<Slots...>) {
   return std::array<void* const* (*)(), sizeof...(Slots)>{&slot_table<static_cast<int>(Slots)>...};

@@ -96,7 +96,7 @@ template <class Call> ncclResult_t run_op(const OpArgs& a, Call&& call) noexcept
   int64_t begin_ns = monotonic_ns();
   CommTrack* track = find_comm_track(as_u64(a.comm));
   uint64_t seq = 0;
-  if (track) {
+  if (track && !trace::is_one_sided(a.api)) {
     seq = trace::is_point_to_point(a.api) ? track->next_p2p_seq(a.peer, a.api == Api::kRecv)
                                           : track->issued.fetch_add(1, std::memory_order_relaxed) + 1;
   }
@@ -275,6 +275,33 @@ NCCLWATCH_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataTyp
   NCCLWATCH_FORWARD_UNRECORDED(ncclRecv, recvbuff, count, datatype, peer, comm, stream)
   return run_op({trace::Api::kRecv, comm, stream, count, datatype, -1, peer, false},
                 [&] { return real->ncclRecv(recvbuff, count, datatype, peer, comm, stream); });
+}
+
+// One-sided signals on registered windows (NCCL 2.29): recorded and timed, without a seq.
+NCCLWATCH_EXPORT ncclResult_t ncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
+                                            ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx,
+                                            unsigned int flags, ncclComm_t comm, cudaStream_t stream) {
+  NCCLWATCH_FORWARD_UNRECORDED(ncclPutSignal, localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags,
+                               comm, stream)
+  return run_op({trace::Api::kPutSignal, comm, stream, count, datatype, -1, peer, false}, [&] {
+    return real->ncclPutSignal(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
+  });
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                                         cudaStream_t stream) {
+  NCCLWATCH_FORWARD_UNRECORDED(ncclSignal, peer, sigIdx, ctx, flags, comm, stream)
+  return run_op({trace::Api::kSignal, comm, stream, 0, ncclInt8, -1, peer, false},
+                [&] { return real->ncclSignal(peer, sigIdx, ctx, flags, comm, stream); });
+}
+
+// The count recorded is the number of signal descriptors waited on.
+NCCLWATCH_EXPORT ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm,
+                                             cudaStream_t stream) {
+  NCCLWATCH_FORWARD_UNRECORDED(ncclWaitSignal, nDesc, signalDescs, comm, stream)
+  return run_op({trace::Api::kWaitSignal, comm, stream, nDesc > 0 ? static_cast<size_t>(nDesc) : 0, ncclInt8, -1, -1,
+                 false},
+                [&] { return real->ncclWaitSignal(nDesc, signalDescs, comm, stream); });
 }
 
 NCCLWATCH_EXPORT ncclResult_t ncclGroupStart() {

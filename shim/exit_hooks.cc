@@ -219,6 +219,12 @@ void on_fatal_signal(int sig, siginfo_t* info, void* context) {
 void install_signal_handlers() {
   if (g_signals_installed.exchange(true)) return;
   for (int sig : kWatchedSignals) {
+    // An ignored signal stays ignored, untouched: a handler would not be inherited across exec
+    // as SIG_IGN is (`nohup` would stop protecting the job's children), and the signal cannot
+    // end the process anyway.
+    struct sigaction current{};
+    if (sigaction(sig, nullptr, &current) == 0 && !(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_IGN)
+      continue;
     struct sigaction ours{};
     ours.sa_sigaction = on_fatal_signal;
     ours.sa_flags = SA_SIGINFO | SA_RESTART;

@@ -282,6 +282,49 @@ NCCLWATCH_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksL
   return result;
 }
 
+// Growing (NCCL 2.29) makes a new communicator with more ranks. The ranks it had make it from
+// their comm, a child like a split's; the joining ranks from the unique id alone. Nothing both
+// sides share identifies it, so the two sides carry different identities.
+NCCLWATCH_EXPORT ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+                                           ncclComm_t* newcomm, ncclConfig_t* config) {
+  NCCLWATCH_FORWARD_UNRECORDED(ncclCommGrow, comm, nRanks, uniqueId, rank, newcomm, config)
+  Creation c;
+  c.api = trace::Api::kCommGrow;
+  c.config = read_config(config);
+  c.nranks = nRanks;
+  uint32_t order = 0;
+  if (comm) {
+    identify_child(c, comm, nRanks, order);
+  } else if (uniqueId) {
+    c.comm_id = comm_id_from_unique_id(*uniqueId);
+    c.rank = rank;
+  }
+  begin_creation(c, nRanks, rank, as_u64(comm), order);
+  ncclResult_t result = real->ncclCommGrow(comm, nRanks, uniqueId, rank, newcomm, config);
+  finish_creation(real, c, result, newcomm ? *newcomm : nullptr);
+  return result;
+}
+
+// Suspending (NCCL 2.29) releases a communicator's memory until it is resumed: recorded as
+// calls on the comm, which stays alive (and a leak if never destroyed).
+NCCLWATCH_EXPORT ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) {
+  NCCLWATCH_FORWARD_UNRECORDED(ncclCommSuspend, comm, flags)
+  Teardown t;
+  begin_teardown(t, trace::Api::kCommSuspend, comm, flags);
+  ncclResult_t result = real->ncclCommSuspend(comm, flags);
+  finish_teardown(t, result);
+  return result;
+}
+
+NCCLWATCH_EXPORT ncclResult_t ncclCommResume(ncclComm_t comm) {
+  NCCLWATCH_FORWARD_UNRECORDED(ncclCommResume, comm)
+  Teardown t;
+  begin_teardown(t, trace::Api::kCommResume, comm, 0);
+  ncclResult_t result = real->ncclCommResume(comm);
+  finish_teardown(t, result);
+  return result;
+}
+
 NCCLWATCH_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   NCCLWATCH_FORWARD_UNRECORDED(ncclCommFinalize, comm)
   Teardown t;

@@ -39,5 +39,24 @@ ncclResult_t ncclScatterConfig(const void* sendbuff, void* recvbuff, size_t coun
 }
 #endif
 
+// NCCL 2.29 added growing a communicator, suspending and resuming one, and one-sided signals on
+// registered windows. Declared here when the headers at hand are older; the signal descriptor
+// is opaque to the shim (it passes the pointer on).
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 29, 0)
+extern "C" {
+struct ncclwatchWaitSignalDesc;
+typedef struct ncclwatchWaitSignalDesc ncclWaitSignalDesc_t;
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
+                          ncclConfig_t* config);
+ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags);
+ncclResult_t ncclCommResume(ncclComm_t comm);
+ncclResult_t ncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin,
+                           size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                           cudaStream_t stream);
+ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm, cudaStream_t stream);
+}
+#endif
+
 // Only NCCL names leave the library (see libncclwatch.map).
 #define NCCLWATCH_EXPORT extern "C" __attribute__((visibility("default")))

@@ -143,7 +143,7 @@ RealNccl* read_library(void* handle, const void* base) {
     any_alias |= used_alias;                                                                  \
     if (!real->name) real->missing.emplace_back(#name);                                       \
   }
-#include "nccl_api.def"
+#include <ncclwatch/nccl_api.def>
 #undef NCCLWATCH_API
   real->has_profiling_aliases = any_alias;
 
@@ -329,7 +329,7 @@ bool slot_serves(int slot, const char* name, const void* found) noexcept {
   const void* fn = nullptr;
 #define NCCLWATCH_API(group, api_name, since) \
   if (std::strcmp(name, #api_name) == 0) fn = reinterpret_cast<const void*>(real->api_name);
-#include "nccl_api.def"
+#include <ncclwatch/nccl_api.def>
 #undef NCCLWATCH_API
   return fn && object_base(fn) == object_base(found);
 }

@@ -22,7 +22,7 @@ namespace ncclwatch {
 struct RealNccl {
   // One pointer per table entry, typed from nccl.h: a wrong entry fails to compile.
 #define NCCLWATCH_API(group, name, since) decltype(&::name) name = nullptr;
-#include "nccl_api.def"
+#include <ncclwatch/nccl_api.def>
 #undef NCCLWATCH_API
 
   std::string path;                   // the library file the functions came from

@@ -71,47 +71,15 @@ struct RecordHeader {
 };
 static_assert(sizeof(RecordHeader) == 8);
 
-// Which API an ApiEvent is about. Values are stable: append only.
+// Which API a record is about: from the API table (nccl_api.def), where values are stable.
 enum class Api : uint16_t {
   kUnknown = 0,
-  // lifecycle
-  kCommInitRank = 1,
-  kCommInitRankConfig = 2,
-  kCommInitAll = 3,
-  kCommInitRankScalable = 4,
-  kCommSplit = 5,
-  kCommShrink = 6,
-  kCommFinalize = 7,
-  kCommDestroy = 8,
-  kCommAbort = 9,
-  kCommRevoke = 10,
-  // resources
-  kMemAlloc = 20,
-  kMemFree = 21,
-  kCommRegister = 22,
-  kCommDeregister = 23,
-  kCommWindowRegister = 24,
-  kCommWindowDeregister = 25,
-  kDevCommCreate = 26,
-  kDevCommDestroy = 27,
-  kRedOpCreatePreMulSum = 28,
-  kRedOpDestroy = 29,
-  // collectives, point-to-point, groups
-  kAllReduce = 40,
-  kBroadcast = 41,
-  kBcast = 42,
-  kReduce = 43,
-  kAllGather = 44,
-  kReduceScatter = 45,
-  kAlltoAll = 46,
-  kGather = 47,
-  kScatter = 48,
-  kSend = 49,
-  kRecv = 50,
-  kGroupStart = 51,
-  kGroupEnd = 52,
-  kGroupSimulateEnd = 53,
+#define NCCLWATCH_TRACED(kind, name, since, Id, value) k##Id = value,
+#include <ncclwatch/nccl_api.def>
 };
+
+// What kind of NCCL function an Api value is (the table's kinds).
+enum class ApiKind : uint8_t { kUnknown, kLifecycle, kResource, kCollective, kP2P, kOneSided, kGroup };
 
 // ApiEvent.flags
 inline constexpr uint32_t kFlagDuringExit = 1u << 0;     // the program had begun exiting
@@ -218,7 +186,7 @@ struct OpRecord {
   uint64_t launch_id;      // the launch the op belongs to: its own for an ungrouped call, else that of
                            // the outermost group; kGpuTiming records refer to it. Unique per file.
   uint32_t tid;            // kernel thread id of the caller
-  uint16_t api;            // Api (kAllReduce ... kGroupSimulateEnd)
+  uint16_t api;            // Api: a collective, point-to-point, one-sided or group end
   int16_t result;          // ncclResult_t returned
   int32_t peer;            // root of rooted collectives, peer of send/recv, else -1
   int32_t rank;            // caller's rank in the communicator (-1 unknown)
@@ -281,50 +249,45 @@ static_assert(sizeof(StallRecord) % 8 == 0);
 
 constexpr uint32_t padded_size(size_t bytes) { return static_cast<uint32_t>((bytes + 7) & ~size_t{7}); }
 
-// Names used in reports and JSON; the index is the Api value.
+// Names used in reports and JSON.
 constexpr const char* api_name(Api api) {
   switch (api) {
-    case Api::kCommInitRank: return "ncclCommInitRank";
-    case Api::kCommInitRankConfig: return "ncclCommInitRankConfig";
-    case Api::kCommInitAll: return "ncclCommInitAll";
-    case Api::kCommInitRankScalable: return "ncclCommInitRankScalable";
-    case Api::kCommSplit: return "ncclCommSplit";
-    case Api::kCommShrink: return "ncclCommShrink";
-    case Api::kCommFinalize: return "ncclCommFinalize";
-    case Api::kCommDestroy: return "ncclCommDestroy";
-    case Api::kCommAbort: return "ncclCommAbort";
-    case Api::kCommRevoke: return "ncclCommRevoke";
-    case Api::kMemAlloc: return "ncclMemAlloc";
-    case Api::kMemFree: return "ncclMemFree";
-    case Api::kCommRegister: return "ncclCommRegister";
-    case Api::kCommDeregister: return "ncclCommDeregister";
-    case Api::kCommWindowRegister: return "ncclCommWindowRegister";
-    case Api::kCommWindowDeregister: return "ncclCommWindowDeregister";
-    case Api::kDevCommCreate: return "ncclDevCommCreate";
-    case Api::kDevCommDestroy: return "ncclDevCommDestroy";
-    case Api::kRedOpCreatePreMulSum: return "ncclRedOpCreatePreMulSum";
-    case Api::kRedOpDestroy: return "ncclRedOpDestroy";
-    case Api::kAllReduce: return "ncclAllReduce";
-    case Api::kBroadcast: return "ncclBroadcast";
-    case Api::kBcast: return "ncclBcast";
-    case Api::kReduce: return "ncclReduce";
-    case Api::kAllGather: return "ncclAllGather";
-    case Api::kReduceScatter: return "ncclReduceScatter";
-    case Api::kAlltoAll: return "ncclAlltoAll";
-    case Api::kGather: return "ncclGather";
-    case Api::kScatter: return "ncclScatter";
-    case Api::kSend: return "ncclSend";
-    case Api::kRecv: return "ncclRecv";
-    case Api::kGroupStart: return "ncclGroupStart";
-    case Api::kGroupEnd: return "ncclGroupEnd";
-    case Api::kGroupSimulateEnd: return "ncclGroupSimulateEnd";
+#define NCCLWATCH_TRACED(kind, name, since, Id, value) \
+  case Api::k##Id:                                     \
+    return #name;
+#include <ncclwatch/nccl_api.def>
     case Api::kUnknown: break;
   }
   return "unknown";
 }
 
-constexpr bool is_point_to_point(Api api) { return api == Api::kSend || api == Api::kRecv; }
-constexpr bool is_collective(Api api) { return api >= Api::kAllReduce && api <= Api::kScatter; }
+constexpr ApiKind api_kind(Api api) {
+  switch (api) {
+#define NCCLWATCH_KIND_LIFECYCLE ApiKind::kLifecycle
+#define NCCLWATCH_KIND_RESOURCE ApiKind::kResource
+#define NCCLWATCH_KIND_COLLECTIVE ApiKind::kCollective
+#define NCCLWATCH_KIND_P2P ApiKind::kP2P
+#define NCCLWATCH_KIND_ONE_SIDED ApiKind::kOneSided
+#define NCCLWATCH_KIND_GROUP ApiKind::kGroup
+#define NCCLWATCH_TRACED(kind, name, since, Id, value) \
+  case Api::k##Id:                                     \
+    return NCCLWATCH_KIND_##kind;
+#include <ncclwatch/nccl_api.def>
+#undef NCCLWATCH_KIND_LIFECYCLE
+#undef NCCLWATCH_KIND_RESOURCE
+#undef NCCLWATCH_KIND_COLLECTIVE
+#undef NCCLWATCH_KIND_P2P
+#undef NCCLWATCH_KIND_ONE_SIDED
+#undef NCCLWATCH_KIND_GROUP
+    case Api::kUnknown: break;
+  }
+  return ApiKind::kUnknown;
+}
+
+constexpr bool is_point_to_point(Api api) { return api_kind(api) == ApiKind::kP2P; }
+constexpr bool is_collective(Api api) { return api_kind(api) == ApiKind::kCollective; }
+// Ops without a sequence number: nothing pairs them call for call across ranks.
+constexpr bool is_one_sided(Api api) { return api_kind(api) == ApiKind::kOneSided; }
 
 // The kind of resource an acquiring call makes, as named in reports and JSON.
 constexpr const char* resource_kind(Api acquired_by) {
@@ -340,7 +303,7 @@ constexpr const char* resource_kind(Api acquired_by) {
 
 constexpr bool creates_comm(Api api) {
   return api == Api::kCommInitRank || api == Api::kCommInitRankConfig || api == Api::kCommInitAll ||
-         api == Api::kCommInitRankScalable || api == Api::kCommSplit || api == Api::kCommShrink;
+         api == Api::kCommInitRankScalable || api == Api::kCommSplit || api == Api::kCommShrink || api == Api::kCommGrow;
 }
 
 }  // namespace ncclwatch::trace

@@ -23,9 +23,12 @@ def instructions(preload, timing="host"):
     out = os.path.join(tmp, "callgrind.out")
     # Collection runs inside the benchmark's call and stops inside the stand-in's collective: its
     # mutexes and allocations vary with the stand-in's worker threads from run to run, which would
-    # swamp a difference of a few instructions.
+    # swamp a difference of a few instructions. It also stops inside the clock's periodic
+    # recalibration, a cost per unit of time (callgrind's 50-fold slowdown would charge it to
+    # whichever calls happen to cross a period).
     cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--toggle-collect=*bench_one_allreduce*",
-           "--toggle-collect=(anonymous namespace)::collective*", "--separate-threads=no"]
+           "--toggle-collect=(anonymous namespace)::collective*", "--toggle-collect=*resample_tsc_clock*",
+           "--separate-threads=no"]
     if preload:
         env["LD_PRELOAD"] = shim
     proc = subprocess.run(cmd + [app, "bench", str(calls)], env=env, capture_output=True, text=True, timeout=600)

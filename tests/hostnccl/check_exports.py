@@ -12,7 +12,7 @@ CommInitAll CommInitRankScalable CommSplit CommShrink CommFinalize CommDestroy C
 CommCount CommUserRank CommCuDevice CommGetAsyncError AllReduce Broadcast Bcast Reduce AllGather
 ReduceScatter AlltoAll Gather Scatter Send Recv GroupStart GroupEnd GroupSimulateEnd MemAlloc MemFree
 CommRegister CommDeregister CommWindowRegister CommWindowDeregister RedOpCreatePreMulSum RedOpDestroy
-DevCommCreate DevCommDestroy""".split()
+DevCommCreate DevCommDestroy CommSuspend CommResume CommGrow PutSignal Signal WaitSignal""".split()
 
 
 def defined_symbols(lib):

@@ -17,6 +17,12 @@ struct ncclwatchCollConfig;
 typedef struct ncclwatchCollConfig ncclCollConfig_t;
 #endif
 
+// NCCL 2.29's grow, suspend/resume and one-sided signals, when nccl.h is older.
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 29, 0)
+struct ncclwatchWaitSignalDesc;
+typedef struct ncclwatchWaitSignalDesc ncclWaitSignalDesc_t;
+#endif
+
 extern "C" {
 ncclResult_t pncclDevCommCreate(ncclComm_t comm, const struct ncclDevCommRequirements* reqs,
                                 struct ncclDevComm* outDevComm);
@@ -365,6 +371,37 @@ ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, nc
   return collective("Scatter", Kind::Scatter, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
 }
 
+// NCCL 2.29's suspend and resume: the stand-in holds no device memory to release.
+ncclResult_t pncclCommSuspend(ncclComm_t comm, int) {
+  if (!state_of(comm)) return invalid("%s: invalid communicator", "CommSuspend");
+  return ncclSuccess;
+}
+ncclResult_t pncclCommResume(ncclComm_t comm) {
+  if (!state_of(comm)) return invalid("%s: invalid communicator", "CommResume");
+  return ncclSuccess;
+}
+// Growing a communicator is not modelled: the stand-in refuses, as NCCL does a grow it cannot do.
+ncclResult_t pncclCommGrow(ncclComm_t, int, const ncclUniqueId*, int, ncclComm_t* newcomm, ncclConfig_t*) {
+  if (newcomm) *newcomm = nullptr;
+  return invalid("%s: not supported by the CPU stand-in", "CommGrow");
+}
+// One-sided signals: accepted on a valid communicator; the stand-in moves no data for them.
+ncclResult_t pncclPutSignal(const void*, size_t, ncclDataType_t, int peer, ncclWindow_t, size_t, int, int, unsigned int,
+                            ncclComm_t comm, cudaStream_t) {
+  CommState* s = state_of(comm);
+  if (!s || peer < 0 || peer >= s->nranks) return invalid("%s: invalid communicator or peer", "PutSignal");
+  return ncclSuccess;
+}
+ncclResult_t pncclSignal(int peer, int, int, unsigned int, ncclComm_t comm, cudaStream_t) {
+  CommState* s = state_of(comm);
+  if (!s || peer < 0 || peer >= s->nranks) return invalid("%s: invalid communicator or peer", "Signal");
+  return ncclSuccess;
+}
+ncclResult_t pncclWaitSignal(int nDesc, ncclWaitSignalDesc_t*, ncclComm_t comm, cudaStream_t) {
+  if (!state_of(comm) || nDesc < 0) return invalid("%s: invalid communicator or count", "WaitSignal");
+  return ncclSuccess;
+}
+
 // The *Config variants (NCCL 2.31): the same collectives; a tuning config changes no result.
 ncclResult_t pncclAllReduceConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                   ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t*) {
@@ -490,3 +527,9 @@ HOSTNCCL_ALIAS(ncclGroupEnd)
 HOSTNCCL_ALIAS(ncclGroupSimulateEnd)
 HOSTNCCL_ALIAS(ncclDevCommCreate)
 HOSTNCCL_ALIAS(ncclDevCommDestroy)
+HOSTNCCL_ALIAS(ncclCommSuspend)
+HOSTNCCL_ALIAS(ncclCommResume)
+HOSTNCCL_ALIAS(ncclCommGrow)
+HOSTNCCL_ALIAS(ncclPutSignal)
+HOSTNCCL_ALIAS(ncclSignal)
+HOSTNCCL_ALIAS(ncclWaitSignal)

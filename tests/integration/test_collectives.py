@@ -193,6 +193,28 @@ def watchdog_in_a_burst_names_the_first_unconfirmed_launch():
           f"rank 1 is idle, not stuck: {ranks[1]['stalls']} {results[1].stderr!r}")
 
 
+def newer_api_is_recorded():
+    # NCCL 2.29's suspend/resume are calls on the comm, its one-sided signals ops without a seq;
+    # a refused grow is recorded with NCCL's answer and leaves no communicator (nor leak) behind.
+    job = Job([app("collectives_app"), "newer-api"], nranks=2)
+    results = job.run()
+    check(all(r.returncode == 0 for r in results), f"exits {[(r.returncode, r.stderr[-300:]) for r in results]}")
+    for rank, trace in enumerate(job.traces()):
+        recs = records(trace)
+        ends = {r["op"]: r for r in recs if r["type"] == "call_end"}
+        check(ends.get("ncclCommSuspend", {}).get("result") == 0 and ends.get("ncclCommResume", {}).get("result") == 0,
+              f"rank {rank}: suspend/resume ends {ends.keys()}")
+        check(ends.get("ncclCommGrow", {}).get("result", 0) != 0, f"rank {rank}: the refused grow {ends.get('ncclCommGrow')}")
+        ops = {r["op"]: r for r in recs if r["type"] == "op"}
+        peer = (rank + 1) % 2
+        check(ops["ncclPutSignal"]["seq"] == 0 and ops["ncclPutSignal"]["peer"] == peer and ops["ncclPutSignal"]["count"] == 64,
+              f"rank {rank}: {ops.get('ncclPutSignal')}")
+        check(ops["ncclSignal"]["peer"] == peer and ops["ncclWaitSignal"]["count"] == 1, f"rank {rank}: {ops}")
+        check(ops["ncclAllReduce"]["seq"] == 1, f"rank {rank}: one-sided ops take no seq: {ops['ncclAllReduce']}")
+    code, leaks, err = job.report("leaks", "--json", "--no-symbols")
+    check(code == 0 and leaks["leaks"] == [], f"no leak: {code} {leaks} {err}")
+
+
 def captured_stream_gets_no_event():
     job = Job([app("collectives_app"), "capture"], nranks=2)
     for rank, r in enumerate(job.run()):
@@ -210,6 +232,6 @@ if __name__ == "__main__":
     main({f.__name__: f for f in [
         sequence_numbers_agree_on_2_ranks, sequence_numbers_agree_on_3_ranks, sequence_numbers_agree_on_4_ranks,
         config_variants_are_their_collectives, gpu_time_comes_from_events, sampling_times_the_first_launches_of_each_shape, watchdog_names_the_pending_seq,
-        watchdog_in_a_burst_names_the_first_unconfirmed_launch,
+        watchdog_in_a_burst_names_the_first_unconfirmed_launch, newer_api_is_recorded,
         full_trace_costs_records_not_the_job,
         captured_stream_gets_no_event]})

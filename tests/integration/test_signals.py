@@ -3,6 +3,7 @@ moment (communicator init and destroy, trace growth, fork), and its trace must s
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import tempfile
@@ -13,13 +14,20 @@ from harness import HOSTNCCL_DIR, REPORT, SHIM, app, check, main
 SIGNALS = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP]
 
 
-def start_churn(trace_dir):
+def default_signals():
+    """The test may itself run with SIGHUP ignored (nohup, some CI runners): the churn program
+    starts with every watched signal at its default, as a job's processes normally do."""
+    for sig in SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def start_churn(trace_dir, preexec=default_signals):
     env = dict(os.environ)
     # Trace growth made slow (tests/integration/apps/slow_fallocate.cc): signals land inside it.
     env.update({"LD_PRELOAD": app("libslow_fallocate.so") + ":" + SHIM, "SLOW_FALLOCATE_MS": "100", "NCCLWATCH_DIR": trace_dir,
                 "LD_LIBRARY_PATH": HOSTNCCL_DIR + ":" + env.get("LD_LIBRARY_PATH", "")})
     return subprocess.Popen([app("lifecycle_app"), "churn"], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
 
 
 def wait_for_trace(trace_dir, proc, run):
@@ -85,5 +93,28 @@ def signals_at_random_moments_always_kill(runs=int(os.environ.get("NCCLWATCH_SIG
     check(not without_final, "traces without the final record:\n" + "\n".join(without_final))
 
 
+def ignored_hangup_stays_ignored():
+    """Under nohup SIGHUP is ignored: the shim must leave it so (a handler of ours would not be
+    inherited across exec as SIG_IGN is), so a hangup neither ends the process nor its trace."""
+    def ignore_hangup():
+        default_signals()
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    tmp = tempfile.mkdtemp(prefix="ncclwatch-nohup-")
+    trace_dir = os.path.join(tmp, "traces")
+    proc = start_churn(trace_dir, ignore_hangup)
+    wait_for_trace(trace_dir, proc, 0)
+    time.sleep(0.2)  # the first NCCL call has installed the shim's handlers
+    ignored = open(f"/proc/{proc.pid}/status").read()
+    sigign = int(re.search(r"^SigIgn:\s*([0-9a-f]+)", ignored, re.M).group(1), 16)
+    check(sigign & (1 << (signal.SIGHUP - 1)), f"SIGHUP no longer ignored under the shim: SigIgn {sigign:x}")
+    proc.send_signal(signal.SIGHUP)
+    time.sleep(0.5)
+    check(proc.poll() is None, f"a hangup ended a process that ignores it: exit {proc.returncode}")
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=10)
+    check(proc.returncode == -signal.SIGTERM, f"SIGTERM still ends it: exit {proc.returncode}")
+
+
 if __name__ == "__main__":
-    main({"signals_at_random_moments_always_kill": signals_at_random_moments_always_kill})
+    main({"signals_at_random_moments_always_kill": signals_at_random_moments_always_kill,
+          "ignored_hangup_stays_ignored": ignored_hangup_stays_ignored})

@@ -11,9 +11,12 @@ assert "dlsym" in exported, "dlsym must be exported: it hands out wrappers bound
 exported.remove("dlsym")
 bad = [name for name in exported if not re.match(r"^p?nccl[A-Z]", name)]
 assert not bad, f"non-NCCL symbols exported: {bad}"
-known = set(re.findall(r"NCCLWATCH_API\(\w+, (\w+),", open(table).read()))
+known = set(re.findall(r"^NCCLWATCH_(?:TRACED|TRACED_AS|UNTRACED)\(\w+, (\w+),", open(table).read(), re.M))
 unknown = [name for name in exported if name not in known]
 assert not unknown, f"exported names missing from the API table: {unknown}"
+wrapped = set(re.findall(r"^NCCLWATCH_TRACED(?:_AS)?\(\w+, (\w+),", open(table).read(), re.M))
+unwrapped = sorted(wrapped - set(exported))
+assert not unwrapped, f"the API table's traced functions must all have a wrapper: {unwrapped}"
 assert "ncclCommInitRankConfig" in exported and "ncclCommDestroy" in exported, exported
 undefined = subprocess.run(["nm", "-D", "--undefined-only", shim], capture_output=True, text=True, check=True).stdout
 foreign = [s for s in undefined.split() if s.startswith(("_ZN3fmt", "_ZN4absl"))]

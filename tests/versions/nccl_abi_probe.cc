@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
     if (fn) found += std::string(found.empty() ? "" : ",") + "\"" #name "\""; \
     if (fn && error) ++stale_errors;                                       \
   }
-#include "nccl_api.def"
+#include <ncclwatch/nccl_api.def>
 #undef NCCLWATCH_API
 #endif
 

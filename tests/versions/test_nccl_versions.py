@@ -3,6 +3,7 @@ functions that NCCL has, leaves NCCL's answers unchanged, reads an old-layout nc
 safely, and answers calls to functions that NCCL lacks without calling anything.
 
 usage: test_nccl_versions.py cu12|cu13 VERSION"""
+import fnmatch
 import json
 import os
 import re
@@ -89,7 +90,7 @@ def main():
         library = fetch_library(flavor, version, work)
         exported = set(subprocess.run(["nm", "-D", "--defined-only", library], capture_output=True, text=True,
                                       check=True).stdout.split())
-        table = re.findall(r"^NCCLWATCH_API\((\w+), (\w+), (\d+)\)", open(API_TABLE).read(), re.M)
+        table = re.findall(r"^NCCLWATCH_(?:TRACED|TRACED_AS|UNTRACED)\((\w+), (\w+), (\d+)[,)]", open(API_TABLE).read(), re.M)
         # The table's "since" must match what this NCCL exports.
         for group, name, since in table:
             check((int(since) <= code) == (name in exported),
@@ -128,8 +129,12 @@ def main():
                   f"a function NCCL lacks must get ncclInvalidUsage and a notice: {traced} {stderr[-500:]!r}")
         libraries, _ = library_records(os.path.join(work, "linked"))
         check([l["reached"] for l in libraries if l["status"] == "attached"] == ["global scope"], f"{libraries}")
-        # Newer NCCL API functions the table does not wrap yet (their calls pass by untraced).
+        # NCCL API functions outside the table must be ones we decided not to wrap.
         unwrapped = sorted(n for n in exported if re.match(r"^nccl[A-Z]", n) and n not in {t[1] for t in table})
+        decided = " ".join(re.findall(r"^// UNWRAPPED:(.*)$", open(API_TABLE).read(), re.M)).split()
+        undecided = [n for n in unwrapped if not any(fnmatch.fnmatchcase(n, p) for p in decided)]
+        check(not undecided, f"NCCL {version} exports functions neither wrapped nor listed as deliberately "
+              f"unwrapped in the API table: {undecided}")
         print(f"NCCL {version} ({flavor}): {len(present)} of {len(table)} table functions, lacks {lacking or 'none'}; "
               f"answers unchanged (init {plain['init_rank']}, init with 2.14 config {plain['init_rank_config']}); "
               f"exported but not in the table: {unwrapped or 'none'}")

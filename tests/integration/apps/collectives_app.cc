@@ -1,6 +1,6 @@
 // A multi-process NCCL program issuing collectives, groups and point-to-point calls, run under
 // the preloaded shim by tests/integration/test_collectives.py.
-//   collectives_app mixed|skip|skip-burst|shapes|capture|late-peer|bench N|bench-driver-calls N|count-mismatch|skip-interleaved|straggler|straggler-async|
+//   collectives_app mixed|skip|skip-burst|shapes|newer-api|capture|late-peer|bench N|bench-driver-calls N|count-mismatch|skip-interleaved|straggler|straggler-async|
 //                   one-process-two-ranks|config-variants
 #include "hostcuda.h"
 #include "check.h"
@@ -118,6 +118,32 @@ int shapes() {
   settle(stream);
   CHECK(ncclCommDestroy(world));
   return 0;
+}
+
+// NCCL 2.29's additions: suspend and resume, one-sided signals on a window, and a grow the
+// stand-in refuses (its failure must be recorded and leave no communicator behind).
+int newer_api() {
+  int rank = test_rank(), n = test_nranks();
+  ncclComm_t world = init_world("world");
+  CUstream stream = nullptr;
+  cuStreamCreate(&stream, 0);
+  static float data[256];
+  ncclWindow_t window = nullptr;
+  CHECK(ncclCommWindowRegister(world, data, sizeof(data), &window, 0));
+  CHECK(ncclCommSuspend(world, 1));
+  CHECK(ncclCommResume(world));
+  CHECK(ncclPutSignal(data, 64, ncclFloat, (rank + 1) % n, window, 0, 0, 0, 0, world, stream));
+  CHECK(ncclSignal((rank + 1) % n, 1, 0, 0, world, stream));
+  int dummy_desc[4] = {};
+  CHECK(ncclWaitSignal(1, reinterpret_cast<ncclWaitSignalDesc_t*>(dummy_desc), world, stream));
+  CHECK(ncclAllReduce(data, data, 256, ncclFloat, ncclSum, world, stream));
+  ncclComm_t grown = nullptr;
+  ncclResult_t grow = ncclCommGrow(world, n + 1, nullptr, -1, &grown, nullptr);
+  std::printf("grow: %d\n", static_cast<int>(grow));
+  settle(stream);
+  CHECK(ncclCommWindowDeregister(world, window));
+  CHECK(ncclCommDestroy(world));
+  return grow != ncclSuccess && grown == nullptr ? 0 : 4;
 }
 
 // An all-reduce captured into a graph, then replayed twice.
@@ -286,6 +312,7 @@ int main(int argc, char** argv) {
   if (scenario == "skip") return skip(argc > 2 ? std::atoi(argv[2]) : 3000);
   if (scenario == "skip-burst") return skip_burst(argc > 2 ? std::atoi(argv[2]) : 3000);
   if (scenario == "shapes") return shapes();
+  if (scenario == "newer-api") return newer_api();
   if (scenario == "capture") return capture();
   if (scenario == "late-peer") return late_peer();
   if (scenario == "bench") return bench(argc > 2 ? std::atoi(argv[2]) : 1000);

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The shim's cost per call in one process (ab_overhead.cc): NCCL's own entry point and the shim's
+# wrapper alternate on the same communicators, two processes with one GPU each and one process
+# driving two GPUs. Without the shim both ways are NCCL itself: that run shows the noise floor.
+source "$(dirname "$0")/common.sh"
+if [ "$(gpu_count)" -lt 1 ]; then echo "SKIP: needs a GPU"; exit 0; fi
+layouts="single"
+[ "$(gpu_count)" -ge 2 ] && layouts="ranks group single"
+nccl_lib="$(real_nccl_dir)"
+nccl_inc="$(dirname "$nccl_lib")/include"
+compiler="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+[ -x "$compiler" ] && [ -f "$nccl_inc/nccl.h" ] || { echo "SKIP: needs nvcc and NCCL's headers"; exit 0; }
+dir="$RESULTS/ab-overhead"; rm -rf "$dir"; mkdir -p "$dir"
+"$compiler" -O2 -std=c++17 -I"$nccl_inc" -o "$dir/ab_overhead" "$ROOT/tests/gpu/ab_overhead.cc" \
+  -L"$nccl_lib" -l:libnccl.so.2 -Xlinker -rpath="$nccl_lib" || { fail "ab_overhead builds"; finish; exit; }
+for layout in $layouts; do
+  for mode in none gpu host; do
+    out="$dir/$layout-$mode.txt"
+    if [ "$mode" = none ]; then
+      timeout 300 "$dir/ab_overhead" "$layout" >"$out" 2>&1
+    else
+      LD_PRELOAD="$SHIM" NCCLWATCH_TIMING="$mode" NCCLWATCH_DIR="$dir/traces-$layout-$mode" \
+        timeout 300 "$dir/ab_overhead" "$layout" >"$out" 2>&1
+    fi
+    echo "== $layout, shim: $mode (exit $?)"; cat "$out"
+  done
+done
+# The wrapper really ran: each traced run recorded its all-reduces (warm-up + 40 rounds per size).
+for layout in $layouts; do
+  expect "the $layout run in gpu mode recorded its calls through the wrapper" python3 - "$dir/traces-$layout-gpu" <<'PY'
+import subprocess, sys, json, os
+sys.exit(0 if os.path.isdir(sys.argv[1]) and any(f.endswith(".nwt") for f in os.listdir(sys.argv[1])) else 1)
+PY
+done
+# A guard against regressions (the figures themselves go to the README): under 1 us added per
+# 8 B call in gpu mode, where the cost of a driver call per launch would show.
+first="${layouts%% *}"
+expect "gpu mode adds under 1 us per 8 B call ($first)" python3 - "$dir/$first-gpu.txt" <<'PY'
+import re, sys
+m = re.search(r"size 8 B: complete .*? added ([+-][0-9.]+) us .*? issue .*? added ([+-][0-9.]+) us", open(sys.argv[1]).read())
+print("8 B added (complete, issue):", m and m.groups())
+sys.exit(0 if m and float(m.group(2)) < 1.0 else 1)
+PY
+finish
