@@ -58,6 +58,9 @@ const CudaDriver* load() {
       !resolve(get, lib, "cuCtxPopCurrent", NCCLWATCH_STR(cuCtxPopCurrent), d->ctx_pop_current)) {
     d->stream_get_ctx = nullptr;  // all three or none
   }
+  if (!resolve(get, lib, "cuThreadExchangeStreamCaptureMode", "cuThreadExchangeStreamCaptureMode",
+               d->exchange_capture_mode))
+    d->exchange_capture_mode = nullptr;
   return d;
 }
 

@@ -22,6 +22,30 @@ struct CudaDriver {
   decltype(&::cuStreamGetCtx) stream_get_ctx = nullptr;
   decltype(&::cuCtxPushCurrent) ctx_push_current = nullptr;
   decltype(&::cuCtxPopCurrent) ctx_pop_current = nullptr;
+  // Optional: this thread's interaction with other threads' CUDA-graph captures (see below).
+  decltype(&::cuThreadExchangeStreamCaptureMode) exchange_capture_mode = nullptr;
+};
+
+// While another thread captures a CUDA graph in global mode (PyTorch's default), a call that may
+// synchronize (event query or wait) from any thread not in relaxed mode invalidates that capture:
+// the application's next captured call fails, and the driver may crash (measured on an H200 with
+// the collector polling during a capture: 31 crashes in 40 runs). The collector thread runs in
+// relaxed mode throughout; application threads enter it around such calls of ours.
+class RelaxedCaptureMode {
+ public:
+  explicit RelaxedCaptureMode(const CudaDriver& cu) noexcept : cu_(cu) {
+    swapped_ = cu.exchange_capture_mode && cu.exchange_capture_mode(&mode_) == CUDA_SUCCESS;
+  }
+  ~RelaxedCaptureMode() {
+    if (swapped_) cu_.exchange_capture_mode(&mode_);
+  }
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  const CudaDriver& cu_;
+  CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;  // the thread's own mode while swapped
+  bool swapped_ = false;
 };
 
 // The driver, or nullptr when no usable libcuda.so.1 is present (then timing falls back to host).

@@ -58,6 +58,7 @@ void add_reference(const CudaDriver& cu, CUcontext ctx, ContextClock& clock) {
 
 void ensure_clock_reference(const CudaDriver& cu, CUcontext ctx) noexcept {
   try {
+    RelaxedCaptureMode relaxed(cu);  // an application thread waits for an event here
     std::lock_guard lock(g_clocks_mutex);
     ContextClock& clock = clock_of(ctx);
     if (clock.refs.empty()) add_reference(cu, ctx, clock);

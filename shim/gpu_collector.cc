@@ -30,6 +30,10 @@ class Collector {
  public:
   void run() {
     const CudaDriver* cu = cuda_driver();
+    // Relaxed for good: this thread's event queries and waits must never invalidate an
+    // application thread's CUDA-graph capture (cuda_driver.h).
+    CUstreamCaptureMode relaxed = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (cu->exchange_capture_mode) cu->exchange_capture_mode(&relaxed);
     while (!g_stop.load(std::memory_order_acquire)) {
       bool busy = false;
       {

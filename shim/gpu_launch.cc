@@ -100,6 +100,7 @@ LaunchEvents* take_events(LaunchThread& thread, const CudaDriver& cu, CUcontext 
   events->owner = &thread;
   events->timed = timed;
   // Events are made in the current context: switch to the stream's for the creation if needed.
+  RelaxedCaptureMode relaxed(cu);
   CUcontext current = nullptr;
   bool switched = cu.stream_get_ctx && cu.ctx_get_current(&current) == CUDA_SUCCESS && current != ctx &&
                   cu.ctx_push_current(ctx) == CUDA_SUCCESS;

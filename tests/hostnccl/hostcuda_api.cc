@@ -6,7 +6,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <thread>
+#include <utility>
 
 // cuda.h #defines these names to their newest versions; the library must
 // also export the plain (older) symbols, so declare those ourselves.
@@ -52,6 +55,23 @@ namespace {
 using hostcuda::Worker;
 
 std::atomic<int> g_events_while_capturing{0};
+// CUDA-graph capture modes (the rule of cudaStreamCaptureModeGlobal): while any thread captures
+// in global mode, a potentially synchronizing call (event query or wait, stream or device wait)
+// from a thread not in relaxed mode invalidates those captures and fails with
+// CUDA_ERROR_STREAM_CAPTURE_IMPLICIT; their end then reports CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.
+thread_local CUstreamCaptureMode t_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+std::mutex g_global_captures_mu;
+std::map<CUstream, bool> g_global_captures;  // capturing stream -> invalidated
+
+// True when the call must fail (and has invalidated the global captures).
+bool unsafe_during_global_capture() {
+  if (t_capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED) return false;
+  std::lock_guard<std::mutex> g(g_global_captures_mu);
+  if (g_global_captures.empty()) return false;
+  for (auto& [stream, invalidated] : g_global_captures) invalidated = true;
+  return true;
+}
+
 // Driver calls the calling thread made to the entry points a profiler like ncclwatch uses (the
 // cost its launch path adds, counted by tests/bench).
 thread_local long t_driver_calls = 0;
@@ -207,6 +227,7 @@ CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { return cuDevicePrimaryCtxRele
 
 // Waits for every stream, as the device-wide synchronisation does.
 CUresult cuCtxSynchronize(void) {
+  if (unsafe_during_global_capture()) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
   for (Worker* w : hostcuda::all_workers()) w->wait_idle();
   return CUDA_SUCCESS;
 }
@@ -278,6 +299,7 @@ CUresult cuStreamGetId(CUstream hStream, unsigned long long* streamId) {
 }
 
 CUresult cuStreamSynchronize(CUstream hStream) {
+  if (unsafe_during_global_capture()) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
   if (Worker* w = hostcuda::find_worker(hStream)) w->wait_idle();  // no worker: nothing queued
   return CUDA_SUCCESS;
 }
@@ -351,6 +373,7 @@ CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
 
 CUresult cuEventQuery(CUevent hEvent) {
   ++t_driver_calls;
+  if (unsafe_during_global_capture()) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
   if (!hEvent) return CUDA_ERROR_INVALID_HANDLE;
   std::lock_guard<std::mutex> g(hEvent->state->mu);
   return hEvent->state->completed >= hEvent->state->recorded ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
@@ -358,6 +381,7 @@ CUresult cuEventQuery(CUevent hEvent) {
 
 CUresult cuEventSynchronize(CUevent hEvent) {
   ++t_driver_calls;
+  if (unsafe_during_global_capture()) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
   if (!hEvent) return CUDA_ERROR_INVALID_HANDLE;
   EventState& s = *hEvent->state;
   std::unique_lock<std::mutex> l(s.mu);
@@ -392,9 +416,19 @@ CUresult cuEventElapsedTime(float* pMilliseconds, CUevent hStart, CUevent hEnd) 
 
 // ------------------------------------------------------------------- capture
 
-CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode) {
+CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
   if (hostcuda::is_default_stream(hStream)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   if (!hostcuda::worker_for(hStream)->begin_capture(++g_capture_ids)) return CUDA_ERROR_ILLEGAL_STATE;
+  if (mode == CU_STREAM_CAPTURE_MODE_GLOBAL) {
+    std::lock_guard<std::mutex> g(g_global_captures_mu);
+    g_global_captures[hStream] = false;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+  if (!mode) return CUDA_ERROR_INVALID_VALUE;
+  std::swap(*mode, t_capture_mode);
   return CUDA_SUCCESS;
 }
 
@@ -409,6 +443,19 @@ CUresult cuStreamEndCapture(CUstream hStream, CUgraph* phGraph) {
   bool was = false;
   hostcuda::CapturedList items = w->end_capture(&was);
   if (!was) return CUDA_ERROR_ILLEGAL_STATE;
+  bool invalidated = false;
+  {
+    std::lock_guard<std::mutex> g(g_global_captures_mu);
+    auto it = g_global_captures.find(hStream);
+    if (it != g_global_captures.end()) {
+      invalidated = it->second;
+      g_global_captures.erase(it);
+    }
+  }
+  if (invalidated) {
+    *phGraph = nullptr;
+    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  }
   *phGraph = new CUgraph_st{std::move(items)};
   return CUDA_SUCCESS;
 }
@@ -601,6 +648,7 @@ const ProcEntry kProcs[] = {
     {"cuStreamBeginCapture", 10000, fnptr(cuStreamBeginCapture)},
     {"cuStreamBeginCapture", 10010, fnptr(cuStreamBeginCapture_v2)},
     {"cuStreamEndCapture", 10000, fnptr(cuStreamEndCapture)},
+    {"cuThreadExchangeStreamCaptureMode", 10010, fnptr(cuThreadExchangeStreamCaptureMode)},
     {"cuGraphInstantiate", 10000, fnptr(cuGraphInstantiate)},
     {"cuGraphInstantiate", 11000, fnptr(cuGraphInstantiate_v2)},
     {"cuGraphInstantiate", 12000, fnptr(cuGraphInstantiateWithFlags)},

@@ -1,6 +1,6 @@
 // A multi-process NCCL program issuing collectives, groups and point-to-point calls, run under
 // the preloaded shim by tests/integration/test_collectives.py.
-//   collectives_app mixed|skip|skip-burst|shapes|newer-api|capture|late-peer|bench N|bench-driver-calls N|count-mismatch|skip-interleaved|straggler|straggler-async|
+//   collectives_app mixed|skip|skip-burst|shapes|newer-api|capture|capture-while-polled|late-peer|bench N|bench-driver-calls N|count-mismatch|skip-interleaved|straggler|straggler-async|
 //                   one-process-two-ranks|config-variants
 #include "hostcuda.h"
 #include "check.h"
@@ -168,6 +168,35 @@ int capture() {
   return recorded == 0 ? 0 : 4;
 }
 
+// A capture in global mode (PyTorch's default) on one stream while the shim's collector polls an
+// event pending on another: the capture must survive (a query from a thread not in relaxed mode
+// would invalidate it, as CUDA does). Exit 5 when the capture was invalidated.
+int capture_while_polled() {
+  ncclComm_t world = init_world("world");
+  CUstream busy = nullptr, captured = nullptr;
+  cuStreamCreate(&busy, 0);
+  cuStreamCreate(&captured, 0);
+  static float data[64];
+  cuLaunchHostFunc(busy, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(150)); }, nullptr);
+  CHECK(ncclAllReduce(data, data, 64, ncclFloat, ncclSum, world, busy));  // its event stays pending
+  sleep_ms(5);
+  cuStreamBeginCapture(captured, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  CHECK(ncclAllReduce(data, data, 64, ncclFloat, ncclSum, world, captured));
+  sleep_ms(40);  // the collector polls the pending event meanwhile
+  CUgraph graph = nullptr;
+  CUresult ended = cuStreamEndCapture(captured, &graph);
+  std::printf("end of capture: %d\n", static_cast<int>(ended));
+  if (ended == CUDA_SUCCESS) {
+    CUgraphExec exec = nullptr;
+    cuGraphInstantiate(&exec, graph, 0);
+    cuGraphLaunch(exec, captured);
+  }
+  settle(busy);
+  settle(captured);
+  CHECK(ncclCommDestroy(world));
+  return ended == CUDA_SUCCESS ? 0 : 5;
+}
+
 // Rank 1 arrives 300 ms late: rank 0's GPU time covers the wait, its host time does not.
 int late_peer() {
   ncclComm_t world = init_world("world");
@@ -313,6 +342,7 @@ int main(int argc, char** argv) {
   if (scenario == "skip-burst") return skip_burst(argc > 2 ? std::atoi(argv[2]) : 3000);
   if (scenario == "shapes") return shapes();
   if (scenario == "newer-api") return newer_api();
+  if (scenario == "capture-while-polled") return capture_while_polled();
   if (scenario == "capture") return capture();
   if (scenario == "late-peer") return late_peer();
   if (scenario == "bench") return bench(argc > 2 ? std::atoi(argv[2]) : 1000);

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The shim's launch path against real CUDA on one GPU (stream_checks.cc): the watchdog names a
+# stream held behind a host function and sees it resolve; CUDA-graph capture is untouched.
+source "$(dirname "$0")/common.sh"
+if [ "$(gpu_count)" -lt 1 ]; then echo "SKIP: needs a GPU"; exit 0; fi
+nccl_lib="$(real_nccl_dir)"
+nccl_inc="$(dirname "$nccl_lib")/include"
+compiler="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+[ -x "$compiler" ] && [ -f "$nccl_inc/nccl.h" ] || { echo "SKIP: needs nvcc and NCCL's headers"; exit 0; }
+dir="$RESULTS/stream-checks"; rm -rf "$dir"; mkdir -p "$dir"
+"$compiler" -O2 -std=c++17 -I"$nccl_inc" -o "$dir/stream_checks" "$ROOT/tests/gpu/stream_checks.cc" \
+  -L"$nccl_lib" -l:libnccl.so.2 -Xlinker -rpath="$nccl_lib" || { fail "stream_checks builds"; finish; exit; }
+
+NCCLWATCH_STALL_SEC=2 NCCLWATCH_DIR="$dir/stall" LD_PRELOAD="$SHIM" timeout 120 "$dir/stream_checks" stall \
+  >"$dir/stall.out" 2>"$dir/stall.err"
+echo "stall run: exit $?"; cat "$dir/stall.out"; grep ncclwatch "$dir/stall.err"
+report dump --json "$dir/stall" >"$dir/stall.jsonl" 2>/dev/null || report dump "$dir/stall" >"$dir/stall.jsonl"
+expect "the watchdog named a launch at or before the first held one (seq 61), at most 31 before" python3 - "$dir/stall.jsonl" "$dir/stall.err" <<'PY'
+import json, re, sys
+stalls = [r for r in map(json.loads, open(sys.argv[1])) if r.get("type") == "stall"]
+print("stall records:", [(s["state"], s["seq"]) for s in stalls])
+line = [l for l in open(sys.argv[2]) if "has not completed after" in l]
+print("line:", line)
+stalled = [s for s in stalls if s["state"] == "stalled"]
+sys.exit(0 if len(stalled) == 1 and 61 - 31 <= stalled[0]["seq"] <= 61 and len(line) == 1 else 1)
+PY
+expect "the stall resolved when the stream moved" python3 - "$dir/stall.jsonl" <<'PY'
+import json, sys
+stalls = [r for r in map(json.loads, open(sys.argv[1])) if r.get("type") == "stall"]
+sys.exit(0 if [s["state"] for s in stalls] == ["stalled", "resolved"] else 1)
+PY
+
+timeout 120 "$dir/stream_checks" capture >"$dir/capture-none.out" 2>&1
+echo "capture without the shim: exit $? $(cat "$dir/capture-none.out")"
+NCCLWATCH_DIR="$dir/capture" LD_PRELOAD="$SHIM" timeout 120 "$dir/stream_checks" capture >"$dir/capture.out" 2>&1
+status=$?
+echo "capture with the shim: exit $status $(cat "$dir/capture.out")"
+expect "capture under the shim succeeds with the same graph nodes as without it (and some)" \
+  test "$status" = 0 -a "$(grep 'graph nodes' "$dir/capture.out")" = "$(grep 'graph nodes' "$dir/capture-none.out")" \
+  -a "$(grep 'graph nodes' "$dir/capture.out")" != "graph nodes 0"
+report dump "$dir/capture" >"$dir/capture.jsonl" 2>/dev/null
+expect "the 3 captured all-reduces are marked captured and untimed" python3 - "$dir/capture.jsonl" <<'PY'
+import json, sys
+ops = [r for r in map(json.loads, open(sys.argv[1])) if r.get("type") == "op"]
+captured = [o for o in ops if o["flags"] & 1]  # kOpCaptured
+print("captured seqs:", [o["seq"] for o in captured], "timed among them:", [o["seq"] for o in captured if o["flags"] & 2])
+sys.exit(0 if [o["seq"] for o in captured] == [6, 7, 8] and not any(o["flags"] & 2 for o in captured) else 1)
+PY
+finish
