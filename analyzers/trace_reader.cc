@@ -31,7 +31,13 @@ uint32_t load_u32(const std::byte* p) {
 }
 
 bool known_type(uint16_t type) {
-  return type >= static_cast<uint16_t>(RecordType::kPadding) && type <= static_cast<uint16_t>(RecordType::kStall);
+  switch (static_cast<RecordType>(type)) {
+#define NCCLWATCH_RECORD_KNOWN(Id, value, name) case RecordType::k##Id:
+    NCCLWATCH_RECORD_TYPES(NCCLWATCH_RECORD_KNOWN)
+#undef NCCLWATCH_RECORD_KNOWN
+      return true;
+  }
+  return false;
 }
 
 // A header that a writer committed: plausible size, commit mark, fits in the file.
@@ -105,25 +111,6 @@ std::string valid_utf8(std::string_view bytes) {
 
 std::string record_text(const std::byte* p, size_t len) {
   return valid_utf8(std::string_view(reinterpret_cast<const char*>(p), len));
-}
-
-const char* record_type_name(RecordType t) {
-  switch (t) {
-    case RecordType::kPadding: return "padding";
-    case RecordType::kProcess: return "process";
-    case RecordType::kLibrary: return "library";
-    case RecordType::kModule: return "module";
-    case RecordType::kCallBegin: return "call_begin";
-    case RecordType::kCallEnd: return "call_end";
-    case RecordType::kExitBegin: return "exit_begin";
-    case RecordType::kProcessEnd: return "process_end";
-    case RecordType::kLost: return "lost";
-    case RecordType::kNotice: return "notice";
-    case RecordType::kCollective: return "op";
-    case RecordType::kGpuTiming: return "gpu_timing";
-    case RecordType::kStall: return "stall";
-  }
-  return "unknown";
 }
 
 TraceProblem trace_problem(const std::string& path, std::string what, bool fatal) {

@@ -56,8 +56,8 @@ using StoppableVisitor = std::function<bool(const RecordView&)>;
 std::string valid_utf8(std::string_view bytes);
 // `len` bytes of a record at `p`, as valid UTF-8 text.
 std::string record_text(const std::byte* p, size_t len);
-// "call_begin", "op", ... (the names `dump` uses).
-const char* record_type_name(trace::RecordType type);
+// "call_begin", "op", ... (the names `dump` uses; from the list in trace_format.h).
+using trace::record_type_name;
 
 // A problem about `path`, its name shown as valid UTF-8.
 TraceProblem trace_problem(const std::string& path, std::string what, bool fatal);

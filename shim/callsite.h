@@ -19,6 +19,6 @@ struct CallSite {
 // seen before. Never throws.
 void capture_call_site(CallSite& site, int max_frames) noexcept;
 
-void forget_modules_after_fork() noexcept;
+void callsite_after_fork_in_child() noexcept;
 
 }  // namespace ncclwatch

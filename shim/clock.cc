@@ -30,7 +30,7 @@ int64_t resample_tsc_clock(uint64_t) noexcept {
   int64_t now = clock_monotonic_ns();
   uint64_t after = __rdtsc();
   if (!tsc_is_invariant()) return now;
-  TscScale& s = t_tsc;
+  TscScale& s = t_thread.tsc;
   uint64_t tsc = before + (after - before) / 2;
   bool tight = after - before < 4096;  // a few hundred ns at any clock rate
   if (!tight) {

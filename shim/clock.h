@@ -3,6 +3,8 @@
 // machines clock_gettime can be a system call costing microseconds, several per collective.
 #pragma once
 
+#include "thread_state.h"
+
 #include <time.h>
 #include <unistd.h>
 #include <sys/syscall.h>
@@ -28,22 +30,13 @@ inline int64_t wall_ns() noexcept {
 }
 
 namespace detail {
-// Per thread: the last clock_gettime sample and the TSC rate measured between the last two.
-struct TscScale {
-  uint64_t base_tsc = 0;
-  int64_t base_ns = 0;
-  uint64_t prev_tsc = 0;
-  int64_t prev_ns = 0;
-  uint64_t ns_per_tick_q32 = 0;  // 0 until a rate is known: then clock_gettime is used
-};
-inline thread_local TscScale t_tsc;
 bool tsc_is_invariant() noexcept;  // constant and non-stop TSC (read once from /proc/cpuinfo)
 int64_t resample_tsc_clock(uint64_t tsc) noexcept;  // slow path: takes a fresh sample
 }  // namespace detail
 
 inline int64_t monotonic_ns() noexcept {
 #if defined(__x86_64__)
-  detail::TscScale& s = detail::t_tsc;
+  TscScale& s = t_thread.tsc;
   uint64_t tsc = __rdtsc();
   uint64_t ticks = tsc - s.base_tsc;
   // Within 10 ms of the last sample (about 2^25 ticks at a few GHz) the rate's error stays
@@ -57,9 +50,5 @@ inline int64_t monotonic_ns() noexcept {
   return clock_monotonic_ns();
 #endif
 }
-
-// Kernel thread id, cached per thread (a forked child's main thread re-reads it: see fork.cc).
-uint32_t current_tid() noexcept;
-void forget_cached_tid() noexcept;
 
 }  // namespace ncclwatch

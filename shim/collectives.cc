@@ -17,40 +17,22 @@ using trace::Api;
 // Launch ids: a per-thread prefix taken once from a global counter, then a per-thread count,
 // so the hot path touches no shared cache line.
 std::atomic<uint64_t> g_next_thread_prefix{1};
-thread_local uint64_t t_launch_prefix = 0;
-thread_local uint64_t t_launch_count = 0;
 
 uint64_t new_launch_id() {
-  if (t_launch_prefix == 0) t_launch_prefix = g_next_thread_prefix.fetch_add(1, std::memory_order_relaxed) << 40;
-  return t_launch_prefix | ++t_launch_count;
+  if (t_thread.launch_id_prefix == 0)
+    t_thread.launch_id_prefix = g_next_thread_prefix.fetch_add(1, std::memory_order_relaxed) << 40;
+  return t_thread.launch_id_prefix | ++t_thread.launches;
 }
 
-// What the current thread's open NCCL group holds (NCCL groups are per thread).
-struct GroupState {
-  static constexpr int kMaxStreams = 8;  // streams timed per group; more are left untimed
-  struct StreamUse {
-    uint64_t stream;
-    CommTrack* track;  // the last op's comm and seq on this stream: completion tracking
-    uint64_t seq;
-    Api api;
-    uint32_t ops;
-  };
-  int depth = 0;
-  uint64_t launch_id = 0;
-  uint32_t ops = 0;
-  int nstreams = 0;
-  StreamUse streams[kMaxStreams];
-};
-thread_local GroupState t_group;
-
+// The thread's open NCCL group is t_thread.group (thread_state.h).
 void note_group_stream(uint64_t stream, CommTrack* track, uint64_t seq, Api api) {
-  for (int i = 0; i < t_group.nstreams; ++i) {
-    if (t_group.streams[i].stream == stream) {
-      t_group.streams[i] = {stream, track, seq, api, t_group.streams[i].ops + 1};
+  for (int i = 0; i < t_thread.group.nstreams; ++i) {
+    if (t_thread.group.streams[i].stream == stream) {
+      t_thread.group.streams[i] = {stream, track, seq, api, t_thread.group.streams[i].ops + 1};
       return;
     }
   }
-  if (t_group.nstreams < GroupState::kMaxStreams) t_group.streams[t_group.nstreams++] = {stream, track, seq, api, 1};
+  if (t_thread.group.nstreams < OpenGroup::kMaxStreams) t_thread.group.streams[t_thread.group.nstreams++] = {stream, track, seq, api, 1};
 }
 
 struct OpArgs {
@@ -85,7 +67,7 @@ void write_op_record(const OpArgs& a, const CommTrack* track, uint64_t seq, uint
   rec->rank = track ? track->rank : -1;
   rec->nranks = track ? track->nranks : -1;
   rec->datatype = static_cast<uint8_t>(a.datatype);
-  rec->group_depth = static_cast<uint8_t>(t_group.depth > 255 ? 255 : t_group.depth);
+  rec->group_depth = static_cast<uint8_t>(t_thread.group.depth > 255 ? 255 : t_thread.group.depth);
   rec->flags = flags;
   rec->redop = a.redop;
   slot.commit(trace::RecordType::kCollective);
@@ -101,12 +83,12 @@ template <class Call> ncclResult_t run_op(const OpArgs& a, Call&& call) noexcept
                                           : track->issued.fetch_add(1, std::memory_order_relaxed) + 1;
   }
   uint64_t stream = as_u64(a.stream);
-  bool grouped = t_group.depth > 0;
-  uint64_t launch_id = grouped ? t_group.launch_id : new_launch_id();
+  bool grouped = t_thread.group.depth > 0;
+  uint64_t launch_id = grouped ? t_thread.group.launch_id : new_launch_id();
   bool captured = false;
   TimedLaunch timed;
   if (grouped) {
-    ++t_group.ops;
+    ++t_thread.group.ops;
     captured = stream_is_capturing(stream);
     if (!captured) note_group_stream(stream, track, seq, a.api);
   } else {
@@ -307,10 +289,10 @@ NCCLWATCH_EXPORT ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* si
 NCCLWATCH_EXPORT ncclResult_t ncclGroupStart() {
   NCCLWATCH_FORWARD_UNRECORDED(ncclGroupStart)
   ncclResult_t result = real->ncclGroupStart();
-  if (result == ncclSuccess && t_group.depth++ == 0) {
-    t_group.launch_id = new_launch_id();
-    t_group.ops = 0;
-    t_group.nstreams = 0;
+  if (result == ncclSuccess && t_thread.group.depth++ == 0) {
+    t_thread.group.launch_id = new_launch_id();
+    t_thread.group.ops = 0;
+    t_thread.group.nstreams = 0;
   }
   return result;
 }
@@ -318,17 +300,17 @@ NCCLWATCH_EXPORT ncclResult_t ncclGroupStart() {
 namespace {
 // The outermost ncclGroupEnd launches what the group held: time it per stream, record it.
 template <class Call> ncclResult_t end_group(Api api, Call&& call) noexcept {
-  if (t_group.depth == 0) return call();  // a group we did not see start: just forward
-  if (t_group.depth > 1) {
-    --t_group.depth;
+  if (t_thread.group.depth == 0) return call();  // a group we did not see start: just forward
+  if (t_thread.group.depth > 1) {
+    --t_thread.group.depth;
     return call();
   }
   int64_t begin_ns = monotonic_ns();
-  TimedLaunch timed[GroupState::kMaxStreams];
+  TimedLaunch timed[OpenGroup::kMaxStreams];
   bool launches = api == Api::kGroupEnd;
-  for (int i = 0; launches && i < t_group.nstreams; ++i) {
+  for (int i = 0; launches && i < t_thread.group.nstreams; ++i) {
     bool captured = false;
-    const GroupState::StreamUse& use = t_group.streams[i];
+    const OpenGroup::StreamUse& use = t_thread.group.streams[i];
     timed[i] = begin_timed_launch(use.stream, use.track, op_shape(api, use.ops, static_cast<int>(use.api)), captured);
   }
   ncclResult_t result = call();
@@ -336,17 +318,17 @@ template <class Call> ncclResult_t end_group(Api api, Call&& call) noexcept {
   // The group end's record says whether a GPU timing of its launch follows (kOpTimed) and names
   // the communicator of its first op, so analyzers can wait for the timing and attribute it.
   uint16_t flags = 0;
-  for (int i = 0; launches && i < t_group.nstreams; ++i) {
-    const GroupState::StreamUse& use = t_group.streams[i];
-    end_timed_launch(timed[i], use.stream, t_group.launch_id, use.track,
+  for (int i = 0; launches && i < t_thread.group.nstreams; ++i) {
+    const OpenGroup::StreamUse& use = t_thread.group.streams[i];
+    end_timed_launch(timed[i], use.stream, t_thread.group.launch_id, use.track,
                      trace::is_point_to_point(use.api) ? 0 : use.seq, use.api, use.ops, begin_ns, end_ns);
     if (timed[i].timed) flags |= trace::kOpTimed;
   }
-  t_group.depth = 0;
-  const CommTrack* first = t_group.nstreams ? t_group.streams[0].track : nullptr;
-  OpArgs args{api, first ? reinterpret_cast<ncclComm_t>(first->handle) : nullptr, nullptr, t_group.ops, ncclInt8,
+  t_thread.group.depth = 0;
+  const CommTrack* first = t_thread.group.nstreams ? t_thread.group.streams[0].track : nullptr;
+  OpArgs args{api, first ? reinterpret_cast<ncclComm_t>(first->handle) : nullptr, nullptr, t_thread.group.ops, ncclInt8,
               -1, -1, false};
-  write_op_record(args, first, 0, t_group.launch_id, begin_ns, end_ns, result, flags);
+  write_op_record(args, first, 0, t_thread.group.launch_id, begin_ns, end_ns, result, flags);
   return result;
 }
 }  // namespace

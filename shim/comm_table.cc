@@ -91,7 +91,7 @@ void publish_comm(CommTrack* track) noexcept {
     slots[reusable].handle.store(track->handle, std::memory_order_release);
     return;
   }
-  notice_once(Notice::kInternalError,
+  notice_once(Notice::kTooManyComms,
               "ncclwatch: more than 8192 live communicators; collectives on the newest carry no identity");
 }
 
@@ -128,7 +128,7 @@ void retire_comm(uint64_t handle) noexcept {
 }  // namespace ncclwatch
 
 namespace ncclwatch {
-void clear_comm_table_after_fork() noexcept {
+void comm_table_after_fork_in_child() noexcept {
   new (&g_writers) std::mutex();
   TableChange change;
   detail::CommSlot* slots = detail::comm_slots();

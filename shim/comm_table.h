@@ -3,6 +3,8 @@
 // release (rare), read on every collective.
 #pragma once
 
+#include "thread_state.h"
+
 #include <atomic>
 #include <cstdint>
 
@@ -60,18 +62,12 @@ CommSlot* comm_slots() noexcept;
 CommTrack* find_comm_track_in_table(uint64_t handle) noexcept;
 // Bumped after every change to the table: a memo taken at an older version is stale.
 inline std::atomic<uint64_t> g_comm_table_version{0};
-struct LastLookup {
-  uint64_t handle = 0;
-  uint64_t version = ~0ull;
-  CommTrack* track = nullptr;
-};
-inline thread_local LastLookup t_last_lookup;
 }  // namespace detail
 
 inline CommTrack* find_comm_track(uint64_t handle) noexcept {
   // Acquire pairs with the release bump after a change: the changed table is visible.
   uint64_t version = detail::g_comm_table_version.load(std::memory_order_acquire);
-  detail::LastLookup& last = detail::t_last_lookup;
+  CommLookupMemo& last = t_thread.last_comm;
   if (last.handle == handle && last.version == version) return last.track;
   CommTrack* track = detail::find_comm_track_in_table(handle);
   last = {handle, version, track};
@@ -91,5 +87,5 @@ template <class F> void for_each_comm(F&& visit) {
 
 namespace ncclwatch {
 // A forked child starts with no communicators.
-void clear_comm_table_after_fork() noexcept;
+void comm_table_after_fork_in_child() noexcept;
 }  // namespace ncclwatch

@@ -11,6 +11,7 @@
 #include "process_info.h"
 #include "registry.h"
 #include "resolver.h"
+#include "thread_state.h"
 #include "trace_writer.h"
 
 #include <dlfcn.h>
@@ -29,7 +30,6 @@ namespace {
 
 using trace::ExitReason;
 
-std::atomic<bool> g_attached{false};      // this process called NCCL
 std::atomic<bool> g_exit_began{false};
 std::atomic<bool> g_exit_recorded{false}; // the kExitBegin record is written
 std::atomic<bool> g_alert_done{false};    // the alert is printed (or was not needed)
@@ -58,7 +58,7 @@ void write_exit_record(trace::RecordType type, ExitReason reason, int signal, ui
 
 void mark_exit_began(ExitReason reason, int signal) noexcept {
   g_exit_began.store(true, std::memory_order_relaxed);
-  if (!g_attached.load(std::memory_order_relaxed)) return;
+  if (!detail::g_process_attached.load(std::memory_order_relaxed)) return;
   if (!g_exit_recorded.exchange(true, std::memory_order_relaxed))
     write_exit_record(trace::RecordType::kExitBegin, reason, signal, 0, 0);
 }
@@ -165,7 +165,7 @@ void print(const AlertText& text) {
 bool finish_process(ExitReason reason, int signal, bool wait) {
   // A process that never called NCCL through us has a trace only when it holds a copy we
   // could not trace (library_census.h).
-  if (!g_attached.load(std::memory_order_relaxed) && !trace_path_c()[0]) return false;
+  if (!detail::g_process_attached.load(std::memory_order_relaxed) && !trace_path_c()[0]) return false;
   if (g_alert_done.exchange(true, std::memory_order_relaxed)) return false;
   static char buffer[64 * 1024];  // static: the signal path cannot allocate
   AlertText text(buffer, sizeof(buffer));
@@ -233,23 +233,25 @@ void install_signal_handlers() {
   }
 }
 
+// The one after-fork reset: NCCL state does not cross fork, so the child starts with nothing and
+// writes its own file. Each module's state that must not cross it is reset by its
+// <module>_after_fork_in_child(), all called here.
 void after_fork_in_child() {
-  // NCCL state does not cross fork: the child starts with nothing and writes its own file.
-  g_attached.store(false, std::memory_order_relaxed);
+  detail::g_process_attached.store(false, std::memory_order_relaxed);
   g_exit_began.store(false, std::memory_order_relaxed);
   g_exit_recorded.store(false, std::memory_order_relaxed);
   g_alert_done.store(false, std::memory_order_relaxed);
   new (&g_attach_mutex) std::mutex();
-  registry().clear_after_fork();
-  clear_comm_table_after_fork();
+  registry().after_fork_in_child();
+  comm_table_after_fork_in_child();
   gpu_timer_after_fork_in_child();
   trace_writer_after_fork_in_child();
-  forget_modules_after_fork();
-  reset_process_info_after_fork();
-  reset_notices();
-  library_census_after_fork();
+  callsite_after_fork_in_child();
+  process_info_after_fork_in_child();
+  notices_after_fork_in_child();
+  library_census_after_fork_in_child();
   resolver_after_fork_in_child();
-  forget_cached_tid();
+  thread_state_after_fork_in_child();
 }
 
 __attribute__((constructor)) void on_load() {
@@ -261,24 +263,23 @@ __attribute__((constructor)) void on_load() {
 
 void attach_process() noexcept {
   // Pairs with the release store below: once attached, every hook is in place.
-  if (g_attached.load(std::memory_order_acquire)) return;
+  if (detail::g_process_attached.load(std::memory_order_acquire)) return;
   try {
     std::lock_guard lock(g_attach_mutex);
-    if (g_attached.load(std::memory_order_relaxed)) return;
+    if (detail::g_process_attached.load(std::memory_order_relaxed)) return;
     atexit(on_exit_began);
     install_signal_handlers();
     auto finalizing = reinterpret_cast<IsFinalizingFn>(real_dlsym(RTLD_DEFAULT, "Py_IsFinalizing"));
     if (!finalizing) finalizing = reinterpret_cast<IsFinalizingFn>(real_dlsym(RTLD_DEFAULT, "_Py_IsFinalizing"));
     g_python_is_finalizing.store(finalizing, std::memory_order_relaxed);
     print_setting_problems();
-    g_attached.store(true, std::memory_order_release);
+    detail::g_process_attached.store(true, std::memory_order_release);
   } catch (...) {
   }
-  announce_libraries();
+  library_census_process_attached();
   report_untraced_nccl(false);
 }
 
-bool process_attached() noexcept { return g_attached.load(std::memory_order_acquire); }
 
 bool program_exiting() noexcept {
   if (g_exit_began.load(std::memory_order_relaxed)) return true;

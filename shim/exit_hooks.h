@@ -2,13 +2,22 @@
 // Nothing here calls NCCL or CUDA: at exit they may already be torn down.
 #pragma once
 
+#include <atomic>
+
 namespace ncclwatch {
 
 // At the first NCCL call of a process: installs the exit-began hook and the signal handlers.
 void attach_process() noexcept;
 
-// True once attach_process has run in this process (a forked child starts unattached).
-bool process_attached() noexcept;
+// True once attach_process has run in this process (a forked child starts unattached). Inline:
+// every wrapper asks (recording()).
+namespace detail {
+inline std::atomic<bool> g_process_attached{false};
+}
+inline bool process_attached() noexcept {
+  // Acquire pairs with the release store at the end of attach_process: every hook is in place.
+  return detail::g_process_attached.load(std::memory_order_acquire);
+}
 
 // True once the program began exiting: exit() was called, a fatal signal arrived, or the Python
 // interpreter is finalizing (PyTorch aborts communicators from destructors at that point).

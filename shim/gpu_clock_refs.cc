@@ -79,7 +79,7 @@ bool clock_reference_before(const CudaDriver& cu, CUcontext ctx, int64_t recorde
   return false;
 }
 
-void forget_clock_references_after_fork() noexcept {
+void clock_refs_after_fork_in_child() noexcept {
   // The references belong to the parent's contexts.
   new (&g_clocks_mutex) std::mutex();
   g_clocks = nullptr;

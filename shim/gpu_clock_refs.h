@@ -23,6 +23,6 @@ void ensure_clock_reference(const CudaDriver& cu, CUcontext ctx) noexcept;
 // precise). False when the launch predates every reference still held.
 bool clock_reference_before(const CudaDriver& cu, CUcontext ctx, int64_t recorded_ns, ClockReference& out);
 
-void forget_clock_references_after_fork() noexcept;
+void clock_refs_after_fork_in_child() noexcept;
 
 }  // namespace ncclwatch::gpu

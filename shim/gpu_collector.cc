@@ -139,7 +139,7 @@ void start_collector() noexcept {
     auto* collector = new Collector();
     std::thread([collector] { collector->run(); }).detach();
   } catch (...) {
-    notice_once(Notice::kInternalError, "ncclwatch: cannot start the GPU timing thread; ops are recorded untimed");
+    notice_once(Notice::kCollectorFailed, "ncclwatch: cannot start the GPU timing thread; ops are recorded untimed");
   }
 }
 

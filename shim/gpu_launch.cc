@@ -36,15 +36,14 @@ constexpr uint32_t kFirstTimedPerShape = 4;
 
 std::mutex g_threads_mutex;  // registration of a new thread only
 std::vector<LaunchThread*>* g_threads = nullptr;
-thread_local LaunchThread* t_thread = nullptr;
 
 LaunchThread& this_thread() {
-  if (t_thread) return *t_thread;
+  if (t_thread.gpu) return *t_thread.gpu;
   auto* state = new LaunchThread();
   std::lock_guard lock(g_threads_mutex);
   if (!g_threads) g_threads = new std::vector<LaunchThread*>();
   g_threads->push_back(state);
-  t_thread = state;
+  t_thread.gpu = state;
   return *state;
 }
 
@@ -193,7 +192,7 @@ void end_timed_launch(TimedLaunch launch, uint64_t stream, uint64_t launch_id, C
   if (!launch) return;
   auto* slot = static_cast<StreamSlot*>(launch.slot);
   auto* events = static_cast<LaunchEvents*>(launch.events);
-  LaunchThread& thread = *t_thread;
+  LaunchThread& thread = *t_thread.gpu;
   gpu::LaunchName name{launch_id, track, seq, enqueued_ns, static_cast<uint16_t>(api)};
   slot->last_return_ns = returned_ns;
   if (!events) {
@@ -231,9 +230,9 @@ void gpu_timer_after_fork_in_child() noexcept {
   // The collector thread does not exist in the child; its events belong to the parent's contexts.
   new (&g_threads_mutex) std::mutex();
   new (&gpu::g_cuda_mutex) std::mutex();
-  gpu::forget_clock_references_after_fork();
+  gpu::clock_refs_after_fork_in_child();
   g_threads = nullptr;
-  t_thread = nullptr;
+  t_thread.gpu = nullptr;
   gpu::g_collector_started.store(false, std::memory_order_relaxed);
   gpu::g_stop.store(false, std::memory_order_relaxed);
 }

@@ -1,7 +1,7 @@
 #include "library_census.h"
 
 #include "elf_image.h"
-#include "exit_hooks.h"
+#include "notices.h"
 #include "resolver.h"
 #include "trace_writer.h"
 
@@ -17,6 +17,14 @@
 
 namespace ncclwatch {
 namespace {
+
+// Set by the exit hooks when the process attaches (its first NCCL call): libraries are written
+// to the trace from then on.
+std::atomic<bool> g_process_attached{false};
+
+void announce_libraries_hook() noexcept { announce_libraries(); }
+// The resolver says when a library joins (resolver.h cannot depend on this file).
+[[maybe_unused]] const bool g_hooked = (set_library_added_hook(announce_libraries_hook), true);
 
 // One object in the process that defines NCCL's API.
 struct NcclCopy {
@@ -119,12 +127,7 @@ std::string why_not_traced(const NcclCopy& copy) {
   return "it carries its own NCCL, and no call reached that copy through the dynamic linker";
 }
 
-void say(const std::string& text) {
-  std::string line = text + '\n';
-  ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
-  (void)ignored;
-  write_notice_record(text.c_str());
-}
+void say(const std::string& text) { ncclwatch::say(text.c_str()); }
 
 // Every loaded object that defines NCCL's API (the shim aside), files read for hidden copies.
 std::vector<NcclCopy> find_nccl_copies() {
@@ -141,7 +144,7 @@ std::vector<NcclCopy> find_nccl_copies() {
 }  // namespace
 
 void announce_libraries() noexcept {
-  if (!process_attached()) return;
+  if (!g_process_attached.load(std::memory_order_acquire)) return;
   try {
     for (const RealNccl* lib : known_libraries()) {
       uint32_t bit = 1u << lib->library_id;
@@ -163,7 +166,7 @@ void report_untraced_nccl(bool at_exit) noexcept {
       // only at exit (it may still be attached before), and only into a trace that exists anyway.
       bool unused_library = copy.named_libnccl && copy.exported;
       if (is_attached || std::find(reported().begin(), reported().end(), copy.base) != reported().end()) continue;
-      if (unused_library && (!at_exit || !process_attached())) continue;
+      if (unused_library && (!at_exit || !g_process_attached.load(std::memory_order_acquire))) continue;
       // An unused libnccl is never called: its banner tells its version.
       int version = unused_library ? std::max(ElfFile(copy.path).nccl_banner_version(), 0) : copy.version;
       std::string blob = "path=" + copy.path + '\0' + "version=" + std::to_string(version) + '\0';
@@ -182,7 +185,13 @@ void report_untraced_nccl(bool at_exit) noexcept {
   }
 }
 
-void library_census_after_fork() noexcept {
+void library_census_process_attached() noexcept {
+  g_process_attached.store(true, std::memory_order_release);
+  announce_libraries();
+}
+
+void library_census_after_fork_in_child() noexcept {
+  g_process_attached.store(false, std::memory_order_relaxed);
   g_announced.store(0, std::memory_order_relaxed);
   new (&g_census_mutex) std::mutex();
   reported().clear();

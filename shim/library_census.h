@@ -7,8 +7,11 @@
 namespace ncclwatch {
 
 // Writes a kLibrary record for each attached library not yet written (once the process is
-// attached; attach_process writes the ones found earlier).
+// attached; library_census_process_attached writes the ones found earlier).
 void announce_libraries() noexcept;
+
+// The process attached (its first NCCL call, exit_hooks.cc): libraries go to the trace from now.
+void library_census_process_attached() noexcept;
 
 // Finds NCCL copies the trace does not cover, writes each once to the trace (creating it if need
 // be) and says the uncovered ones on stderr. `at_exit` also writes libnccl copies no call reached
@@ -16,6 +19,6 @@ void announce_libraries() noexcept;
 void report_untraced_nccl(bool at_exit) noexcept;
 
 // In a forked child: its trace is new, so every library is written again.
-void library_census_after_fork() noexcept;
+void library_census_after_fork_in_child() noexcept;
 
 }  // namespace ncclwatch

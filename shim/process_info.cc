@@ -104,7 +104,7 @@ const ProcessInfo& process_info() {
   return *g_info;
 }
 
-void reset_process_info_after_fork() noexcept {
+void process_info_after_fork_in_child() noexcept {
   new (&g_mutex) std::mutex();
   g_info = nullptr;  // the parent's copy leaks in the child: one small object
 }

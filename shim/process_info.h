@@ -19,6 +19,6 @@ struct ProcessInfo {
 };
 
 const ProcessInfo& process_info();
-void reset_process_info_after_fork() noexcept;
+void process_info_after_fork_in_child() noexcept;
 
 }  // namespace ncclwatch

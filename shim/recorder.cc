@@ -12,30 +12,20 @@
 
 namespace ncclwatch {
 
-thread_local int ReentryGuard::depth_ = 0;
-
 namespace {
 std::atomic<uint64_t> g_next_call_id{1};
-std::atomic<bool> g_recording_attached{false};  // reset in a forked child (recording_after_fork)
-thread_local uint32_t t_tid = 0;
 }  // namespace
 
 uint32_t current_tid() noexcept {
-  if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
-  return t_tid;
-}
-
-void forget_cached_tid() noexcept {
-  t_tid = 0;
-  g_recording_attached.store(false, std::memory_order_relaxed);  // the child attaches anew
+  if (t_thread.tid == 0) t_thread.tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  return t_thread.tid;
 }
 
 bool recording() noexcept {
-  // Hot path: once attached, one relaxed load (the attach itself published with release).
-  if (g_recording_attached.load(std::memory_order_relaxed)) return true;
+  // Hot path: once attached, one load (a forked child starts unattached and attaches anew).
+  if (process_attached()) return true;
   if (!config().record) return false;
   attach_process();
-  g_recording_attached.store(true, std::memory_order_release);
   return true;
 }
 

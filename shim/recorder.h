@@ -6,6 +6,7 @@
 #include "callsite.h"
 #include "nccl_api.h"
 #include "resolver.h"
+#include "thread_state.h"
 
 #include <ncclwatch/trace_format.h>
 
@@ -18,14 +19,13 @@ namespace ncclwatch {
 // the PLT (e.g. ncclCommInitAll → ncclGroupStart); such nested calls are forwarded unrecorded.
 class ReentryGuard {
  public:
-  ReentryGuard() noexcept : outermost_(depth_++ == 0) {}
-  ~ReentryGuard() { --depth_; }
+  ReentryGuard() noexcept : outermost_(t_thread.nccl_call_depth++ == 0) {}
+  ~ReentryGuard() { --t_thread.nccl_call_depth; }
   ReentryGuard(const ReentryGuard&) = delete;
   ReentryGuard& operator=(const ReentryGuard&) = delete;
   bool outermost() const noexcept { return outermost_; }
 
  private:
-  static thread_local int depth_;
   bool outermost_;
 };
 
@@ -37,6 +37,9 @@ bool recording() noexcept;
 ncclResult_t unavailable(const RealNccl* real, const char* name) noexcept;
 
 uint64_t next_call_id() noexcept;
+
+// Kernel thread id, cached per thread (a forked child's thread reads it anew).
+uint32_t current_tid() noexcept;
 
 // Writes one ApiEvent (header fields of `event` are filled here). `site` may be null; its frames
 // and summary go into the record.

@@ -91,7 +91,7 @@ bool Registry::release_resource(trace::Api acquired_by, uint64_t handle, uint64_
   return true;
 }
 
-void Registry::clear_after_fork() noexcept {
+void Registry::after_fork_in_child() noexcept {
   lock_.reset();
   // A child starts with no communicators: NCCL's state does not survive fork.
   comms_.clear();

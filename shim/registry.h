@@ -89,7 +89,7 @@ class Registry {
     return true;
   }
 
-  void clear_after_fork() noexcept;
+  void after_fork_in_child() noexcept;
 
  private:
   SpinLock lock_;

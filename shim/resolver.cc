@@ -1,6 +1,5 @@
 #include "resolver.h"
 
-#include "library_census.h"
 #include "notices.h"
 
 #include <dlfcn.h>
@@ -15,12 +14,16 @@ namespace ncclwatch {
 // Two slots may share one instance. The acquire load in real_nccl() pairs with the release store
 // that published a slot.
 std::atomic<const RealNccl*> detail::g_slots[kMaxLibraries];
-thread_local uint8_t detail::t_bound_slot = 0;
 
 namespace {
 
+std::atomic<void (*)() noexcept> g_library_added{nullptr};
+
+void library_added() {
+  if (auto hook = g_library_added.load(std::memory_order_acquire)) hook();
+}
+
 using detail::g_slots;
-using detail::t_bound_slot;
 
 // Guards libraries() and the publishing of slots. Never held across a call into the loader or a
 // library: a dlopen in another thread may run a constructor that calls our dlsym.
@@ -253,11 +256,11 @@ const void* shim_load_address() noexcept { return shim_base(); }
 
 bool is_inside_shim(const void* address) noexcept { return object_base(address) == shim_base(); }
 
-BoundSlotScope::BoundSlotScope(uint8_t slot) noexcept : previous_(t_bound_slot) { t_bound_slot = slot; }
-BoundSlotScope::~BoundSlotScope() { t_bound_slot = previous_; }
+BoundSlotScope::BoundSlotScope(uint8_t slot) noexcept : previous_(t_thread.bound_slot) { t_thread.bound_slot = slot; }
+BoundSlotScope::~BoundSlotScope() { t_thread.bound_slot = previous_; }
 
 const RealNccl* detail::resolve_default(const void* caller) noexcept {
-  if (const RealNccl* real = g_slots[t_bound_slot].load(std::memory_order_acquire)) return real;
+  if (const RealNccl* real = g_slots[t_thread.bound_slot].load(std::memory_order_acquire)) return real;
   const RealNccl* real = nullptr;
   try {
     real = default_instance(true, caller, "global scope");
@@ -269,12 +272,12 @@ const RealNccl* detail::resolve_default(const void* caller) noexcept {
                 "libnccl.so*); NCCL calls are answered with ncclSystemError and nothing is traced");
     return nullptr;  // not cached: NCCL may still be loaded later
   }
-  announce_libraries();
+  library_added();
   return real;
 }
 
 uint16_t current_library_id() noexcept {
-  const RealNccl* real = g_slots[t_bound_slot].load(std::memory_order_relaxed);
+  const RealNccl* real = g_slots[t_thread.bound_slot].load(std::memory_order_relaxed);
   return real ? real->library_id : 0;
 }
 
@@ -318,7 +321,7 @@ int slot_for_library_of(const void* real_function, const void* caller) noexcept 
                 "ncclwatch: more NCCL libraries than ncclwatch can tell apart were opened in this process; "
                 "calls to the extra ones are not traced");
   }
-  announce_libraries();
+  library_added();
   return slot;
 }
 
@@ -350,5 +353,7 @@ const char* library_path(uint16_t id) noexcept {
   }
   return "";
 }
+
+void set_library_added_hook(void (*hook)() noexcept) noexcept { g_library_added.store(hook, std::memory_order_release); }
 
 }  // namespace ncclwatch

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "nccl_api.h"
+#include "thread_state.h"
 
 #include <atomic>
 #include <cstdint>
@@ -41,8 +42,6 @@ namespace detail {
 // Slot 0 is the default instance (calls through the global scope); slots 1.. serve libraries
 // reached only through dlsym. A slot, once set, never changes.
 extern std::atomic<const RealNccl*> g_slots[kMaxLibraries];
-// The slot of the dlsym'd wrapper the calling thread is running (0: none).
-extern thread_local uint8_t t_bound_slot;
 // Finds the default instance: the NCCL that `caller` (the application's return address) would
 // have reached without the shim.
 const RealNccl* resolve_default(const void* caller) noexcept;
@@ -54,7 +53,7 @@ const RealNccl* resolve_default(const void* caller) noexcept;
 // inlined into the exported wrapper, so __builtin_return_address(0) is the application's call.
 __attribute__((always_inline)) inline const RealNccl* real_nccl() noexcept {
   // Pairs with the release stores that publish a slot.
-  if (const RealNccl* real = detail::g_slots[detail::t_bound_slot].load(std::memory_order_acquire)) return real;
+  if (const RealNccl* real = detail::g_slots[t_thread.bound_slot].load(std::memory_order_acquire)) return real;
   return detail::resolve_default(__builtin_return_address(0));
 }
 
@@ -91,6 +90,10 @@ bool looked_up_nccl_through_dlsym(const void* object_base) noexcept;
 
 // Every distinct library instance found so far, in id order.
 std::vector<const RealNccl*> known_libraries();
+
+// Called after a library joins the known ones (the census writes it to the trace; it registers
+// itself, as it depends on this file).
+void set_library_added_hook(void (*hook)() noexcept) noexcept;
 
 // How many distinct libraries were found (allocation-free, for the exit alert).
 int library_count() noexcept;

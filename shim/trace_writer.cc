@@ -298,6 +298,11 @@ void write_notice_record(const char* text) noexcept {
   }
 }
 
+namespace {
+// Notices are copied into the trace from the start (notices.h cannot depend on this file).
+[[maybe_unused]] const bool g_notices_recorded = (set_notice_recorder(write_notice_record), true);
+}  // namespace
+
 void trace_writer_after_fork_in_child() noexcept {
   Writer& w = writer();
   // The parent's file stays the parent's: unmap and close without writing, and never remove it

@@ -47,22 +47,53 @@ struct FileHeader {
 };
 static_assert(sizeof(FileHeader) == kHeaderBytes);
 
+// Every record type, once: X(Id, value, name) is RecordType::k<Id> = value, stored in files
+// (never reuse or renumber one), and `name` is what `dump` and the reports call it.
+//   Padding      filler, skip it
+//   Process      once, first: strings describing the process (StringsRecord)
+//   Library      an NCCL copy in the process (StringsRecord): id (attached ones), path, version,
+//                status (attached | unused | not traced), reached, reason, missing
+//   Module       a loaded object named by call-site frames (ModuleRecord)
+//   CallBegin    an NCCL API call entered (ApiEvent) ...
+//   CallEnd      ... and returned (ApiEvent)
+//   ExitBegin    the program began exiting (ExitRecord)
+//   ProcessEnd   the shim's last word: how the process ended (ExitRecord)
+//   Lost         records the shim could not write (LostRecord)
+//   Notice       a message the shim printed on stderr (StringsRecord, key "text")
+//   Collective   one collective, send/recv, one-sided op or group end (OpRecord)
+//   GpuTiming    when a launch ran on the GPU (GpuTimingRecord)
+//   Stall        an op pending too long, or such a stall resolved (StallRecord)
+#define NCCLWATCH_RECORD_TYPES(X) \
+  X(Padding, 1, "padding")        \
+  X(Process, 2, "process")        \
+  X(Library, 3, "library")        \
+  X(Module, 4, "module")          \
+  X(CallBegin, 5, "call_begin")   \
+  X(CallEnd, 6, "call_end")       \
+  X(ExitBegin, 7, "exit_begin")   \
+  X(ProcessEnd, 8, "process_end") \
+  X(Lost, 9, "lost")              \
+  X(Notice, 10, "notice")         \
+  X(Collective, 11, "op")         \
+  X(GpuTiming, 12, "gpu_timing")  \
+  X(Stall, 13, "stall")
+
 enum class RecordType : uint16_t {
-  kPadding = 1,     // filler, skip it
-  kProcess = 2,     // once, first: strings describing the process (StringsRecord)
-  kLibrary = 3,     // an NCCL copy in the process (StringsRecord): id (attached ones), path,
-                    // version, status (attached | unused | not traced), reached, reason, missing
-  kModule = 4,      // a loaded object named by call-site frames (ModuleRecord)
-  kCallBegin = 5,   // an NCCL API call entered (ApiEvent)
-  kCallEnd = 6,     // ... and returned (ApiEvent)
-  kExitBegin = 7,   // the program began exiting (ExitRecord)
-  kProcessEnd = 8,  // the shim's last word: how the process ended (ExitRecord)
-  kLost = 9,        // records the shim could not write (LostRecord)
-  kNotice = 10,     // a message the shim printed on stderr (StringsRecord, key "text")
-  kCollective = 11, // one collective, send/recv or group end (OpRecord)
-  kGpuTiming = 12,  // when a launch ran on the GPU (GpuTimingRecord)
-  kStall = 13,      // an op pending too long, or such a stall resolved (StallRecord)
+#define NCCLWATCH_RECORD_ENUMERATOR(Id, value, name) k##Id = value,
+  NCCLWATCH_RECORD_TYPES(NCCLWATCH_RECORD_ENUMERATOR)
+#undef NCCLWATCH_RECORD_ENUMERATOR
 };
+
+constexpr const char* record_type_name(RecordType type) {
+  switch (type) {
+#define NCCLWATCH_RECORD_CASE(Id, value, name) \
+  case RecordType::k##Id:                      \
+    return name;
+    NCCLWATCH_RECORD_TYPES(NCCLWATCH_RECORD_CASE)
+#undef NCCLWATCH_RECORD_CASE
+  }
+  return "unknown";
+}
 
 struct RecordHeader {
   uint32_t size;    // whole record in bytes, header included, multiple of 8

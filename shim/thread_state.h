@@ -1,0 +1,78 @@
+// Everything the shim keeps per application thread, in one place: one static TLS block (the shim
+// is preloaded, so initial-exec TLS: one instruction per access), and one reset in a forked
+// child. Plain data only: the modules that own a part include this file, it includes none of
+// them.
+#pragma once
+
+#include <ncclwatch/trace_format.h>
+
+#include <cstdint>
+
+namespace ncclwatch {
+
+struct CommTrack;
+namespace gpu {
+struct LaunchThread;
+}
+
+// clock.h: the last clock_gettime sample and the TSC rate measured between the last two.
+struct TscScale {
+  uint64_t base_tsc = 0;
+  int64_t base_ns = 0;
+  uint64_t prev_tsc = 0;
+  int64_t prev_ns = 0;
+  uint64_t ns_per_tick_q32 = 0;  // 0 until a rate is known: then clock_gettime is used
+};
+
+// comm_table.h: the last lookup by handle, valid while the table's version is unchanged.
+struct CommLookupMemo {
+  uint64_t handle = 0;
+  uint64_t version = ~0ull;
+  CommTrack* track = nullptr;
+};
+
+// collectives.cc: what the thread's open NCCL group holds (NCCL groups are per thread).
+struct OpenGroup {
+  static constexpr int kMaxStreams = 8;  // streams timed per group; more are left untimed
+  struct StreamUse {
+    uint64_t stream;
+    CommTrack* track;  // the last op's comm and seq on this stream: completion tracking
+    uint64_t seq;
+    trace::Api api;
+    uint32_t ops;
+  };
+  int depth = 0;
+  uint64_t launch_id = 0;
+  uint32_t ops = 0;
+  int nstreams = 0;
+  StreamUse streams[kMaxStreams];
+};
+
+struct ThreadState {
+  int nccl_call_depth = 0;             // recorder.h: inside a wrapper (nested NCCL calls pass by)
+  uint32_t tid = 0;                    // recorder.cc: gettid(), cached
+  uint8_t bound_slot = 0;              // resolver.h: the NCCL copy the running dlsym'd wrapper serves
+  uint64_t launch_id_prefix = 0;       // collectives.cc: launch ids, a per-thread prefix ...
+  uint64_t launches = 0;               // ... and count
+  OpenGroup group;                     // collectives.cc
+  CommLookupMemo last_comm;            // comm_table.h
+  TscScale tsc;                        // clock.h
+  gpu::LaunchThread* gpu = nullptr;    // gpu_launch.cc: this thread's rings and event pool
+};
+
+// constinit: constant-initialized, so every access is a plain TLS load (no init guard).
+constinit inline thread_local ThreadState t_thread{};
+
+// In a forked child the forking thread's state lives on: what belonged to the parent (its thread
+// id, GPU rings, launch ids, an open group) is forgotten; the call depth and bound slot of a
+// wrapper that may be running the fork stay.
+inline void thread_state_after_fork_in_child() noexcept {
+  t_thread.tid = 0;
+  t_thread.gpu = nullptr;
+  t_thread.launch_id_prefix = 0;
+  t_thread.launches = 0;
+  t_thread.group = OpenGroup{};
+  t_thread.last_comm = CommLookupMemo{};
+}
+
+}  // namespace ncclwatch
