@@ -46,4 +46,9 @@ captured = [o for o in ops if o["flags"] & 1]  # kOpCaptured
 print("captured seqs:", [o["seq"] for o in captured], "timed among them:", [o["seq"] for o in captured if o["flags"] & 2])
 sys.exit(0 if [o["seq"] for o in captured] == [6, 7, 8] and not any(o["flags"] & 2 for o in captured) else 1)
 PY
+if python3 -c 'import torch' 2>/dev/null; then
+  NCCLWATCH_DIR="$dir/torch-graph" LD_PRELOAD="$SHIM" timeout 120 torchrun --nproc-per-node 1 "$ROOT/tests/gpu/torch_graph.py" \
+    >"$dir/torch-graph.out" 2>&1
+  expect "a PyTorch job capturing all-reduces into a CUDA graph runs under the shim" grep -q "graph ok" "$dir/torch-graph.out"
+fi
 finish
