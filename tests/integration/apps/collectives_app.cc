@@ -186,12 +186,12 @@ int capture_while_polled() {
   CUgraph graph = nullptr;
   CUresult ended = cuStreamEndCapture(captured, &graph);
   std::printf("end of capture: %d\n", static_cast<int>(ended));
+  settle(busy);  // one communicator runs one collective at a time: the replay comes after
   if (ended == CUDA_SUCCESS) {
     CUgraphExec exec = nullptr;
     cuGraphInstantiate(&exec, graph, 0);
     cuGraphLaunch(exec, captured);
   }
-  settle(busy);
   settle(captured);
   CHECK(ncclCommDestroy(world));
   return ended == CUDA_SUCCESS ? 0 : 5;
