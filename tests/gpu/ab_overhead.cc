@@ -13,6 +13,8 @@
 // last call returned ("issue"). Prints, per size, the median per-call time of each way and the
 // added microseconds per call with their 25th-75th percentile spread over rounds.
 // Build: nvcc -O2 -o ab_overhead ab_overhead.cc -lnccl (any C++17 compiler with CUDA's headers).
+#include "cuda_check.h"
+
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -28,15 +30,6 @@
 
 extern "C" ncclResult_t pncclAllReduce(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
                                        cudaStream_t);
-
-#define CK(call)                                                                               \
-  do {                                                                                         \
-    auto r_ = (call);                                                                          \
-    if (r_ != 0) {                                                                             \
-      std::fprintf(stderr, "%s failed (%d) at %s:%d\n", #call, static_cast<int>(r_), __FILE__, __LINE__); \
-      std::exit(3);                                                                            \
-    }                                                                                          \
-  } while (0)
 
 namespace {
 

@@ -6,13 +6,9 @@ source "$(dirname "$0")/common.sh"
 if [ "$(gpu_count)" -lt 1 ]; then echo "SKIP: needs a GPU"; exit 0; fi
 layouts="single"
 [ "$(gpu_count)" -ge 2 ] && layouts="ranks group single"
-nccl_lib="$(real_nccl_dir)"
-nccl_inc="$(dirname "$nccl_lib")/include"
-compiler="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
-[ -x "$compiler" ] && [ -f "$nccl_inc/nccl.h" ] || { echo "SKIP: needs nvcc and NCCL's headers"; exit 0; }
 dir="$RESULTS/ab-overhead"; rm -rf "$dir"; mkdir -p "$dir"
-"$compiler" -O2 -std=c++17 -I"$nccl_inc" -o "$dir/ab_overhead" "$ROOT/tests/gpu/ab_overhead.cc" \
-  -L"$nccl_lib" -l:libnccl.so.2 -Xlinker -rpath="$nccl_lib" || { fail "ab_overhead builds"; finish; exit; }
+build_gpu_program "$ROOT/tests/gpu/ab_overhead.cc" "$dir/ab_overhead"
+case $? in 0) ;; 2) echo "SKIP: needs nvcc and NCCL's headers"; exit 0 ;; *) fail "ab_overhead builds"; finish; exit ;; esac
 for layout in $layouts; do
   for mode in none gpu host; do
     out="$dir/$layout-$mode.txt"

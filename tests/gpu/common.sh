@@ -40,3 +40,15 @@ expect() {  # expect DESCRIPTION COMMAND...
   if "$@"; then pass "$what"; else fail "$what"; fi
 }
 finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; }
+
+# Builds a GPU test program of this folder against the real NCCL: build_gpu_program SOURCE OUTPUT.
+# Status 2 without nvcc or NCCL's headers (skip), the compiler's when it fails.
+build_gpu_program() {
+  local nccl_lib nccl_inc compiler
+  nccl_lib="$(real_nccl_dir)"
+  nccl_inc="$(dirname "$nccl_lib")/include"
+  compiler="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+  [ -x "$compiler" ] && [ -f "$nccl_inc/nccl.h" ] || { echo "no nvcc or no NCCL headers"; return 2; }
+  "$compiler" -O2 -std=c++17 -I"$nccl_inc" -I"$ROOT/tests/gpu" -o "$2" "$1" -L"$nccl_lib" -l:libnccl.so.2 \
+    -Xlinker -rpath="$nccl_lib"
+}

@@ -6,6 +6,8 @@
 //                           must succeed with the same graph nodes as without the shim, and the
 //                           graph must replay. Prints "graph nodes N".
 // Build: nvcc -O2 -o stream_checks stream_checks.cc -lnccl
+#include "cuda_check.h"
+
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -14,15 +16,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
-
-#define CK(call)                                                                                          \
-  do {                                                                                                    \
-    auto r_ = (call);                                                                                     \
-    if (r_ != 0) {                                                                                        \
-      std::fprintf(stderr, "%s failed (%d) at %s:%d\n", #call, static_cast<int>(r_), __FILE__, __LINE__); \
-      std::exit(3);                                                                                       \
-    }                                                                                                     \
-  } while (0)
 
 namespace {
 

@@ -3,13 +3,9 @@
 # stream held behind a host function and sees it resolve; CUDA-graph capture is untouched.
 source "$(dirname "$0")/common.sh"
 if [ "$(gpu_count)" -lt 1 ]; then echo "SKIP: needs a GPU"; exit 0; fi
-nccl_lib="$(real_nccl_dir)"
-nccl_inc="$(dirname "$nccl_lib")/include"
-compiler="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
-[ -x "$compiler" ] && [ -f "$nccl_inc/nccl.h" ] || { echo "SKIP: needs nvcc and NCCL's headers"; exit 0; }
 dir="$RESULTS/stream-checks"; rm -rf "$dir"; mkdir -p "$dir"
-"$compiler" -O2 -std=c++17 -I"$nccl_inc" -o "$dir/stream_checks" "$ROOT/tests/gpu/stream_checks.cc" \
-  -L"$nccl_lib" -l:libnccl.so.2 -Xlinker -rpath="$nccl_lib" || { fail "stream_checks builds"; finish; exit; }
+build_gpu_program "$ROOT/tests/gpu/stream_checks.cc" "$dir/stream_checks"
+case $? in 0) ;; 2) echo "SKIP: needs nvcc and NCCL's headers"; exit 0 ;; *) fail "stream_checks builds"; finish; exit ;; esac
 
 NCCLWATCH_STALL_SEC=2 NCCLWATCH_DIR="$dir/stall" LD_PRELOAD="$SHIM" timeout 120 "$dir/stream_checks" stall \
   >"$dir/stall.out" 2>"$dir/stall.err"
