@@ -132,6 +132,8 @@ class Collector {
 }  // namespace
 
 void start_collector() noexcept {
+  // A plain load first: this runs at every launch with events, an exchange is a locked write.
+  if (g_collector_started.load(std::memory_order_acquire)) return;
   if (g_collector_started.exchange(true, std::memory_order_acq_rel)) return;
   try {
     // Heap-allocated and never destroyed: the detached thread may still run while exit() runs

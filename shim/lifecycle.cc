@@ -305,58 +305,48 @@ NCCLWATCH_EXPORT ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const nc
   return result;
 }
 
+namespace ncclwatch {
+namespace {
+// The shape of every call on an existing comm: begin record, call, end record, registry update.
+template <class Call> ncclResult_t run_teardown(trace::Api api, ncclComm_t comm, int32_t arg0, Call&& call) noexcept {
+  Teardown t;
+  begin_teardown(t, api, comm, arg0);
+  ncclResult_t result = call();
+  finish_teardown(t, result);
+  return result;
+}
+}  // namespace
+}  // namespace ncclwatch
+
 // Suspending (NCCL 2.29) releases a communicator's memory until it is resumed: recorded as
 // calls on the comm, which stays alive (and a leak if never destroyed).
 NCCLWATCH_EXPORT ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) {
   NCCLWATCH_FORWARD_UNRECORDED(ncclCommSuspend, comm, flags)
-  Teardown t;
-  begin_teardown(t, trace::Api::kCommSuspend, comm, flags);
-  ncclResult_t result = real->ncclCommSuspend(comm, flags);
-  finish_teardown(t, result);
-  return result;
+  return run_teardown(trace::Api::kCommSuspend, comm, flags, [&] { return real->ncclCommSuspend(comm, flags); });
 }
 
 NCCLWATCH_EXPORT ncclResult_t ncclCommResume(ncclComm_t comm) {
   NCCLWATCH_FORWARD_UNRECORDED(ncclCommResume, comm)
-  Teardown t;
-  begin_teardown(t, trace::Api::kCommResume, comm, 0);
-  ncclResult_t result = real->ncclCommResume(comm);
-  finish_teardown(t, result);
-  return result;
+  return run_teardown(trace::Api::kCommResume, comm, 0, [&] { return real->ncclCommResume(comm); });
 }
 
 NCCLWATCH_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   NCCLWATCH_FORWARD_UNRECORDED(ncclCommFinalize, comm)
-  Teardown t;
-  begin_teardown(t, trace::Api::kCommFinalize, comm, 0);
-  ncclResult_t result = real->ncclCommFinalize(comm);
-  finish_teardown(t, result);
-  return result;
+  return run_teardown(trace::Api::kCommFinalize, comm, 0, [&] { return real->ncclCommFinalize(comm); });
 }
 
 NCCLWATCH_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   NCCLWATCH_FORWARD_UNRECORDED(ncclCommDestroy, comm)
-  Teardown t;
-  begin_teardown(t, trace::Api::kCommDestroy, comm, 0);
-  ncclResult_t result = real->ncclCommDestroy(comm);
-  finish_teardown(t, result);
-  return result;
+  return run_teardown(trace::Api::kCommDestroy, comm, 0, [&] { return real->ncclCommDestroy(comm); });
 }
 
 NCCLWATCH_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
   NCCLWATCH_FORWARD_UNRECORDED(ncclCommAbort, comm)
-  Teardown t;
-  begin_teardown(t, trace::Api::kCommAbort, comm, 0);
-  ncclResult_t result = real->ncclCommAbort(comm);
-  finish_teardown(t, result);
-  return result;
+  return run_teardown(trace::Api::kCommAbort, comm, 0, [&] { return real->ncclCommAbort(comm); });
 }
 
 NCCLWATCH_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   NCCLWATCH_FORWARD_UNRECORDED(ncclCommRevoke, comm, revokeFlags)
-  Teardown t;
-  begin_teardown(t, trace::Api::kCommRevoke, comm, revokeFlags);
-  ncclResult_t result = real->ncclCommRevoke(comm, revokeFlags);
-  finish_teardown(t, result);
-  return result;
+  return run_teardown(trace::Api::kCommRevoke, comm, revokeFlags,
+                      [&] { return real->ncclCommRevoke(comm, revokeFlags); });
 }
