@@ -15,7 +15,7 @@ using namespace ncclwatch::report;
 
 namespace {
 
-const std::vector<std::string> kReports = {"summary", "leaks", "latency", "hang", "timeline", "dump"};
+const std::vector<std::string> kReports = {"summary", "leaks", "latency", "hang", "timeline", "metrics", "dump"};
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -46,7 +46,7 @@ bool refuse_unknown_report(int argc, char** argv) {
     if (size_t d = edit_distance(word, r); d < best) best = d, closest = r;
   std::fprintf(stderr, "ncclwatch-report: '%s' is neither a report nor an existing file or folder%s\n", word.c_str(),
                closest.empty() ? "" : (" (did you mean '" + closest + "'?)").c_str());
-  std::fprintf(stderr, "reports: summary, leaks, latency, hang, timeline, dump; see ncclwatch-report --help\n");
+  std::fprintf(stderr, "reports: summary, leaks, latency, hang, timeline, metrics, dump; see ncclwatch-report --help\n");
   return true;
 }
 
@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
       "  ncclwatch-report                       summary of the newest job under ./ncclwatch\n"
       "  ncclwatch-report leaks ncclwatch/job-1234\n"
       "  ncclwatch-report latency --csv traces/ > latency.csv\n"
-      "  ncclwatch-report hang --json traces/");
+      "  ncclwatch-report hang --json traces/\n"
+      "  ncclwatch-report metrics -o /var/lib/prometheus/node-exporter/ncclwatch.prom ncclwatch/job-1234");
   app.set_version_flag("--version", std::string("ncclwatch-report ") + NCCLWATCH_VERSION + " (trace format " +
                                         std::to_string(ncclwatch::trace::kVersion) + ", reads formats " +
                                         std::to_string(ncclwatch::trace::kMinReadableVersion) + " to " +
@@ -94,6 +95,10 @@ int main(int argc, char** argv) {
   timeline->add_flag("--all", options.all_jobs, "a launcher folder: read every job in it, not only the newest");
   timeline->add_option("-o,--output", options.output, "the JSON file to write")->required();
   timeline->add_flag("--json", options.json, "accepted for symmetry: the timeline is JSON");
+  CLI::App* metrics = app.add_subcommand("metrics", "Prometheus text (node-exporter textfile format) of the job; exit 0 once written");
+  metrics->add_option("paths", options.inputs, "trace files or job folders (default: ./ncclwatch)");
+  metrics->add_flag("--all", options.all_jobs, "a launcher folder: read every job in it, not only the newest");
+  metrics->add_option("-o,--output", options.output, "the file to write, replaced in one step (default: standard output)");
   CLI::App* dump = app.add_subcommand("dump", "every record of trace files as JSON Lines (a file_header line first for each)");
   dump->add_option("paths", options.inputs, "trace files or a job folder")->required();
   dump->add_flag("--json", options.json, "accepted for symmetry: the output is JSON Lines");
@@ -119,5 +124,6 @@ int main(int argc, char** argv) {
   if (latency->parsed()) return run_latency(options);
   if (hang->parsed()) return run_hang(options);
   if (timeline->parsed()) return run_timeline(options);
+  if (metrics->parsed()) return run_metrics(options);
   return run_summary(options);
 }

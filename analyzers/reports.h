@@ -17,7 +17,7 @@ struct Options {
   bool json = false;
   bool symbolize = true;
   bool csv = false;           // latency
-  std::string output;         // timeline
+  std::string output;         // timeline, html, metrics ("" or "-": standard output where allowed)
   bool all_jobs = false;      // a launcher folder: every job in it, not the newest
 };
 
@@ -28,6 +28,7 @@ int run_dump_files(const Options& options);  // every file of options.inputs, in
 int run_latency(const Options& options);
 int run_hang(const Options& options);
 int run_timeline(const Options& options);
+int run_metrics(const Options& options);
 
 // The JSON text of `j` (indent < 0: one line). Strings are valid UTF-8 from the reader on; should
 // one not be, it shows U+FFFD rather than aborting the report (nlohmann::json throws otherwise).
@@ -36,6 +37,10 @@ std::string dump_json(const nlohmann::json& j, int indent = -1);
 // Ranks as people read them: "0,1,4-63" (three or more in a row become a range), at most `limit`
 // pieces, then how many ranks in all. `ranks` is sorted.
 std::string ranks_text(const std::vector<int32_t>& ranks, size_t limit = 16);
+
+// Writes `text` to standard output (path "" or "-") or to `path`, through a temporary file
+// renamed over it; false (named on stderr) when that fails.
+bool write_output_atomically(const std::string& path, const std::string& text);
 
 // Names unusable or damaged inputs on stderr.
 void print_problems(const std::vector<TraceProblem>& problems);

@@ -393,9 +393,12 @@ def check_all_reports(path, what, dump_file):
     outputs = {}
     timeline = os.path.join(tempdir(), "timeline.json")
     for sub in (["summary"], ["summary", "--json"], ["leaks"], ["leaks", "--json"], ["hang", "--json"],
-                ["latency", "--json"], ["timeline", "-o", timeline]):
+                ["latency", "--json"], ["timeline", "-o", timeline], ["metrics"]):
         p = run_raw([*sub, path])
         check_survived(p, (what, sub))
+        if sub == ["metrics"] and p.returncode == 0 and shutil.which("promtool"):
+            promtool = subprocess.run(["promtool", "check", "metrics"], input=p.stdout, capture_output=True)
+            check(promtool.returncode == 0, (what, promtool.stdout, promtool.stderr))
         if "--json" in sub:
             outputs[sub[0]] = json.loads(p.stdout.decode("utf-8"))
     with open(timeline, "rb") as f:

@@ -1,0 +1,156 @@
+// metrics: the job as Prometheus text (node-exporter's textfile collector format), for Grafana and
+// alerting: communicators by end state, resources still held, ops issued and completed, stalls,
+// and per communicator, op and size the steady-state latency quantiles and bus bandwidth. The
+// families are those of common/ncclwatch/metrics_text.h, which the shim's live file shares.
+#include "reports.h"
+
+#include <ncclwatch/metrics_text.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace ncclwatch::report {
+namespace {
+
+using nlohmann::json;
+namespace m = ncclwatch::metrics;
+
+// One (communicator, rank) as the op records saw it: ops and stalls.
+struct RankCounts {
+  uint64_t issued = 0;
+  uint64_t completed = 0;
+  uint64_t stalls = 0;
+  bool stalled = false;
+};
+
+// Per process, labelled {host, pid} as the shim's live file labels its own.
+void write_lifecycles(const Job& job, m::TextWriter& out) {
+  struct Process {
+    std::string host, pid;
+    std::map<std::string, uint64_t> states;
+    std::map<std::string, uint64_t> held;  // resource kind -> unreleased
+    uint64_t created = 0, lost = 0;
+  };
+  std::vector<Process> processes;
+  for (const ProcessTrace& p : job.processes) {
+    Process& q = processes.emplace_back();
+    q.host = p.host();
+    q.pid = std::to_string(p.pid());
+    q.lost = p.lost_records;
+    for (const CommInstance& c : p.comms) {
+      ++q.states[state_name(c.state)];
+      q.created += c.state != CommState::kInitFailed;
+    }
+    for (const ResourceInstance& r : p.resources)
+      if (!r.released) ++q.held[trace::resource_kind(r.api)];
+  }
+  out.family(m::kProcesses);
+  out.sample(static_cast<double>(job.processes.size()));
+  out.family(m::kCommunicators);
+  for (const Process& q : processes)
+    for (const auto& [state, n] : q.states)
+      out.sample({{"host", q.host}, {"pid", q.pid}, {"state", state}}, static_cast<double>(n));
+  out.family(m::kCommunicatorsCreated);
+  for (const Process& q : processes) out.sample({{"host", q.host}, {"pid", q.pid}}, static_cast<double>(q.created));
+  out.family(m::kResourcesHeld);
+  for (const Process& q : processes)
+    for (const auto& [kind, n] : q.held) out.sample({{"host", q.host}, {"pid", q.pid}, {"kind", kind}}, static_cast<double>(n));
+  out.family(m::kLostRecords);
+  for (const Process& q : processes) out.sample({{"host", q.host}, {"pid", q.pid}}, static_cast<double>(q.lost));
+}
+
+void write_communicators(const JobAnalysis& a, m::TextWriter& out) {
+  std::map<uint64_t, std::string> names = comm_names(a.job);
+  std::map<uint64_t, int32_t> sizes;
+  for (const ProcessTrace& p : a.job.processes)
+    for (const CommInstance& c : p.comms)
+      if (c.id) sizes[c.id] = std::max(sizes[c.id], c.nranks);
+  for (const CommOps& c : a.comms)
+    if (c.comm_id) sizes[c.comm_id] = std::max(sizes[c.comm_id], c.nranks);
+  out.family(m::kCommunicatorInfo);
+  for (const auto& [id, nranks] : sizes) {
+    auto name = names.find(id);
+    out.sample({{"comm", hex_id(id)}, {"name", name == names.end() ? std::string() : name->second},
+                {"nranks", std::to_string(nranks)}},
+               1);
+  }
+
+  std::map<std::pair<uint64_t, int32_t>, RankCounts> ranks;
+  for (const ProcessOps& p : a.ops) {
+    for (const RankComm& c : p.comms) {
+      RankCounts& r = ranks[{c.comm_id, c.rank}];
+      r.issued += c.issued;
+      r.completed = std::max(r.completed, c.completed_seq());
+      r.stalled = r.stalled || c.stalled_unresolved;
+    }
+    for (const StallEvent& s : p.stalls) {
+      const RankComm* c = p.comm(s.comm_id);
+      if (s.stalled) ++ranks[{s.comm_id, c ? c->rank : -1}].stalls;
+    }
+  }
+  auto each_rank = [&](const m::Family& family, auto value) {
+    out.family(family);
+    for (const auto& [key, r] : ranks)
+      out.sample({{"comm", hex_id(key.first)}, {"rank", std::to_string(key.second)}}, static_cast<double>(value(r)));
+  };
+  each_rank(m::kOpsIssued, [](const RankCounts& r) { return r.issued; });
+  each_rank(m::kOpsCompleted, [](const RankCounts& r) { return r.completed; });
+  each_rank(m::kStalls, [](const RankCounts& r) { return r.stalls; });
+  each_rank(m::kStalled, [](const RankCounts& r) { return r.stalled ? 1 : 0; });
+}
+
+void write_latency(const JobAnalysis& a, m::TextWriter& out) {
+  json rows = latency_json(a)["rows"];
+  auto labels_of = [](const json& r) {
+    return std::tuple{r["comm"].get<std::string>(), r["op"].get<std::string>(), std::to_string(r["bytes"].get<uint64_t>()),
+                      r["timing"].get<std::string>()};
+  };
+  out.family(m::kOpLatency);
+  for (const json& r : rows) {
+    if (r["p50_us"].is_null()) continue;  // only first calls: no steady state
+    auto [comm, op, bytes, timing] = labels_of(r);
+    for (auto [quantile, key] : {std::pair{"0.5", "p50_us"}, {"0.9", "p90_us"}, {"0.99", "p99_us"}})
+      out.sample({{"comm", comm}, {"op", op}, {"bytes", bytes}, {"timing", timing}, {"quantile", quantile}},
+                 r[key].get<double>() / 1e6);
+    double samples = r["samples"].get<double>();
+    out.sample({{"comm", comm}, {"op", op}, {"bytes", bytes}, {"timing", timing}},
+               r["mean_us"].get<double>() * samples / 1e6, "_sum");
+    out.sample({{"comm", comm}, {"op", op}, {"bytes", bytes}, {"timing", timing}}, samples, "_count");
+  }
+  out.family(m::kOpBusBandwidth);
+  for (const json& r : rows) {
+    if (r["busbw_gbps"].is_null()) continue;
+    auto [comm, op, bytes, timing] = labels_of(r);
+    out.sample({{"comm", comm}, {"op", op}, {"bytes", bytes}}, r["busbw_gbps"].get<double>() * 1e9);
+  }
+  out.family(m::kFirstCallMax);
+  for (const json& r : rows) {
+    if (r["first_calls"]["max_us"].is_null()) continue;
+    auto [comm, op, bytes, timing] = labels_of(r);
+    out.sample({{"comm", comm}, {"op", op}, {"bytes", bytes}, {"timing", timing}},
+               r["first_calls"]["max_us"].get<double>() / 1e6);
+  }
+}
+
+}  // namespace
+
+int run_metrics(const Options& options) {
+  AnalysisOptions ao;
+  ao.align_clocks = false;  // counts and durations only
+  JobAnalysis a = analyze_job(options.inputs, ao);
+  print_problems(a.job.problems);
+  if (a.job.processes.empty()) {
+    std::fprintf(stderr, "ncclwatch-report: no usable trace files\n");
+    return 2;
+  }
+  m::TextWriter out;
+  write_lifecycles(a.job, out);
+  write_communicators(a, out);
+  write_latency(a, out);
+  return write_output_atomically(options.output, out.text()) ? 0 : 2;
+}
+
+}  // namespace ncclwatch::report
