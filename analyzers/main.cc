@@ -15,7 +15,7 @@ using namespace ncclwatch::report;
 
 namespace {
 
-const std::vector<std::string> kReports = {"summary", "leaks", "latency", "hang", "timeline", "metrics", "dump"};
+const std::vector<std::string> kReports = {"summary", "leaks", "latency", "hang", "timeline", "html", "metrics", "dump"};
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -46,7 +46,7 @@ bool refuse_unknown_report(int argc, char** argv) {
     if (size_t d = edit_distance(word, r); d < best) best = d, closest = r;
   std::fprintf(stderr, "ncclwatch-report: '%s' is neither a report nor an existing file or folder%s\n", word.c_str(),
                closest.empty() ? "" : (" (did you mean '" + closest + "'?)").c_str());
-  std::fprintf(stderr, "reports: summary, leaks, latency, hang, timeline, metrics, dump; see ncclwatch-report --help\n");
+  std::fprintf(stderr, "reports: summary, leaks, latency, hang, timeline, html, metrics, dump; see ncclwatch-report --help\n");
   return true;
 }
 
@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
       "  ncclwatch-report leaks ncclwatch/job-1234\n"
       "  ncclwatch-report latency --csv traces/ > latency.csv\n"
       "  ncclwatch-report hang --json traces/\n"
+      "  ncclwatch-report html -o report.html traces/   one page to open in a browser (offline)\n"
       "  ncclwatch-report metrics -o /var/lib/prometheus/node-exporter/ncclwatch.prom ncclwatch/job-1234");
   app.set_version_flag("--version", std::string("ncclwatch-report ") + NCCLWATCH_VERSION + " (trace format " +
                                         std::to_string(ncclwatch::trace::kVersion) + ", reads formats " +
@@ -95,6 +96,11 @@ int main(int argc, char** argv) {
   timeline->add_flag("--all", options.all_jobs, "a launcher folder: read every job in it, not only the newest");
   timeline->add_option("-o,--output", options.output, "the JSON file to write")->required();
   timeline->add_flag("--json", options.json, "accepted for symmetry: the timeline is JSON");
+  CLI::App* html = app.add_subcommand("html", "one self-contained HTML page: verdict, bandwidth plots, lateness heatmap");
+  html->add_option("paths", options.inputs, "trace files or job folders (default: ./ncclwatch)");
+  html->add_flag("--all", options.all_jobs, "a launcher folder: read every job in it, not only the newest");
+  html->add_option("-o,--output", options.output, "the HTML file to write")->required();
+  html->add_flag_callback("--no-symbols", [&] { options.symbolize = false; }, "skip symbolizing call sites");
   CLI::App* metrics = app.add_subcommand("metrics", "Prometheus text (node-exporter textfile format) of the job; exit 0 once written");
   metrics->add_option("paths", options.inputs, "trace files or job folders (default: ./ncclwatch)");
   metrics->add_flag("--all", options.all_jobs, "a launcher folder: read every job in it, not only the newest");
@@ -124,6 +130,7 @@ int main(int argc, char** argv) {
   if (latency->parsed()) return run_latency(options);
   if (hang->parsed()) return run_hang(options);
   if (timeline->parsed()) return run_timeline(options);
+  if (html->parsed()) return run_html(options);
   if (metrics->parsed()) return run_metrics(options);
   return run_summary(options);
 }

@@ -88,17 +88,13 @@ void print_problems(const std::vector<TraceProblem>& problems) {
     std::fprintf(stderr, "ncclwatch-report: %s: %s%s\n", p.path.c_str(), p.what.c_str(), p.fatal ? " (skipped)" : "");
 }
 
-int run_leaks(const Job& job, const Options& options) {
-  if (job.processes.empty()) {
-    std::fprintf(stderr, "ncclwatch-report: no usable trace files\n");
-    return 2;
-  }
-  Symbolizer symbolizer;
-  Symbolizer* sym = options.symbolize ? &symbolizer : nullptr;
+namespace {
+
+// What the leaks report finds, shared by its text and JSON forms and by the html report.
+struct LeakScan {
   json leaks = json::array();
   json communicators = json::array();
   size_t leaked_comm_ranks = 0, leaked_resources = 0;
-
   // Text output groups one leaked identity across its ranks.
   struct Group {
     const CommInstance* first;
@@ -111,6 +107,19 @@ int run_leaks(const Job& job, const Options& options) {
   std::vector<std::string> resource_lines;
   std::map<std::string, int> state_counts;
   std::map<uint64_t, std::set<int>> finalized_only;  // finalized, never destroyed: not a leak by contract
+};
+
+LeakScan scan_leaks(const Job& job, Symbolizer* sym) {
+  LeakScan scan;
+  json& leaks = scan.leaks;
+  json& communicators = scan.communicators;
+  size_t& leaked_comm_ranks = scan.leaked_comm_ranks;
+  size_t& leaked_resources = scan.leaked_resources;
+  auto& groups = scan.groups;
+  auto& resource_lines = scan.resource_lines;
+  auto& state_counts = scan.state_counts;
+  auto& finalized_only = scan.finalized_only;
+  using Group = LeakScan::Group;
 
   for (const ProcessTrace& p : job.processes) {
     for (const CommInstance& c : p.comms) {
@@ -174,6 +183,27 @@ int run_leaks(const Job& job, const Options& options) {
     }
   }
 
+  return scan;
+}
+
+}  // namespace
+
+int run_leaks(const Job& job, const Options& options) {
+  if (job.processes.empty()) {
+    std::fprintf(stderr, "ncclwatch-report: no usable trace files\n");
+    return 2;
+  }
+  Symbolizer symbolizer;
+  Symbolizer* sym = options.symbolize ? &symbolizer : nullptr;
+  LeakScan scan = scan_leaks(job, sym);
+  const json& leaks = scan.leaks;
+  const json& communicators = scan.communicators;
+  size_t leaked_comm_ranks = scan.leaked_comm_ranks, leaked_resources = scan.leaked_resources;
+  const auto& groups = scan.groups;
+  const auto& resource_lines = scan.resource_lines;
+  const auto& state_counts = scan.state_counts;
+  const auto& finalized_only = scan.finalized_only;
+
   bool found = leaked_comm_ranks + leaked_resources > 0;
   std::vector<UntracedCopy> untraced = untraced_copies(job);
   if (options.json) {
@@ -220,6 +250,35 @@ int run_leaks(const Job& job, const Options& options) {
   for (const auto& [state, n] : state_counts) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", n, state);
   if (!counts.empty()) fmt::print("Communicator instances by end state: {}\n", counts);
   return found ? 1 : 0;
+}
+
+json leaks_json(const Job& job, bool symbolize) {
+  Symbolizer symbolizer;
+  Symbolizer* sym = symbolize ? &symbolizer : nullptr;
+  LeakScan scan = scan_leaks(job, sym);
+  json not_traced = json::array();
+  for (const UntracedCopy& u : untraced_copies(job))
+    not_traced.push_back({{"path", u.path}, {"reason", u.reason}, {"processes", u.processes}});
+  json groups = json::array();
+  bool torch = false;
+  for (const auto& [id, g] : scan.groups) {
+    const CommInstance& c = *g.first;
+    torch |= c.torch;
+    Site site = describe_site(sym, *g.process, c.stack, c.site);
+    std::vector<int32_t> ranks(g.ranks.begin(), g.ranks.end());
+    json group = {{"comm", hex_id(id)},
+                  {"name", c.name},
+                  {"api", trace::api_name(c.api)},
+                  {"nranks", c.nranks},
+                  {"ranks_text", ranks_text(ranks)},
+                  {"states", g.states},
+                  {"hosts", g.hosts},
+                  {"created_at", site.first}};
+    if (g.process->has_several_libraries()) group["library"] = g.process->library_path(c);
+    groups.push_back(group);
+  }
+  return {{"leaks", scan.leaks}, {"communicators", scan.communicators}, {"traces", job.processes.size()},
+          {"not_traced", not_traced}, {"groups", groups}, {"torch", torch}};
 }
 
 }  // namespace ncclwatch::report

@@ -28,6 +28,7 @@ int run_dump_files(const Options& options);  // every file of options.inputs, in
 int run_latency(const Options& options);
 int run_hang(const Options& options);
 int run_timeline(const Options& options);
+int run_html(const Options& options);  // one self-contained page to options.output
 int run_metrics(const Options& options);
 
 // The JSON text of `j` (indent < 0: one line). Strings are valid UTF-8 from the reader on; should
@@ -62,5 +63,10 @@ nlohmann::json hang_json(const JobAnalysis& analysis, bool& findings);
 
 // The latency report's body: {"rows": [...], "communicators": [...]}.
 nlohmann::json latency_json(const JobAnalysis& analysis);
+
+// The leaks report's findings: "leaks", "communicators", "traces" and "not_traced" as `leaks --json`
+// prints them, plus "groups" (one per leaked communicator identity: "comm", "name", "api", "nranks",
+// "ranks_text", "states" (how it ended, in words), "hosts", "created_at") and "torch".
+nlohmann::json leaks_json(const Job& job, bool symbolize);
 
 }  // namespace ncclwatch::report

@@ -21,6 +21,9 @@ struct CommTrack {
   std::atomic<uint64_t> issued{0};
   // Highest seq known complete on the GPU (collector thread writes, watchdog snapshots read).
   std::atomic<uint64_t> completed{0};
+  // Stalls the watchdog reported on this comm, and those not resolved yet (live metrics).
+  std::atomic<uint32_t> stalls{0};
+  std::atomic<uint32_t> unresolved_stalls{0};
   // Launches per op shape, choosing which get GPU timestamps (gpu_launch.cc): a small lock-free
   // open-addressing table; shapes past its capacity share one overflow count.
   static constexpr uint32_t kShapeSlots = 64;

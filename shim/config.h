@@ -24,6 +24,10 @@ struct Config {
   double stall_sec = 60;                  // NCCLWATCH_STALL_SEC: the watchdog's threshold
   bool group_readable = false;            // NCCLWATCH_GROUP_READABLE=1: trace files 0640, else 0600
   bool full_cmdline = false;              // NCCLWATCH_FULL_CMDLINE=1: keep secret-looking arguments
+  // NCCLWATCH_METRICS_FILE: Prometheus text rewritten every NCCLWATCH_METRICS_SEC while the
+  // process runs ("%p": the pid, "%h": the host name); "" writes none.
+  std::string metrics_file;
+  double metrics_sec = 15;
   std::vector<std::string> problems;      // one line per refused setting, as printed
 };
 
@@ -33,6 +37,8 @@ inline constexpr uint64_t kMaxFrames = 64;
 inline constexpr uint64_t kMaxSample = 1ull << 20;
 inline constexpr double kMinStallSec = 0.01;
 inline constexpr double kMaxStallSec = 30.0 * 24 * 3600;  // 30 days
+inline constexpr double kMinMetricsSec = 0.1;
+inline constexpr double kMaxMetricsSec = 24.0 * 3600;
 
 // Reads every setting through `lookup` (getenv in the shim, a table in tests); each refused value
 // adds one line to `problems`, saying what was expected and what is used instead.

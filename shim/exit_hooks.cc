@@ -7,6 +7,7 @@
 #include "config.h"
 #include "gpu_timer.h"
 #include "library_census.h"
+#include "live_metrics.h"
 #include "notices.h"
 #include "process_info.h"
 #include "registry.h"
@@ -95,7 +96,7 @@ AlertCounts build_alert(AlertText& out, bool wait) {
   // Before the first communicator there is no table, and nothing to list.
   Registry* table = existing_registry();
   bool read = !table || table->read(
-      [&](const std::vector<CommEntry>& comms, const std::vector<ResourceEntry>& resources) {
+      [&](const std::vector<CommEntry>& comms, const std::vector<ResourceEntry>& resources, const ReleaseTally&) {
         for (const CommEntry& c : comms) {
           ++counts.comms;
           counts.torch |= c.torch_caller;
@@ -188,6 +189,7 @@ void on_exit_began() {
 void on_final_exit(int status, void*) {
   if (config().record) report_untraced_nccl(true);
   bool leaked = finish_process(ExitReason::kNormal, 0, true);
+  write_final_live_metrics();
   if (leaked && status == 0 && config().on_leak == LeakPolicy::kFail) {
     std::fflush(nullptr);
     _exit(kLeakExitStatus);
@@ -252,6 +254,7 @@ void after_fork_in_child() {
   library_census_after_fork_in_child();
   resolver_after_fork_in_child();
   thread_state_after_fork_in_child();
+  live_metrics_after_fork_in_child();
 }
 
 __attribute__((constructor)) void on_load() {

@@ -55,6 +55,14 @@ void print_stall_line(const LaunchName& first, uint64_t stream, size_t unconfirm
 
 void report_stall(const LaunchName& first, uint64_t stream, trace::StallState state, size_t unconfirmed) noexcept {
   try {
+    if (CommTrack* track = first.track; track && state == trace::StallState::kStalled) {
+      track->stalls.fetch_add(1, std::memory_order_relaxed);
+      track->unresolved_stalls.fetch_add(1, std::memory_order_relaxed);
+    } else if (track) {
+      uint32_t open = track->unresolved_stalls.load(std::memory_order_relaxed);
+      while (open && !track->unresolved_stalls.compare_exchange_weak(open, open - 1, std::memory_order_relaxed)) {
+      }
+    }
     write_stall_record(first, state);
     if (state == trace::StallState::kStalled) print_stall_line(first, stream, unconfirmed);
   } catch (...) {

@@ -4,6 +4,7 @@
 #include "config.h"
 #include "exit_hooks.h"
 #include "identity.h"
+#include "live_metrics.h"
 #include "process_info.h"
 #include "recorder.h"
 #include "registry.h"
@@ -118,6 +119,7 @@ void finish_creation(const RealNccl* real, Creation& c, ncclResult_t result, ncc
   track->rank = rank;
   track->nranks = nranks;
   publish_comm(track);
+  start_live_metrics();
   });
 }
 

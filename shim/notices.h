@@ -16,6 +16,7 @@ enum class Notice {
   kInternalError,
   kTooManyLibraries,
   kDlsymUnavailable,
+  kMetricsWriteFailed,
   kCount
 };
 

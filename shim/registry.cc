@@ -30,6 +30,7 @@ void Registry::add_comm(const CommEntry& entry) {
   // A handle NCCL reuses after a destroy we did not see return belongs to the new comm.
   std::erase_if(comms_, [&](const CommEntry& e) { return e.handle == entry.handle && is_live(e); });
   comms_.push_back(entry);
+  ++tally_.created;
 }
 
 bool Registry::find_comm(uint64_t handle, CommEntry& out) {
@@ -73,6 +74,7 @@ void Registry::release_comm(uint64_t handle, bool during_exit, trace::Api by) {
     it->released_by = by;
   } else {
     comms_.erase(it);
+    ++(by == trace::Api::kCommAbort ? tally_.aborted : tally_.destroyed);
   }
 }
 
@@ -96,6 +98,7 @@ void Registry::after_fork_in_child() noexcept {
   // A child starts with no communicators: NCCL's state does not survive fork.
   comms_.clear();
   resources_.clear();
+  tally_ = {};
 }
 
 }  // namespace ncclwatch

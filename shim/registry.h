@@ -65,6 +65,13 @@ class SpinLock {
   std::atomic<bool> flag_{false};
 };
 
+// Communicators released while the process ran (those released during exit stay in the table).
+struct ReleaseTally {
+  uint64_t created = 0;
+  uint64_t destroyed = 0;
+  uint64_t aborted = 0;
+};
+
 class Registry {
  public:
   void add_comm(const CommEntry& entry);
@@ -84,7 +91,7 @@ class Registry {
   template <class F> bool read(F&& reader, bool wait) {
     if (wait) lock_.lock();
     else if (!lock_.try_lock()) return false;
-    reader(comms_, resources_);
+    reader(comms_, resources_, tally_);
     lock_.unlock();
     return true;
   }
@@ -95,6 +102,7 @@ class Registry {
   SpinLock lock_;
   std::vector<CommEntry> comms_;
   std::vector<ResourceEntry> resources_;
+  ReleaseTally tally_;
 };
 
 Registry& registry();

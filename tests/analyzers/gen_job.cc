@@ -112,6 +112,52 @@ const std::map<std::string, std::function<SimJob()>> kScenarios = {
        job.ranks[1].env["NCCL_ALGO"] = "Tree";
        return job;
      }},
+    // For the html report: 8 ranks, all-reduces and all-gathers of several sizes on "world", a
+    // 4-rank communicator whose name is hostile markup, rank 5 late by 3 ms before every world op,
+    // and rank 6 ending without destroying its communicators (no final record: killed).
+    {"html_demo",
+     [] {
+       SimJob job = world_job(8, 0);
+       SimComm hostile{0x7E57000000000003ull, "tp<script>alert(\"x&y\")</script>'\u00fc", {0, 1, 2, 3}};
+       job.comms.push_back(hostile);
+       for (size_t r = 0; r < job.ranks.size(); ++r) {
+         SimRank& rank = job.ranks[r];
+         for (int exponent = 8; exponent <= 22; exponent += 2)
+           for (int i = 0; i < 4; ++i) {
+             SimCall c;
+             c.count = uint64_t{1} << exponent;
+             c.delay_ns = r == 5 ? 4'000'000 : 1'000'000;
+             rank.program.push_back(c);
+           }
+         for (int exponent : {12, 16, 20})
+           for (int i = 0; i < 3; ++i) {
+             SimCall g;
+             g.api = trace::Api::kAllGather;
+             g.count = uint64_t{1} << exponent;
+             g.redop = -1;
+             g.delay_ns = r == 5 ? 4'000'000 : 1'000'000;
+             rank.program.push_back(g);
+           }
+         if (r < 4)
+           for (int exponent : {10, 18})
+             for (int i = 0; i < 3; ++i) {
+               SimCall t;
+               t.comm = 1;
+               t.count = uint64_t{1} << exponent;
+               rank.program.push_back(t);
+             }
+       }
+       job.ranks[6].exits = false;
+       return job;
+     }},
+    // 70 ranks, 250 all-reduces: more ranks and seqs than the html report's heatmap shows; rank 67
+    // starts 3 ms late every time.
+    {"wide_straggler",
+     [] {
+       SimJob job = world_job(70, 250, 1 << 16);
+       for (SimCall& c : job.ranks[67].program) c.delay_ns += 3'000'000;
+       return job;
+     }},
     // Host timing only (no GPU timing records).
     {"host_timing",
      [] {

@@ -17,7 +17,7 @@ def bad_settings_are_named_not_fatal():
     # SAMPLE=2^32 became 0 and killed the job with SIGFPE; STALL_SEC=inf reported every op as stalled;
     # DISABLE=false disabled the shim.
     bad = {"NCCLWATCH_SAMPLE": "4294967296", "NCCLWATCH_STALL_SEC": "inf", "NCCLWATCH_DISABLE": "false",
-           "NCCLWATCH_FRAMES": "abc", "NCCLWATCH_ON_LEAK": "abc"}
+           "NCCLWATCH_FRAMES": "abc", "NCCLWATCH_ON_LEAK": "abc", "NCCLWATCH_METRICS_SEC": "0"}
     job = Job([app("collectives_app"), "mixed"], nranks=2, env=bad)
     for rank, r in enumerate(job.run()):
         check(r.returncode == 0, f"rank {rank}: exit {r.returncode}: {r.stderr}")

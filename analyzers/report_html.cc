@@ -1,0 +1,811 @@
+// html -o FILE: one self-contained page about the job, for people rather than scripts. The
+// verdict first (leaks, hang, mismatches, stragglers), then per communicator a busbw-versus-size
+// plot and a latency table, a rank x seq heatmap of arrival lateness, the live-communicator count
+// over time, and the environment differences. Plots are inline SVG drawn here: the page loads
+// nothing (no script, font or stylesheet from anywhere) and opens offline.
+//
+// The figures are the other reports' own (hang_json, latency_json, leaks_json,
+// environment_differences); only the heatmap needs a pass of its own over the op records (see
+// LatenessMap).
+#include "reports.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+#include <string_view>
+
+namespace ncclwatch::report {
+namespace {
+
+using nlohmann::json;
+using namespace trace;
+
+constexpr size_t kMaxHeatmapBins = 200;   // seq columns; more seqs are binned, each bin its worst
+constexpr size_t kMaxHeatmapRows = 64;    // rank rows
+constexpr size_t kMaxHeatmaps = 2;        // the busiest communicators get one
+constexpr size_t kMaxTableRows = 200;     // per table: a page, not a dump
+constexpr size_t kMaxPendingLaunches = 1u << 16;
+
+// Series colours (one per op across the page) and the heatmap's scale: fixed, distinct values, so
+// that a reader (and the browser test) can tell them apart.
+constexpr const char* kSeriesColours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd",
+                                          "#8c564b", "#e377c2", "#17becf", "#bcbd22"};
+constexpr const char* kHeatColours[] = {"#ffffcc", "#ffeda0", "#fed976", "#feb24c",
+                                        "#fd8d3c", "#fc4e2a", "#e31a1c", "#b10026"};
+constexpr const char* kNoDataColour = "#d4d4dc";
+constexpr const char* kLiveColour = "#0b6e4f";
+
+// Text for HTML content and attribute values alike. Trace strings are UTF-8 already (the reader
+// sees to it); valid_utf8 again costs little and keeps a bad byte from reaching the page.
+std::string esc(std::string_view raw) {
+  std::string text = valid_utf8(raw);
+  std::string out;
+  out.reserve(text.size() + 16);
+  for (char ch : text) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += ch;
+    }
+  }
+  return out;
+}
+
+std::string str(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// A JSON value as plain text: strings without their quotes.
+std::string value_text(const json& v) { return v.is_string() ? v.get<std::string>() : dump_json(v); }
+
+std::string bytes_text(uint64_t bytes) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  size_t u = 0;
+  while (v >= 1024 && u + 1 < std::size(units)) v /= 1024, ++u;
+  return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.{}f} {}", v, v == std::floor(v) ? 0 : 1, units[u]);
+}
+
+std::string number(const json& v, int precision) {
+  return v.is_number() ? fmt::format("{:.{}f}", v.get<double>(), precision) : std::string("–");
+}
+
+// The label people know a communicator by: its name (escaped) and id.
+std::string comm_html(uint64_t id, const std::map<uint64_t, std::string>& names) {
+  auto it = names.find(id);
+  if (it == names.end() || it->second.empty()) return fmt::format("<code>{}</code>", hex_id(id));
+  return fmt::format("<b>{}</b> <code>{}</code>", esc(it->second), hex_id(id));
+}
+
+uint64_t parse_hex(const std::string& s) {
+  try {
+    return std::stoull(s, nullptr, 16);
+  } catch (...) {
+    return 0;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// SVG line charts
+
+struct Point {
+  double x, y;
+  std::string tip;  // hover text (raw; escaped when written)
+};
+
+struct Series {
+  std::string label;
+  std::string colour;
+  std::string css_class;  // "busbw" or "live": what the polyline is, for readers of the page's source
+  std::vector<Point> points;
+  bool step = false;      // a step line: horizontal, then vertical
+};
+
+struct Axis {
+  double lo = 0, hi = 1;
+  std::vector<std::pair<double, std::string>> ticks;
+  std::string title;
+};
+
+// 1, 2 or 5 times a power of ten: a step that gives about `want` ticks over [0, hi].
+double nice_step(double hi, int want) {
+  if (hi <= 0) return 1;
+  double raw = hi / want;
+  double p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * p >= raw) return m * p;
+  return 10 * p;
+}
+
+Axis linear_axis(double max_value, const std::string& title, int precision_hint = -1) {
+  Axis a;
+  a.title = title;
+  double step = nice_step(max_value > 0 ? max_value * 1.05 : 1, 5);
+  a.hi = std::max(step, std::ceil((max_value > 0 ? max_value * 1.05 : 1) / step) * step);
+  int precision = precision_hint >= 0 ? precision_hint : step >= 1 ? 0 : static_cast<int>(std::ceil(-std::log10(step)));
+  for (double t = 0; t <= a.hi + step / 2; t += step) a.ticks.emplace_back(t, fmt::format("{:.{}f}", t, precision));
+  return a;
+}
+
+// x in log2(bytes); ticks at powers of two, thinned to about a dozen labels.
+Axis log2_bytes_axis(double lo, double hi) {
+  Axis a;
+  a.title = "message size (bytes, log2 scale)";
+  a.lo = std::floor(lo);
+  a.hi = std::ceil(hi);
+  if (a.hi - a.lo < 2) a.lo -= 1, a.hi += 1;
+  int every = std::max(1, static_cast<int>(std::ceil((a.hi - a.lo) / 12)));
+  for (int e = static_cast<int>(a.lo); e <= static_cast<int>(a.hi); ++e)
+    if ((e - static_cast<int>(a.lo)) % every == 0 && e >= 0 && e < 64) a.ticks.emplace_back(e, bytes_text(uint64_t{1} << e));
+  return a;
+}
+
+std::string line_chart(const std::vector<Series>& series, const Axis& x, const Axis& y, const std::string& aria) {
+  constexpr double W = 700, H = 320, L = 64, R = 36, T = 14, B = 46;
+  auto px = [&](double v) { return L + (x.hi > x.lo ? (v - x.lo) / (x.hi - x.lo) : 0.5) * (W - L - R); };
+  auto py = [&](double v) { return H - B - (y.hi > y.lo ? (v - y.lo) / (y.hi - y.lo) : 0.5) * (H - T - B); };
+  std::string s = fmt::format(R"(<svg class="chart" width="{}" height="{}" viewBox="0 0 {} {}" role="img" aria-label="{}">)",
+                              W, H + 22.0 * static_cast<double>((series.size() + 3) / 4), W,
+                              H + 22.0 * static_cast<double>((series.size() + 3) / 4), esc(aria));
+  s += fmt::format(R"(<rect x="{}" y="{}" width="{}" height="{}" fill="#fcfcfd" stroke="#bbb"/>)", L, T, W - L - R, H - T - B);
+  for (const auto& [v, label] : y.ticks) {
+    s += fmt::format(R"(<line x1="{:.1f}" x2="{:.1f}" y1="{:.1f}" y2="{:.1f}" stroke="#e6e6e6"/>)", L, W - R, py(v), py(v));
+    s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" text-anchor="end" class="tick">{}</text>)", L - 6, py(v) + 4, esc(label));
+  }
+  for (const auto& [v, label] : x.ticks) {
+    s += fmt::format(R"(<line x1="{:.1f}" x2="{:.1f}" y1="{:.1f}" y2="{:.1f}" stroke="#e6e6e6"/>)", px(v), px(v), T, H - B);
+    s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" text-anchor="middle" class="tick">{}</text>)", px(v), H - B + 16, esc(label));
+  }
+  s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" text-anchor="middle" class="axis">{}</text>)", L + (W - L - R) / 2, H - 8,
+                   esc(x.title));
+  s += fmt::format(R"~(<text transform="translate(14 {:.1f}) rotate(-90)" text-anchor="middle" class="axis">{}</text>)~",
+                   T + (H - T - B) / 2, esc(y.title));
+  for (const Series& ser : series) {
+    std::string points;
+    double prev_y = 0;
+    for (size_t i = 0; i < ser.points.size(); ++i) {
+      const Point& p = ser.points[i];
+      if (ser.step && i > 0) points += fmt::format("{:.1f},{:.1f} ", px(p.x), py(prev_y));
+      points += fmt::format("{:.1f},{:.1f} ", px(p.x), py(p.y));
+      prev_y = p.y;
+    }
+    if (!points.empty()) points.pop_back();
+    s += fmt::format(R"(<polyline class="{}" data-series="{}" data-points="{}" fill="none" stroke="{}" stroke-width="3" )"
+                     R"(stroke-linejoin="round" points="{}"/>)",
+                     ser.css_class, esc(ser.label), ser.points.size(), ser.colour, points);
+    if (!ser.step)
+      for (const Point& p : ser.points)
+        s += fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="4.5" fill="{}"><title>{}</title></circle>)", px(p.x), py(p.y),
+                         ser.colour, esc(p.tip));
+  }
+  for (size_t i = 0; i < series.size(); ++i) {  // the legend, four to a line
+    double lx = L + static_cast<double>(i % 4) * 150, ly = H + 4 + 22.0 * static_cast<double>(i / 4);
+    s += fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="14" height="14" fill="{}"/>)", lx, ly, series[i].colour);
+    s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" class="legend">{}</text>)", lx + 19, ly + 12, esc(series[i].label));
+  }
+  return s + "</svg>";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Arrival lateness: per (rank, seq), how late that rank's launch started against the earliest
+// rank at that seq. Two passes over the files of the communicator's members: the first keeps each
+// seq's earliest start, the second each (rank, bin)'s largest lateness. Memory: one timestamp per
+// seq of the communicator (as the op model's seq slots) and one cell per shown rank and bin; the
+// records themselves are never kept.
+
+struct LatenessMap {
+  uint64_t comm_id = 0;
+  int32_t nranks = 0;
+  size_t ranks_present = 0;
+  uint64_t seqs = 0;
+  size_t bins = 0;
+  bool on_gpu = false;                 // GPU start times (else host enqueue times), aligned
+  std::vector<int32_t> rows;           // ranks shown, sorted
+  std::set<int32_t> flagged;           // stragglers the hang report named
+  std::vector<std::atomic<int64_t>> earliest;  // per seq
+  std::vector<std::atomic<int64_t>> late;      // rows x bins; -1: no sample
+
+  size_t bin_of(uint64_t seq) const { return static_cast<size_t>((seq - 1) * bins / seqs); }
+  uint64_t bin_first(size_t bin) const { return (bin * seqs + bins - 1) / bins + 1; }
+  uint64_t bin_last(size_t bin) const { return ((bin + 1) * seqs + bins - 1) / bins; }
+  int row_of(int32_t rank) const {
+    auto it = std::lower_bound(rows.begin(), rows.end(), rank);
+    return it != rows.end() && *it == rank ? static_cast<int>(it - rows.begin()) : -1;
+  }
+};
+
+void atomic_min(std::atomic<int64_t>& a, int64_t v) {
+  int64_t cur = a.load(std::memory_order_relaxed);
+  while (v < cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+void atomic_max(std::atomic<int64_t>& a, int64_t v) {
+  int64_t cur = a.load(std::memory_order_relaxed);
+  while (v > cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+
+// Feeds every start of a shown communicator's collective in one file to `note(map, seq, rank, t)`:
+// GPU starts from the timing records of its launches, or host enqueue times.
+class StartScanner {
+ public:
+  using Note = std::function<void(LatenessMap&, uint64_t, int32_t, int64_t)>;
+  StartScanner(std::vector<LatenessMap>& maps, int64_t offset, Note note) : maps_(maps), offset_(offset), note_(std::move(note)) {}
+
+  void add(const RecordView& r) {
+    if (r.type == RecordType::kCollective) {
+      if (const auto* o = r.as<OpRecord>()) on_op(*o);
+    } else if (r.type == RecordType::kGpuTiming) {
+      if (const auto* g = r.as<GpuTimingRecord>()) on_timing(*g);
+    }
+  }
+
+ private:
+  struct Pending {
+    size_t map;
+    uint64_t seq;
+    uint64_t stream;
+    int32_t rank;
+  };
+
+  void on_op(const OpRecord& o) {
+    if (!is_collective(static_cast<Api>(o.api)) || o.rank < 0 || o.rank >= kMaxPlausibleRanks) return;
+    for (size_t m = 0; m < maps_.size(); ++m) {
+      LatenessMap& map = maps_[m];
+      if (map.comm_id != o.comm_id || o.seq == 0 || o.seq > map.seqs) continue;
+      if (!map.on_gpu) {
+        note_(map, o.seq, o.rank, wrap_add(o.host_begin_ns, offset_));
+        continue;
+      }
+      // As the op model: a timed op, or a grouped one (its group's launch may be timed).
+      if ((o.flags & kOpCaptured) || !((o.flags & kOpTimed) || o.group_depth > 0)) continue;
+      pending_[o.launch_id].push_back({m, o.seq, o.stream, o.rank});
+      if (pending_.size() > kMaxPendingLaunches) pending_.erase(pending_.begin());  // timings that never came
+    }
+  }
+
+  void on_timing(const GpuTimingRecord& g) {
+    auto it = pending_.find(g.launch_id);
+    if (it == pending_.end()) return;
+    std::vector<Pending>& ops = it->second;
+    for (const Pending& p : ops)
+      if (p.stream == g.stream && (g.flags & kTimingHasBegin)) note_(maps_[p.map], p.seq, p.rank, wrap_add(g.gpu_begin_ns, offset_));
+    std::erase_if(ops, [&](const Pending& p) { return p.stream == g.stream; });
+    if (ops.empty()) pending_.erase(it);
+  }
+
+  std::vector<LatenessMap>& maps_;
+  int64_t offset_;
+  Note note_;
+  std::map<uint64_t, std::vector<Pending>> pending_;  // by launch id: the oldest first
+};
+
+std::vector<LatenessMap> lateness_maps(const JobAnalysis& a, const json& hang) {
+  // The busiest communicators with two ranks or more.
+  std::vector<std::pair<uint64_t, uint64_t>> busiest;  // (collectives issued, comm id)
+  for (const auto& [id, members] : a.members) {
+    uint64_t issued = 0;
+    std::set<int32_t> ranks;
+    for (const MemberRef& m : members) {
+      issued += a.member(m).issued;
+      if (a.member(m).rank >= 0) ranks.insert(a.member(m).rank);
+    }
+    const CommOps* ops = a.comm(id);
+    if (id && ranks.size() >= 2 && issued && ops && !ops->slots.empty()) busiest.emplace_back(issued, id);
+  }
+  std::sort(busiest.begin(), busiest.end(), std::greater<>());
+  if (busiest.size() > kMaxHeatmaps) busiest.resize(kMaxHeatmaps);
+
+  std::vector<LatenessMap> maps(busiest.size());
+  for (size_t i = 0; i < busiest.size(); ++i) {
+    LatenessMap& map = maps[i];
+    map.comm_id = busiest[i].second;
+    const CommOps& ops = *a.comm(map.comm_id);
+    map.seqs = ops.slots.size();
+    map.bins = std::min<size_t>(kMaxHeatmapBins, map.seqs);
+    std::vector<int32_t> present;
+    for (const MemberRef& m : a.members.at(map.comm_id)) {
+      const RankComm& rc = a.member(m);
+      map.nranks = std::max(map.nranks, rc.nranks);
+      if (rc.rank >= 0) present.push_back(rc.rank);
+    }
+    std::sort(present.begin(), present.end());
+    present.erase(std::unique(present.begin(), present.end()), present.end());
+    map.ranks_present = present.size();
+    // On the GPU where the hang report judged stragglers there, so both say the same.
+    std::vector<int32_t> keep;
+    for (const json& c : hang["comms"]) {
+      if (str(c, "comm") != hex_id(map.comm_id)) continue;
+      map.on_gpu = str(c["stragglers"], "measured_on") == "gpu_start";
+      for (const json& r : c["stragglers"]["ranks"])
+        if (r["finding"].get<bool>()) map.flagged.insert(r["rank"].get<int32_t>());
+      keep.assign(map.flagged.begin(), map.flagged.end());
+      for (const json& w : c["stragglers"]["worst"]) keep.push_back(w["rank"].get<int32_t>());
+    }
+    // Too many ranks: the stragglers and the worst arrivals stay, then the lowest ranks.
+    std::set<int32_t> rows;
+    for (int32_t r : keep)
+      if (rows.size() < kMaxHeatmapRows && std::binary_search(present.begin(), present.end(), r)) rows.insert(r);
+    for (int32_t r : present)
+      if (rows.size() < kMaxHeatmapRows) rows.insert(r);
+    map.rows.assign(rows.begin(), rows.end());
+    map.earliest = std::vector<std::atomic<int64_t>>(map.seqs);
+    for (auto& e : map.earliest) e.store(std::numeric_limits<int64_t>::max());
+    map.late = std::vector<std::atomic<int64_t>>(map.rows.size() * map.bins);
+    for (auto& l : map.late) l.store(-1);
+  }
+  if (maps.empty()) return maps;
+
+  // The files that hold a member of a shown communicator.
+  std::set<size_t> files;
+  for (const LatenessMap& map : maps)
+    for (const MemberRef& m : a.members.at(map.comm_id)) files.insert(m.process);
+  std::vector<size_t> order(files.begin(), files.end());
+  unsigned threads = reader_threads(order.size());
+  auto pass = [&](const StartScanner::Note& note) {
+    parallel_for(order.size(), threads, [&](size_t k, unsigned) {
+      size_t i = order[k];
+      StartScanner scanner(maps, a.ops[i].clock_offset, note);
+      FileHeader header{};
+      ReadStats stats;
+      std::vector<TraceProblem> ignored;  // named already by the main pass
+      read_trace(a.files[i], [&](const RecordView& r) { scanner.add(r); }, header, stats, ignored);
+    });
+  };
+  pass([](LatenessMap& map, uint64_t seq, int32_t, int64_t t) { atomic_min(map.earliest[seq - 1], t); });
+  pass([](LatenessMap& map, uint64_t seq, int32_t rank, int64_t t) {
+    int row = map.row_of(rank);
+    int64_t first = map.earliest[seq - 1].load(std::memory_order_relaxed);
+    if (row < 0 || first == std::numeric_limits<int64_t>::max()) return;
+    atomic_max(map.late[static_cast<size_t>(row) * map.bins + map.bin_of(seq)], std::max<int64_t>(0, wrap_sub(t, first)));
+  });
+  return maps;
+}
+
+std::string ms_text(double ms) {
+  return ms >= 100 ? fmt::format("{:.0f} ms", ms) : ms >= 1 ? fmt::format("{:.2f} ms", ms) : fmt::format("{:.1f} µs", ms * 1e3);
+}
+
+std::string heatmap_svg(const LatenessMap& map) {
+  int64_t worst = 0;
+  for (const auto& l : map.late) worst = std::max(worst, l.load());
+  double cell_w = std::clamp(840.0 / static_cast<double>(std::max<size_t>(map.bins, 1)), 3.0, 14.0);
+  double cell_h = std::clamp(420.0 / static_cast<double>(std::max<size_t>(map.rows.size(), 1)), 5.0, 18.0);
+  constexpr double L = 96, T = 8;
+  double grid_w = cell_w * static_cast<double>(map.bins), grid_h = cell_h * static_cast<double>(map.rows.size());
+  double W = std::max(L + grid_w + 16, L + 92.0 * static_cast<double>(std::size(kHeatColours)) + 140), H = T + grid_h + 78;
+  std::string s = fmt::format(
+      R"(<svg class="heatmap" data-comm="{}" data-ranks="{}" data-bins="{}" width="{:.0f}" height="{:.0f}" viewBox="0 0 {:.0f} {:.0f}" role="img" aria-label="arrival lateness">)",
+      hex_id(map.comm_id), map.rows.size(), map.bins, W, H, W, H);
+  s += R"(<g shape-rendering="crispEdges">)";
+  size_t levels = std::size(kHeatColours);
+  // Row labels need 8 px: with thinner rows, every few rows are labelled, and none crowds a straggler's.
+  size_t every = cell_h >= 8 ? 1 : static_cast<size_t>(std::ceil(8 / cell_h));
+  auto labelled = [&](size_t row) {
+    if (row % every) return false;
+    for (size_t other = row >= every ? row - every + 1 : 0; other < std::min(map.rows.size(), row + every); ++other)
+      if (other != row && map.flagged.count(map.rows[other])) return false;
+    return true;
+  };
+  for (size_t row = 0; row < map.rows.size(); ++row) {
+    int32_t rank = map.rows[row];
+    double y = T + cell_h * static_cast<double>(row);
+    bool flagged = map.flagged.count(rank);
+    if (flagged || labelled(row))
+      s += fmt::format(R"(<text x="{:.0f}" y="{:.1f}" text-anchor="end" class="{}">rank {}{}</text>)", L - 6,
+                       y + std::min(cell_h, 12.0) - 1, flagged ? "rowlabel straggler" : "rowlabel", rank, flagged ? " ◀" : "");
+    for (size_t bin = 0; bin < map.bins; ++bin) {
+      int64_t late = map.late[row * map.bins + bin].load();
+      uint64_t first = map.bin_first(bin), last = map.bin_last(bin);
+      std::string seqs = first == last ? fmt::format("seq {}", first) : fmt::format("seqs {}–{}", first, last);
+      const char* colour = kNoDataColour;
+      std::string tip = fmt::format("rank {}, {}: no start recorded", rank, seqs);
+      if (late >= 0) {
+        size_t level = worst > 0 ? std::min(levels - 1, static_cast<size_t>(static_cast<double>(late) / static_cast<double>(worst) * static_cast<double>(levels))) : 0;
+        colour = kHeatColours[level];
+        tip = fmt::format("rank {}, {}: {} late", rank, seqs, ms_text(static_cast<double>(late) / 1e6));
+      }
+      s += fmt::format(R"(<rect class="cell" x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}"><title>{}</title></rect>)",
+                       L + cell_w * static_cast<double>(bin), y, cell_w, cell_h, colour, esc(tip));
+    }
+  }
+  s += "</g>";
+  // The seq axis, then the colour scale.
+  double axis_y = T + grid_h + 14;
+  double labelled_until = -1e9;  // seq labels need room: a crowded one is left out
+  for (size_t bin : {size_t{0}, map.bins / 2, map.bins - 1}) {
+    double x = L + cell_w * (static_cast<double>(bin) + 0.5);
+    if (x - labelled_until < 70) continue;
+    labelled_until = x;
+    s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" text-anchor="middle" class="tick">seq {}</text>)",
+                     x, axis_y, map.bin_first(bin));
+  }
+  double scale_y = axis_y + 14;
+  s += fmt::format(R"(<text x="{:.0f}" y="{:.1f}" text-anchor="end" class="tick">late by</text>)", L - 6, scale_y + 12);
+  for (size_t level = 0; level < levels; ++level) {
+    double x = L + 92.0 * static_cast<double>(level);
+    s += fmt::format(R"(<rect x="{:.0f}" y="{:.1f}" width="16" height="16" fill="{}" shape-rendering="crispEdges"/>)", x, scale_y,
+                     kHeatColours[level]);
+    s += fmt::format(R"(<text x="{:.0f}" y="{:.1f}" class="tick">≥{}</text>)", x + 19, scale_y + 12,
+                     ms_text(static_cast<double>(worst) * static_cast<double>(level) / static_cast<double>(levels) / 1e6));
+  }
+  double x = L + 92.0 * static_cast<double>(levels);
+  s += fmt::format(R"(<rect x="{:.0f}" y="{:.1f}" width="16" height="16" fill="{}" shape-rendering="crispEdges"/>)", x, scale_y,
+                   kNoDataColour);
+  s += fmt::format(R"(<text x="{:.0f}" y="{:.1f}" class="tick">no start recorded</text>)", x + 19, scale_y + 12);
+  return s + "</svg>";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Live communicator instances over time, on the job's aligned clock.
+
+std::string live_chart(const JobAnalysis& a, size_t& still_alive) {
+  std::vector<std::pair<int64_t, int>> events;  // (aligned ns, +1 / -1)
+  still_alive = 0;
+  for (size_t i = 0; i < a.job.processes.size(); ++i) {
+    const ProcessTrace& p = a.job.processes[i];
+    int64_t offset = a.ops[i].clock_offset;
+    // The process's last sign of life (aligned): its final record, else its latest call or op.
+    int64_t end = wrap_add(p.process_end ? p.process_end->time_ns : p.last_time_ns, offset);
+    if (!p.process_end)
+      for (const RankComm& rc : a.ops[i].comms) end = std::max(end, rc.last_begin);
+    for (const CommInstance& c : p.comms) {
+      if (!c.created_ns || c.state == CommState::kInitFailed) continue;
+      int64_t created = wrap_add(c.created_ns, offset);
+      events.emplace_back(created, +1);
+      // Never released (or its release hung): alive for as long as its process was.
+      bool released = c.release_end_ns && c.state != CommState::kDestroyHung;
+      if (!released) ++still_alive;
+      events.emplace_back(released ? wrap_add(c.release_end_ns, offset) : std::max(end, created), -1);
+    }
+  }
+  if (events.empty()) return "";
+  std::sort(events.begin(), events.end());
+  int64_t origin = events.front().first;
+  Series live{"communicator instances alive", kLiveColour, "live", {}, true};
+  int count = 0, peak = 0;
+  live.points.push_back({0, 0, ""});
+  for (size_t i = 0; i < events.size(); ++i) {
+    count += events[i].second;
+    peak = std::max(peak, count);
+    // One point per instant: events at the same time collapse into one step.
+    if (i + 1 < events.size() && events[i + 1].first == events[i].first) continue;
+    live.points.push_back({static_cast<double>(wrap_sub(events[i].first, origin)) / 1e9, static_cast<double>(count), ""});
+  }
+  double span = live.points.back().x;
+  Axis x = linear_axis(span > 0 ? span : 1, "seconds since the first communicator was created");
+  Axis y = linear_axis(std::max(peak, 1), "instances alive", 0);
+  y.ticks.erase(std::unique(y.ticks.begin(), y.ticks.end(), [](const auto& p, const auto& q) { return p.second == q.second; }),
+                y.ticks.end());
+  return line_chart({live}, x, y, "live communicators over time");
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const char* kStyle = R"CSS(
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:1320px;padding:0 16px;color:#1d1d24;background:#fff}
+h1{font-size:24px;margin:0 0 4px}h2{font-size:19px;margin:32px 0 8px;border-bottom:2px solid #e2e2ea;padding-bottom:4px}
+h3{font-size:16px;margin:22px 0 6px}.sub{color:#5a5a66;margin:0 0 16px}
+.cards{display:flex;flex-wrap:wrap;gap:12px}.card{border:1px solid #d8d8e0;border-radius:8px;padding:10px 14px;min-width:240px;flex:1}
+.card h3{margin:0 0 6px;font-size:15px}.bad{border-left:6px solid #c0392b}.warn{border-left:6px solid #e67e22}.ok{border-left:6px solid #27ae60}
+.look{font-size:16px;background:#f4f4f8;border-radius:8px;padding:10px 14px;margin:8px 0 16px}
+table{border-collapse:collapse;margin:6px 0 12px;font-size:13px}th,td{border:1px solid #dcdce4;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f1f1f6}td.n{text-align:right;font-variant-numeric:tabular-nums}code{font-size:12.5px}
+.note{color:#5a5a66;font-size:13px}.plots{display:flex;flex-wrap:wrap;gap:18px;align-items:flex-start}
+svg text{font:11px system-ui,sans-serif;fill:#33333d}svg text.axis{font-size:12px}svg text.legend{font-size:12px}
+svg text.straggler{fill:#b10026;font-weight:bold}details{margin:8px 0}
+)CSS";
+
+struct Page {
+  std::string body;
+  void add(const std::string& s) { body += s; }
+};
+
+// Leaks, hang, mismatches, stragglers: what a person needs to know before any figure.
+void verdict_section(Page& page, const json& leaks, const json& hang, const std::vector<UntracedCopy>& untraced,
+                     bool hang_findings, const std::map<uint64_t, std::string>& names) {
+  size_t leaked_resources = 0;
+  for (const json& l : leaks["leaks"]) leaked_resources += str(l, "kind") != "communicator";
+  const json& groups = leaks["groups"];
+  size_t mismatched = 0;
+  std::vector<std::string> stragglers;
+  for (const json& c : hang["comms"]) {
+    mismatched += c["mismatched_seqs"].get<size_t>();
+    for (const json& r : c["stragglers"]["ranks"])
+      if (r["finding"].get<bool>()) stragglers.push_back(str(r, "text"));
+  }
+  std::string first_look;
+  if (hang_findings) first_look = str(hang, "verdict");
+  else if (!groups.empty() || leaked_resources)
+    first_look = fmt::format("leaks: {} communicator(s) never destroyed, {} resource(s) never released", groups.size(), leaked_resources);
+  else if (!untraced.empty()) first_look = "not traced: " + untraced.front().path + " (" + untraced.front().reason + ")";
+  else if (!stragglers.empty() || !hang["environment"].empty()) first_look = str(hang, "verdict");
+  else first_look = "nothing: no leak, hang or mismatch found";
+  page.add(fmt::format(R"(<h2 id="verdict">Verdict</h2><p class="look"><b>Look first at:</b> {}</p><div class="cards">)",
+                       esc(first_look)));
+
+  bool leaky = !groups.empty() || leaked_resources;
+  page.add(fmt::format(R"(<div class="card {}" id="leaks"><h3>Leaks</h3>)", leaky ? "bad" : "ok"));
+  if (!leaky)
+    page.add(fmt::format("<p>None: {} communicator instance(s), all released.</p>", leaks["communicators"].size()));
+  else
+    page.add(fmt::format("<p><b>{} communicator(s) never destroyed</b> ({} rank instance(s)), {} NCCL resource(s) never released.</p>",
+                         groups.size(), leaks["leaks"].size() - leaked_resources, leaked_resources));
+  page.add("</div>");
+
+  bool hung = false;
+  for (const json& c : hang["comms"]) hung |= !c["missing"].empty() || c["absent_count"].get<uint64_t>() || !c["incomplete"].empty() ||
+                                          !c["divergence"].empty();
+  page.add(fmt::format(R"(<div class="card {}" id="hang"><h3>Hang</h3><p>{}</p></div>)", hung ? "bad" : "ok",
+                       esc(hung ? str(hang, "verdict") : "No rank stopped short: every rank issued and completed the same ops.")));
+  page.add(fmt::format(R"(<div class="card {}" id="mismatches"><h3>Mismatches</h3><p>{}</p></div>)", mismatched ? "bad" : "ok",
+                       mismatched ? fmt::format("Ranks passed different arguments to {} collective(s).", mismatched)
+                                  : std::string("None: every rank passed the same arguments.")));
+  page.add(fmt::format(R"(<div class="card {}" id="stragglers"><h3>Stragglers</h3>)", stragglers.empty() ? "ok" : "warn"));
+  if (stragglers.empty()) page.add("<p>None found.</p>");
+  for (const std::string& t : stragglers) page.add("<p>" + esc(t) + "</p>");
+  page.add("</div></div>");
+
+  if (!groups.empty()) {
+    page.add("<h3>Communicators never destroyed</h3><table><tr><th>communicator</th><th>API</th><th>ranks</th><th>how it ended</th>"
+             "<th>created at</th><th>hosts</th></tr>");
+    size_t shown = 0;
+    for (const json& g : groups) {
+      if (shown++ == kMaxTableRows) break;
+      std::string states, hosts;
+      for (const json& s : g["states"]) states += (states.empty() ? "" : "<br>") + esc(s.get<std::string>());
+      size_t listed = 0;
+      for (const json& h : g["hosts"])
+        if (listed++ < 8) hosts += (hosts.empty() ? "" : ", ") + esc(h.get<std::string>());
+      if (listed > 8) hosts += fmt::format(", … ({} hosts)", listed);
+      page.add(fmt::format("<tr><td>{}</td><td>{}</td><td>{} of {}</td><td>{}</td><td><code>{}</code></td><td>{}</td></tr>",
+                           comm_html(parse_hex(str(g, "comm")), names), esc(str(g, "api")), esc(str(g, "ranks_text")),
+                           g["nranks"].get<int>(), states, esc(str(g, "created_at")), hosts));
+    }
+    page.add("</table>");
+    if (leaks.value("torch", false))
+      page.add("<p class=\"note\">Remedy: call <code>torch.distributed.destroy_process_group()</code> before the program exits.</p>");
+    else
+      page.add("<p class=\"note\">Remedy: call <code>ncclCommFinalize</code> then <code>ncclCommDestroy</code> on each communicator before exit.</p>");
+  }
+  if (leaked_resources) {
+    page.add("<h3>Resources never released</h3><table><tr><th>kind</th><th>API</th><th>comm</th><th>rank</th><th>bytes</th><th>host</th><th>pid</th><th>created at</th></tr>");
+    size_t shown = 0;
+    for (const json& l : leaks["leaks"]) {
+      if (str(l, "kind") == "communicator") continue;
+      if (shown++ == kMaxTableRows) break;
+      page.add(fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td class=n>{}</td><td class=n>{}</td><td>{}</td><td class=n>{}</td><td><code>{}</code></td></tr>",
+                           esc(str(l, "kind")), esc(str(l, "api")), l["comm"].is_string() ? comm_html(parse_hex(str(l, "comm")), names) : "–",
+                           l["rank"].get<int>(), l.value("bytes", uint64_t{0}), esc(str(l, "host")), l["pid"].get<int>(), esc(str(l, "created_at"))));
+    }
+    page.add("</table>");
+  }
+  for (const UntracedCopy& u : untraced)
+    page.add(fmt::format("<p><b>NOT TRACED</b> in {} process(es): <code>{}</code>: {} (its communicators are in no trace)</p>",
+                         u.processes, esc(u.path), esc(u.reason)));
+
+  // Per-communicator hang findings, and every mismatch (up to a page of them).
+  std::string findings, mismatches;
+  size_t mismatch_rows = 0, mismatch_total = 0;
+  for (const json& c : hang["comms"]) {
+    std::string verdict = str(c, "verdict");
+    bool straggler_only = std::find(stragglers.begin(), stragglers.end(), verdict) != stragglers.end();  // in its card
+    if (verdict.rfind("consistent", 0) != 0 && !straggler_only)
+      findings += fmt::format("<li>{}</li>", esc(verdict));
+    for (const json& m : c["mismatches"]) {
+      ++mismatch_total;
+      if (mismatch_rows++ >= kMaxTableRows) continue;
+      mismatches += fmt::format("<tr><td>{}</td><td class=n>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                                comm_html(parse_hex(str(c, "comm")), names), m["seq"].get<uint64_t>(), esc(str(m, "field")),
+                                esc(value_text(m["value"])), esc(ranks_text(m["ranks"].get<std::vector<int32_t>>())),
+                                esc(value_text(m["expected"])));
+    }
+  }
+  if (!findings.empty()) page.add("<h3>Per communicator</h3><ul>" + findings + "</ul>");
+  if (!mismatches.empty()) {
+    page.add("<h3>Argument mismatches</h3><table><tr><th>communicator</th><th>seq</th><th>field</th><th>value</th><th>on ranks</th>"
+             "<th>the others passed</th></tr>" + mismatches + "</table>");
+    if (mismatch_total > kMaxTableRows)
+      page.add(fmt::format("<p class=\"note\">{} more (see <code>ncclwatch-report hang --json</code>).</p>", mismatch_total - kMaxTableRows));
+  }
+}
+
+void communicators_section(Page& page, const json& latency, const std::map<uint64_t, std::string>& names,
+                           std::map<std::string, std::string>& op_colours) {
+  page.add("<h2 id=\"communicators\">Per communicator: bus bandwidth and latency</h2>"
+           "<p class=\"note\">Bus bandwidth (nccl-tests' convention, from the median GPU time) for GPU-timed sizes only; "
+           "host-timed rows are enqueue times and have none. Percentiles leave out each rank's first call of an op and size "
+           "(NCCL's connection set-up), shown apart.</p>");
+  std::map<std::string, std::vector<const json*>> by_comm;
+  std::map<std::string, uint64_t> calls;
+  for (const json& r : latency["rows"]) {
+    by_comm[str(r, "comm")].push_back(&r);
+    calls[str(r, "comm")] += r["calls"].get<uint64_t>();
+  }
+  if (by_comm.empty()) page.add("<p>No timed collectives in these traces.</p>");
+  std::vector<std::string> busiest_first;
+  for (const auto& [comm, rows] : by_comm) busiest_first.push_back(comm);
+  std::stable_sort(busiest_first.begin(), busiest_first.end(), [&](const auto& x, const auto& y) { return calls[x] > calls[y]; });
+  for (const std::string& comm : busiest_first) {
+    const std::vector<const json*>& rows = by_comm[comm];
+    uint64_t id = parse_hex(comm);
+    page.add(fmt::format(R"(<h3 class="comm" data-comm="{}">Communicator {} · {} ranks</h3><div class="plots">)", esc(comm),
+                         comm_html(id, names), rows.front()->value("nranks", 0)));
+    // One series per op: the GPU-timed sizes that have a bandwidth.
+    std::map<std::string, Series> series;
+    double lo = 1e300, hi = 0, top = 0;
+    for (const json* r : rows) {
+      if (!(*r)["busbw_gbps"].is_number()) continue;
+      std::string op = str(*r, "op");
+      uint64_t bytes = (*r)["bytes"].get<uint64_t>();
+      if (!bytes) continue;
+      double busbw = (*r)["busbw_gbps"].get<double>();
+      auto [colour, fresh] = op_colours.try_emplace(op, kSeriesColours[op_colours.size() % std::size(kSeriesColours)]);
+      Series& s = series[op];
+      s.label = op;
+      s.colour = colour->second;
+      s.css_class = "busbw";
+      double x = std::log2(static_cast<double>(bytes));
+      s.points.push_back({x, busbw, fmt::format("{} {}: {:.2f} GB/s busbw, p50 {} µs", op, bytes_text(bytes), busbw, number((*r)["p50_us"], 1))});
+      lo = std::min(lo, x), hi = std::max(hi, x), top = std::max(top, busbw);
+    }
+    if (series.empty()) {
+      page.add("<p class=\"note\">No GPU-timed sizes here: no bandwidth to plot.</p>");
+    } else {
+      std::vector<Series> list;
+      for (auto& [op, s] : series) {
+        std::sort(s.points.begin(), s.points.end(), [](const Point& a, const Point& b) { return a.x < b.x; });
+        list.push_back(s);
+      }
+      page.add(line_chart(list, log2_bytes_axis(lo, hi), linear_axis(top, "bus bandwidth (GB/s)"), "busbw versus size"));
+    }
+    page.add("<table class=\"latency\"><tr><th>op</th><th>size</th><th>calls</th><th>timing</th><th>p50 µs</th><th>p90 µs</th>"
+             "<th>p99 µs</th><th>max µs</th><th>busbw GB/s</th><th>first calls</th><th>first call max µs</th></tr>");
+    for (const json* r : rows) {
+      std::string timing = str(*r, "timing");
+      page.add(fmt::format(
+          "<tr><td>{}</td><td class=n title=\"{} bytes\">{}</td><td class=n>{}</td><td>{}</td><td class=n>{}</td><td class=n>{}</td>"
+          "<td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td></tr>",
+          esc(str(*r, "op")), (*r)["bytes"].get<uint64_t>(), bytes_text((*r)["bytes"].get<uint64_t>()), (*r)["calls"].get<uint64_t>(),
+          timing == "host" ? "host (enqueue time)" : esc(timing), number((*r)["p50_us"], 1), number((*r)["p90_us"], 1),
+          number((*r)["p99_us"], 1), number((*r)["max_us"], 1), number((*r)["busbw_gbps"], 2),
+          (*r)["first_calls"]["samples"].get<uint64_t>(), number((*r)["first_calls"]["max_us"], 1)));
+    }
+    page.add("</table></div>");
+  }
+}
+
+void lateness_section(Page& page, const std::vector<LatenessMap>& maps, const std::map<uint64_t, std::string>& names) {
+  page.add("<h2 id=\"lateness\">Arrival lateness</h2>");
+  if (maps.empty()) {
+    page.add("<p>No communicator with two ranks or more issued collectives.</p>");
+    return;
+  }
+  for (const LatenessMap& map : maps) {
+    page.add(fmt::format("<h3>Communicator {}</h3><p class=\"note\">Per rank and seq: how late the rank's launch started against "
+                         "the earliest rank at that seq, on one clock for all processes. Measured on <b class=\"measured\">{}</b>.",
+                         comm_html(map.comm_id, names),
+                         map.on_gpu ? "GPU start times (launches the shim GPU-timed)"
+                                    : "host enqueue times (no collective of it was GPU-timed on every rank)"));
+    if (map.bins < map.seqs)
+      page.add(fmt::format(" Seqs 1–{} in {} bins; each cell shows its bin's largest lateness.", map.seqs, map.bins));
+    else
+      page.add(fmt::format(" Seqs 1–{}, one column each.", map.seqs));
+    if (map.rows.size() < map.ranks_present)
+      page.add(fmt::format(" <b>Showing {} of {} ranks</b> (stragglers and the latest arrivals first, then the lowest ranks).",
+                           map.rows.size(), map.ranks_present));
+    if (!map.flagged.empty()) page.add(" ◀ marks a straggler the hang report names.");
+    page.add("</p>");
+    page.add(heatmap_svg(map));
+  }
+}
+
+void environment_section(Page& page, const json& env) {
+  page.add("<h2 id=\"environment\">Environment differences</h2>");
+  if (env.empty()) {
+    page.add("<p>None: every process ran the same NCCL version and <code>NCCL_*</code> settings.</p>");
+    return;
+  }
+  page.add("<table class=\"environment\"><tr><th>setting</th><th>value</th><th>ranks</th><th>processes</th></tr>");
+  for (const json& e : env)
+    for (const json& v : e["values"])
+      page.add(fmt::format("<tr><td><code>{}</code></td><td><code>{}</code></td><td>{}</td><td class=n>{}</td></tr>",
+                           esc(str(e, "key")), esc(str(v, "value")), esc(ranks_text(v["ranks"].get<std::vector<int32_t>>())),
+                           v["processes"].get<size_t>()));
+  page.add("</table>");
+}
+
+}  // namespace
+
+int run_html(const Options& options) {
+  if (options.output.empty()) {
+    std::fprintf(stderr, "ncclwatch-report html: -o FILE is required\n");
+    return 2;
+  }
+  JobAnalysis a = analyze_job(options.inputs, {});
+  print_problems(a.job.problems);
+  if (a.job.processes.empty()) {
+    std::fprintf(stderr, "ncclwatch-report: no usable trace files\n");
+    return 2;
+  }
+  std::map<uint64_t, std::string> names = comm_names(a.job);
+  bool hang_findings = false;
+  json hang = hang_json(a, hang_findings);
+  json latency = latency_json(a);
+  json leaks = leaks_json(a.job, options.symbolize);
+  std::vector<UntracedCopy> untraced = untraced_copies(a.job);
+  std::vector<LatenessMap> maps = lateness_maps(a, hang);
+
+  std::set<std::string> hosts;
+  std::set<int> world_ranks;
+  for (size_t i = 0; i < a.job.processes.size(); ++i) {
+    hosts.insert(a.job.processes[i].host());
+    int32_t widest = 0;
+    for (const RankComm& c : a.ops[i].comms) widest = std::max(widest, c.nranks);
+    for (const RankComm& c : a.ops[i].comms)
+      if (c.rank >= 0 && c.nranks == widest) world_ranks.insert(c.rank);
+  }
+
+  Page page;
+  page.add(fmt::format("<h1>ncclwatch report</h1><p class=\"sub\">{} process trace(s), {} rank(s) on {} host(s), {} communicator(s) "
+                       "with ops</p>",
+                       a.job.processes.size(), world_ranks.size(), hosts.size(), a.members.size()));
+  verdict_section(page, leaks, hang, untraced, hang_findings, names);
+  std::map<std::string, std::string> op_colours;
+  communicators_section(page, latency, names, op_colours);
+  lateness_section(page, maps, names);
+
+  page.add("<h2 id=\"live\">Live communicators over time</h2>");
+  size_t still_alive = 0;
+  std::string live = live_chart(a, still_alive);
+  if (live.empty()) {
+    page.add("<p>No communicator was created in these traces.</p>");
+  } else {
+    page.add("<p class=\"note\">Communicator instances (one per rank) from creation until destroy or abort returned, all "
+             "processes on one clock. ");
+    if (still_alive)
+      page.add(fmt::format("{} instance(s) were never released (or their release hung): they count until their process ended.",
+                           still_alive));
+    page.add("</p>" + live);
+  }
+  environment_section(page, hang["environment"]);
+
+  page.add("<h2 id=\"traces\">Traces</h2><details><summary>");
+  page.add(fmt::format("{} trace file(s); clock alignment: {}</summary><table><tr><th>host</th><th>pid</th><th>rank</th><th>file</th></tr>",
+                       a.job.processes.size(), esc(a.clock.method)));
+  for (size_t i = 0; i < a.job.processes.size(); ++i) {
+    const ProcessTrace& p = a.job.processes[i];
+    if (i == kMaxTableRows) {
+      page.add(fmt::format("<tr><td colspan=4>… and {} more</td></tr>", a.job.processes.size() - i));
+      break;
+    }
+    page.add(fmt::format("<tr><td>{}</td><td class=n>{}</td><td class=n>{}</td><td><code>{}</code></td></tr>", esc(p.host()), p.pid(),
+                         a.ops[i].world_rank(), esc(p.path)));
+  }
+  page.add("</table></details>");
+
+  std::string html = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                     "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>ncclwatch report</title><style>";
+  html += kStyle;
+  html += "</style></head><body>\n" + page.body + "\n</body></html>\n";
+  if (!write_output_atomically(options.output, html)) return 2;
+  bool leaky = !leaks["leaks"].empty();
+  bool findings = leaky || hang_findings || !untraced.empty();
+  if (options.output != "-")
+    std::printf("html: %zu trace(s), %s, written to %s\n", a.job.processes.size(), findings ? "findings" : "nothing found",
+                options.output.c_str());
+  return findings ? 1 : 0;
+}
+
+}  // namespace ncclwatch::report

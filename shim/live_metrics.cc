@@ -1,0 +1,196 @@
+#include "live_metrics.h"
+
+#include "comm_table.h"
+#include "config.h"
+#include "gpu_timer.h"
+#include "notices.h"
+#include "process_info.h"
+#include "registry.h"
+#include "trace_writer.h"
+
+#include <ncclwatch/metrics_text.h>
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <mutex>
+#include <new>
+#include <string>
+#include <thread>
+
+namespace ncclwatch {
+namespace {
+
+namespace m = metrics;
+
+std::atomic<bool> g_started{false};
+std::atomic<bool> g_final_written{false};
+std::mutex g_write_mutex;  // the thread's writes and the final one use the same temporary file
+
+// "%p" -> pid, "%h" -> host name, "%%" -> "%".
+std::string expand_path(const std::string& pattern, const ProcessInfo& me) {
+  std::string out;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '%' || i + 1 == pattern.size()) {
+      out += pattern[i];
+      continue;
+    }
+    char key = pattern[++i];
+    if (key == 'p') out += std::to_string(me.pid);
+    else if (key == 'h') out += me.host;
+    else if (key == '%') out += '%';
+    else out += {'%', key};
+  }
+  return out;
+}
+
+const char* live_state_name(CommPhase phase, bool exiting) {
+  switch (phase) {
+    case CommPhase::kAlive: return exiting ? "leaked" : "alive";
+    case CommPhase::kFinalized: return exiting ? "leaked" : "finalized";
+    case CommPhase::kDestroying: return exiting ? "destroy_hung" : "destroying";
+    case CommPhase::kAborting: return exiting ? "destroy_hung" : "aborting";
+    case CommPhase::kReleasedAtExit: return "released_at_exit";
+  }
+  return "unknown";
+}
+
+std::string metrics_text(bool exiting) {
+  const ProcessInfo& me = process_info();
+  std::string pid = std::to_string(me.pid);
+  std::map<std::string, uint64_t> states, held;
+  ReleaseTally tally;
+  registry().read(
+      [&](const std::vector<CommEntry>& comms, const std::vector<ResourceEntry>& resources, const ReleaseTally& t) {
+        for (const CommEntry& c : comms) ++states[live_state_name(c.phase, exiting)];
+        for (const ResourceEntry& r : resources) ++held[trace::resource_kind(r.acquired_by)];
+        tally = t;
+      },
+      true);
+  if (tally.destroyed) states["destroyed"] += tally.destroyed;
+  if (tally.aborted) states["aborted"] += tally.aborted;
+
+  m::TextWriter out;
+  out.family(m::kCommunicators);
+  for (const auto& [state, n] : states) out.sample({{"host", me.host}, {"pid", pid}, {"state", state}}, static_cast<double>(n));
+  out.family(m::kCommunicatorsCreated);
+  out.sample({{"host", me.host}, {"pid", pid}}, static_cast<double>(tally.created));
+  out.family(m::kResourcesHeld);
+  for (const auto& [kind, n] : held) out.sample({{"host", me.host}, {"pid", pid}, {"kind", kind}}, static_cast<double>(n));
+  out.family(m::kLostRecords);
+  out.sample({{"host", me.host}, {"pid", pid}}, static_cast<double>(lost_record_count()));
+
+  struct Rank {
+    std::string comm, rank;
+    uint64_t issued, completed;
+    uint32_t stalls, unresolved;
+  };
+  std::vector<Rank> ranks;
+  for_each_comm([&](const CommTrack& t) {
+    char id[17];
+    std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(t.id));
+    ranks.push_back({id, std::to_string(t.rank), t.issued.load(std::memory_order_relaxed),
+                     t.completed.load(std::memory_order_relaxed), t.stalls.load(std::memory_order_relaxed),
+                     t.unresolved_stalls.load(std::memory_order_relaxed)});
+  });
+  auto each_rank = [&](const m::Family& family, auto value) {
+    out.family(family);
+    for (const Rank& r : ranks) out.sample({{"comm", r.comm}, {"rank", r.rank}}, static_cast<double>(value(r)));
+  };
+  each_rank(m::kOpsIssued, [](const Rank& r) { return r.issued; });
+  // Completion is known from the GPU only: without GPU timing the family is left out.
+  if (detail::g_timing_mode.load(std::memory_order_relaxed) == static_cast<int>(TimingMode::kGpu))
+    each_rank(m::kOpsCompleted, [](const Rank& r) { return r.completed; });
+  each_rank(m::kStalls, [](const Rank& r) { return r.stalls; });
+  each_rank(m::kStalled, [](const Rank& r) { return r.unresolved ? 1 : 0; });
+  return out.text();
+}
+
+bool write_all(int fd, const std::string& text) {
+  for (size_t done = 0; done < text.size();) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+void write_metrics_file(bool exiting) {
+  std::lock_guard lock(g_write_mutex);
+  // A periodic write that waited while the final one ran must not replace it.
+  if (!exiting && g_final_written.load(std::memory_order_relaxed)) return;
+  const std::string path = expand_path(config().metrics_file, process_info());
+  // Not "*.prom": the textfile collector never reads the half-written temporary file.
+  const std::string temporary = path + ".tmp";
+  std::string text = metrics_text(exiting);
+  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  bool ok = fd >= 0 && write_all(fd, text);
+  if (fd >= 0) ok = ::close(fd) == 0 && ok;
+  if (ok) ok = ::rename(temporary.c_str(), path.c_str()) == 0;
+  if (!ok) {
+    int error = errno;
+    ::unlink(temporary.c_str());
+    std::string line = "ncclwatch: cannot write the metrics file " + path + ": " + std::strerror(error) +
+                       "; the job goes on, its metrics are not updated";
+    notice_once(Notice::kMetricsWriteFailed, line.c_str());
+  }
+}
+
+void sleep_seconds(double seconds) {
+  timespec left{static_cast<time_t>(seconds), static_cast<long>((seconds - static_cast<double>(static_cast<time_t>(seconds))) * 1e9)};
+  while (nanosleep(&left, &left) != 0 && errno == EINTR) {
+  }
+}
+
+}  // namespace
+
+void start_live_metrics() noexcept {
+  if (config().metrics_file.empty() || g_started.load(std::memory_order_relaxed) ||
+      g_started.exchange(true, std::memory_order_relaxed))
+    return;
+  try {
+    std::thread([] {
+      // Our thread must never take the application's signals (its handlers expect its threads).
+      sigset_t all;
+      sigfillset(&all);
+      pthread_sigmask(SIG_BLOCK, &all, nullptr);
+      while (!g_final_written.load(std::memory_order_relaxed)) {
+        try {
+          write_metrics_file(false);
+        } catch (...) {
+          notice_once(Notice::kMetricsWriteFailed, "ncclwatch: the live metrics writer failed; its file is not updated");
+          return;
+        }
+        sleep_seconds(config().metrics_sec);
+      }
+    }).detach();
+  } catch (...) {
+    notice_once(Notice::kMetricsWriteFailed, "ncclwatch: the live metrics writer could not start; no metrics file");
+  }
+}
+
+void write_final_live_metrics() noexcept {
+  if (!g_started.load(std::memory_order_relaxed) || g_final_written.exchange(true, std::memory_order_relaxed)) return;
+  try {
+    write_metrics_file(true);
+  } catch (...) {
+  }
+}
+
+void live_metrics_after_fork_in_child() noexcept {
+  // The writer thread stays in the parent; the child starts its own at its first communicator.
+  g_started.store(false, std::memory_order_relaxed);
+  g_final_written.store(false, std::memory_order_relaxed);
+  new (&g_write_mutex) std::mutex();
+}
+
+}  // namespace ncclwatch

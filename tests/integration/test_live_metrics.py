@@ -1,0 +1,133 @@
+"""NCCLWATCH_METRICS_FILE on real multi-process runs (CPU stand-in): the file a running job
+rewrites, scraped through a real prometheus-node-exporter textfile collector while the job runs,
+and its last word at exit agreeing with `ncclwatch-report metrics` on the job's traces."""
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+from harness import Job, app, check, main, REPORT
+
+SAMPLE = re.compile(r'^(ncclwatch_[a-z0-9_]*)(?:\{(.*)\})? (\S+)$')
+LABEL = re.compile(r'([a-z_]+)="((?:[^"\\]|\\.)*)"')
+
+
+def parse(text):
+    """[(name, {labels}, value)] of the ncclwatch samples in `text`."""
+    out = []
+    for line in text.splitlines():
+        m = SAMPLE.match(line)
+        if m:
+            out.append((m.group(1), dict(LABEL.findall(m.group(2) or "")), float(m.group(3))))
+    return out
+
+
+def pick(samples, name, **labels):
+    return [v for n, l, v in samples if n == name and all(l.get(k) == w for k, w in labels.items())]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def node_exporter(textfile_dir):
+    exporter = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
+    if not exporter:
+        print("prometheus-node-exporter is not installed (scripts/bootstrap installs it): skipped")
+        sys.exit(77)
+    port = free_port()
+    proc = subprocess.Popen([exporter, f"--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults",
+                             "--collector.textfile", f"--collector.textfile.directory={textfile_dir}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # Its log goes to the pipe; read only if it exits early (a few lines: the pipe never fills).
+    url = f"http://127.0.0.1:{port}/metrics"
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=2).read()
+            return proc, url
+        except OSError:
+            if proc.poll() is not None:
+                raise AssertionError(f"node-exporter exited: {proc.stderr.read()}")
+            time.sleep(0.1)
+    proc.kill()
+    raise AssertionError("node-exporter never answered")
+
+
+def scrape(url):
+    return urllib.request.urlopen(url, timeout=5).read().decode()
+
+
+def live_metrics_through_node_exporter():
+    # Rank 1 skips the 3rd of 5 all-reduces: rank 0's stream stalls while both wait 3 s.
+    # Neither destroys its communicator.
+    job = Job([app("collectives_app"), "skip", "3000"], nranks=2)
+    textfiles = os.path.join(job.tmp, "textfiles")
+    os.makedirs(textfiles)
+    job.env.update({"NCCLWATCH_METRICS_FILE": os.path.join(textfiles, "ncclwatch-%h-%p.prom"),
+                    "NCCLWATCH_METRICS_SEC": "0.2", "NCCLWATCH_STALL_SEC": "0.5"})
+    exporter, url = node_exporter(textfiles)
+    try:
+        procs = job.start()
+        scrapes = []
+        while any(p.poll() is None for p in procs):
+            text = scrape(url)
+            check("node_textfile_scrape_error 0" in text, text[-2000:])
+            scrapes.append(parse(text))
+            time.sleep(0.1)
+        outs = [(p.returncode, p.stderr.read()) for p in procs]
+        final_scrape = parse(scrape(url))
+    finally:
+        exporter.kill()
+        exporter.wait()
+    for rank, (rc, err) in enumerate(outs):
+        check(rc == 0, f"rank {rank}: exit {rc}: {err}")
+        check("metrics file" not in err, err)
+    pids = {str(p.pid) for p in procs}
+    # While the job ran: both processes alive with one communicator, then rank 0 stalled at seq 3.
+    alive = [s for s in scrapes if all(pick(s, "ncclwatch_communicators", pid=pid, state="alive") == [1] for pid in pids)]
+    check(alive, f"no scrape showed both processes' communicator alive: {scrapes[-1:]}")
+    rank0 = [s for s in scrapes if pick(s, "ncclwatch_ops_issued_total", rank="0") == [5]]
+    check(rank0, "rank 0's 5 issued all-reduces never showed")
+    stalled = [s for s in scrapes if pick(s, "ncclwatch_stalled", rank="0") == [1]]
+    check(stalled, "the stall of rank 0 never showed while the job ran")
+    # Rank 1's 4 calls pair with rank 0's first 4 (seqs, not intentions, meet): rank 0's 5th waits.
+    check(pick(stalled[-1], "ncclwatch_ops_completed_total", rank="0") == [4], stalled[-1])
+    check(pick(stalled[-1], "ncclwatch_stalls_total", rank="0") == [1], stalled[-1])
+    check(pick(stalled[-1], "ncclwatch_stalled", rank="1") == [0], stalled[-1])
+    # No temporary file is left beside the finished files.
+    check(sorted(os.listdir(textfiles)) == sorted(f"ncclwatch-{socket.gethostname()}-{pid}.prom" for pid in pids),
+          os.listdir(textfiles))
+    # The last word at exit: the communicators leaked, as the report of the traces says.
+    offline = parse(subprocess.run([REPORT, "metrics", job.trace_dir], capture_output=True, text=True,
+                                   check=True).stdout)
+    for pid in pids:
+        check(pick(final_scrape, "ncclwatch_communicators", pid=pid, state="leaked") == [1], final_scrape)
+        check(pick(offline, "ncclwatch_communicators", pid=pid, state="leaked") == [1], offline)
+        check(pick(final_scrape, "ncclwatch_communicators_created_total", pid=pid) ==
+              pick(offline, "ncclwatch_communicators_created_total", pid=pid) == [1], (final_scrape, offline))
+    for rank, issued in (("0", 5), ("1", 4)):
+        check(pick(final_scrape, "ncclwatch_ops_issued_total", rank=rank) ==
+              pick(offline, "ncclwatch_ops_issued_total", rank=rank) == [issued], (rank, final_scrape, offline))
+
+
+def unwritable_metrics_file_costs_only_the_metrics():
+    job = Job([app("collectives_app"), "mixed"], nranks=2)
+    target = os.path.join(job.tmp, "no-such-folder", "m.prom")
+    job.env.update({"NCCLWATCH_METRICS_FILE": target, "NCCLWATCH_METRICS_SEC": "0.1"})
+    for rank, r in enumerate(job.run()):
+        check(r.returncode == 0, f"rank {rank}: exit {r.returncode}: {r.stderr}")
+        lines = [l for l in r.stderr.splitlines() if "metrics file" in l]
+        check(len(lines) == 1 and target in lines[0], f"rank {rank}: not named once: {r.stderr!r}")
+    rc, out, err = job.report("hang", "--json")
+    check(rc == 0 and len(job.traces()) == 2, (rc, err))
+
+
+if __name__ == "__main__":
+    main({f.__name__: f for f in (live_metrics_through_node_exporter, unwritable_metrics_file_costs_only_the_metrics)})
