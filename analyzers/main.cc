@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -61,10 +62,13 @@ int main(int argc, char** argv) {
       "folder (`ncclwatch run` writes ./ncclwatch/job-<id>) means its newest job, named on stderr; --all reads\n"
       "every job in it. Default: ./ncclwatch.\n"
       "Exit status: 0 nothing found, 1 findings (leaks, hang, mismatch), 2 bad usage or no usable trace.\n"
+      "--format text|json|csv on summary, leaks, latency and hang (default text): --json is --format json,\n"
+      "latency's --csv is --format csv; the summary has no table, so no CSV.\n"
       "Examples:\n"
       "  ncclwatch-report                       summary of the newest job under ./ncclwatch\n"
       "  ncclwatch-report leaks ncclwatch/job-1234\n"
-      "  ncclwatch-report latency --csv traces/ > latency.csv\n"
+      "  ncclwatch-report latency --format csv traces/ > latency.csv\n"
+      "  ncclwatch-report hang --format csv traces/ > hang.csv   one row per finding, for a spreadsheet\n"
       "  ncclwatch-report hang --json traces/\n"
       "  ncclwatch-report html -o report.html traces/   one page to open in a browser (offline)\n"
       "  ncclwatch-report metrics -o /var/lib/prometheus/node-exporter/ncclwatch.prom ncclwatch/job-1234");
@@ -77,7 +81,9 @@ int main(int argc, char** argv) {
 
   auto add_common = [&](CLI::App* sub) {
     sub->add_option("paths", options.inputs, "trace files or job folders (default: ./ncclwatch)");
-    sub->add_flag("--json", options.json, "machine-readable output");
+    sub->add_flag("--json", options.json, "machine-readable output (the same as --format json)");
+    sub->add_option("--format", options.format, "text (default), json or csv (a table; the summary has none)")
+        ->check(CLI::IsMember({"text", "json", "csv"}));
     sub->add_flag("--all", options.all_jobs, "a launcher folder: read every job in it, not only the newest");
   };
   add_common(&app);  // `ncclwatch-report DIR` is `ncclwatch-report summary DIR`
@@ -88,14 +94,19 @@ int main(int argc, char** argv) {
   leaks->add_flag_callback("--no-symbols", [&] { options.symbolize = false; }, "skip symbolizing call sites");
   CLI::App* latency = app.add_subcommand("latency", "time and bandwidth per communicator, op and size");
   add_common(latency);
-  latency->add_flag("--csv", options.csv, "comma-separated rows");
+  latency->add_flag("--csv", options.csv, "comma-separated rows (the same as --format csv)");
   CLI::App* hang = app.add_subcommand("hang", "who stopped where, mismatched arguments, stragglers, divergence");
   add_common(hang);
   CLI::App* timeline = app.add_subcommand("timeline", "Chrome trace-event JSON of the whole job (Perfetto)");
   timeline->add_option("paths", options.inputs, "trace files or job folders (default: ./ncclwatch)");
   timeline->add_flag("--all", options.all_jobs, "a launcher folder: read every job in it, not only the newest");
-  timeline->add_option("-o,--output", options.output, "the JSON file to write")->required();
+  timeline->add_option("-o,--output", options.output, "the JSON file to write; gzip-compressed when it ends in .gz (Perfetto opens it as it is)")->required();
   timeline->add_flag("--json", options.json, "accepted for symmetry: the timeline is JSON");
+  timeline->add_option("--ranks", options.timeline_ranks, "only these ranks, e.g. 0-3,8");
+  timeline->add_option("--comm", options.timeline_comm, "only this communicator (its id or name)");
+  timeline->add_option("--from", options.timeline_from_s, "only from this many seconds after the first process started");
+  timeline->add_option("--to", options.timeline_to_s, "only up to this many seconds after the first process started");
+  timeline->add_flag("--no-flows", options.timeline_no_flows, "no arrows between ranks' launches of one collective");
   CLI::App* html = app.add_subcommand("html", "one self-contained HTML page: verdict, bandwidth plots, lateness heatmap");
   html->add_option("paths", options.inputs, "trace files or job folders (default: ./ncclwatch)");
   html->add_flag("--all", options.all_jobs, "a launcher folder: read every job in it, not only the newest");
@@ -115,12 +126,39 @@ int main(int argc, char** argv) {
     int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
+  // --json and latency's --csv are older spellings of --format json|csv. Two that disagree are
+  // refused: honouring either would silently ignore what the other asked for.
+  std::vector<std::string> asked;
+  std::set<std::string> formats;
+  auto ask = [&](bool given, const std::string& spelling, const std::string& format) {
+    if (!given) return;
+    asked.push_back(spelling);
+    formats.insert(format);
+  };
+  ask(options.json, "--json", "json");
+  ask(options.csv, "--csv", "csv");
+  ask(!options.format.empty(), "--format " + options.format, options.format);
+  if (formats.size() > 1) {
+    std::string list;
+    for (size_t i = 0; i < asked.size(); ++i) list += (i == 0 ? "" : i + 1 == asked.size() ? " and " : ", ") + asked[i];
+    std::fprintf(stderr, "ncclwatch-report: %s ask for different output formats; give one\n", list.c_str());
+    return 2;
+  }
+  options.json = formats.count("json") > 0;
+  options.csv = formats.count("csv") > 0;
+  // The summary is one screen of counts, lists and sentences, not a table: a key,value flattening of
+  // its nested parts would be a format of our own for scripts to parse, and --json already serves
+  // them. Its tables are the other reports'.
+  if (options.csv && (summary->parsed() || app.get_subcommands().empty())) {
+    std::fprintf(stderr, "ncclwatch-report: the summary has no table to write as CSV; use leaks, latency or hang with "
+                         "--format csv (one row per leak, op size or finding), or summary --format json\n");
+    return 2;
+  }
   if (dump->parsed()) return run_dump_files(options);
   if (options.inputs.empty()) options.inputs.push_back("ncclwatch");
   std::vector<std::string> notes;
   options.inputs = resolve_job_folders(options.inputs, options.all_jobs, notes);
   for (const std::string& note : notes) std::fprintf(stderr, "ncclwatch-report: %s\n", note.c_str());
-  (void)summary;
 
   if (leaks->parsed()) {
     Job job = load_job(options.inputs);

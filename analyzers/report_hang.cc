@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <iostream>
 #include <set>
 
@@ -487,6 +488,73 @@ json hang_json(const JobAnalysis& a, bool& findings) {
   return out;
 }
 
+namespace {
+
+// One row per finding, as hang_json holds them, for a spreadsheet to filter and count. The seqs a
+// finding concerns are two numeric columns (equal for one seq, empty where no seq applies) rather
+// than one "6..10" text, so that they sort and filter as numbers; ranks are written in full
+// ("0,4-63"), never cut short as on screen.
+void write_hang_csv(const json& out) {
+  constexpr size_t kAll = SIZE_MAX;
+  write_csv_row({"comm", "name", "finding", "first_seq", "last_seq", "ranks", "detail"});
+  for (const json& c : out["comms"]) {
+    std::string comm = c["comm"].get<std::string>(), name = c.value("name", "");
+    auto row = [&](const char* finding, const json& first_seq, const json& last_seq, const std::string& ranks,
+                   const std::string& detail) {
+      write_csv_row({comm, name, finding, csv_cell(first_seq), csv_cell(last_seq), ranks, detail});
+    };
+    if (uint64_t n = c["absent_count"].get<uint64_t>())
+      row("absent_rank", nullptr, nullptr, ranges_text(ranges_of(c["absent_ranges"]), kAll),
+          fmt::format("{} of {} rank(s) left no trace file; their state is unknown", n, c["nranks"].get<int>()));
+    for (const json& m : c["missing"])
+      row("missing_rank", m["first_missing_seq"], m["first_missing_seq"], std::to_string(m["rank"].get<int>()),
+          fmt::format("rank {} never issued seq {} (last issued {}{})", m["rank"].get<int>(),
+                      m["first_missing_seq"].get<uint64_t>(), m["last_seq"].get<uint64_t>(),
+                      m["process_ended"].get<bool>() ? ", its process exited" : ""));
+    for (const json& m : c["incomplete"])
+      row("never_completed", m["from_seq"], m["to_seq"], std::to_string(m["rank"].get<int>()),
+          fmt::format("rank {} issued seqs {}..{}, which never completed", m["rank"].get<int>(), m["from_seq"].get<uint64_t>(),
+                      m["to_seq"].get<uint64_t>()));
+    for (const json& m : c["mismatches"]) {
+      std::string ranks = ranks_text(m["ranks"].get<std::vector<int32_t>>(), kAll);
+      row("mismatch", m["seq"], m["seq"], ranks,
+          fmt::format("rank(s) {} passed {} {} where the others passed {}", ranks, m["field"].get<std::string>(),
+                      dump_json(m["value"]), dump_json(m["expected"])));
+    }
+    if (c.contains("mismatches_not_detailed"))
+      row("mismatch_not_detailed", nullptr, nullptr, "",
+          fmt::format("{} more mismatched seq(s), not detailed", c["mismatches_not_detailed"].get<uint64_t>()));
+    for (const json& d : c["divergence"])
+      row("divergence", d["from_seq"], d["to_seq"], std::to_string(d["rank"].get<int>()),
+          fmt::format("rank {} departed from its peers' program{}: {}", d["rank"].get<int>(),
+                      d.contains("likely_seq") ? fmt::format(" (likely at seq {})", d["likely_seq"].get<uint64_t>()) : "",
+                      d["reason"].get<std::string>()));
+    for (const json& st : c["stalls"])
+      row("stall", st["seq"], st["seq"], std::to_string(st["rank"].get<int>()),
+          fmt::format("{} {} after {:.1f} s", st["op"].get<std::string>(), st["state"].get<std::string>(),
+                      st["pending_s"].get<double>()));
+    for (const json& p : c["p2p_unmatched"]) {
+      int src = p["src"].get<int>(), dst = p["dst"].get<int>();
+      row("p2p_unmatched", nullptr, nullptr, ranks_text({std::min(src, dst), std::max(src, dst)}, kAll),
+          fmt::format("rank {} sent {} time(s) to rank {}, which received {}", src, p["sends"].get<uint64_t>(), dst,
+                      p["recvs"].get<uint64_t>()));
+    }
+    for (const json& r : c["stragglers"]["ranks"])
+      if (r["finding"].get<bool>())
+        row("straggler", nullptr, nullptr, std::to_string(r["rank"].get<int>()), r["text"].get<std::string>());
+  }
+  // Not a communicator's: a setting or NCCL version that differs across the job's processes.
+  for (const json& e : out["environment"]) {
+    std::string values;
+    for (const json& v : e["values"])
+      values += fmt::format("{}{} in {} process(es), rank(s) {}", values.empty() ? "" : "; ", v["value"].get<std::string>(),
+                            v["processes"].get<size_t>(), ranks_text(v["ranks"].get<std::vector<int32_t>>(), kAll));
+    write_csv_row({"", "", "environment", "", "", "", fmt::format("{} differs: {}", e["key"].get<std::string>(), values)});
+  }
+}
+
+}  // namespace
+
 int run_hang(const Options& options) {
   JobAnalysis a = analyze_job(options.inputs, {});
   print_problems(a.job.problems);
@@ -498,6 +566,10 @@ int run_hang(const Options& options) {
   json out = hang_json(a, findings);
   if (options.json) {
     std::cout << dump_json(out, 2) << "\n";
+    return findings ? 1 : 0;
+  }
+  if (options.csv) {
+    write_hang_csv(out);
     return findings ? 1 : 0;
   }
   fmt::print("verdict: {}\n", out["verdict"].get<std::string>());

@@ -16,7 +16,6 @@
 #include "reports.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <iostream>
@@ -149,26 +148,12 @@ int run_latency(const Options& options) {
   static const char* columns[] = {"comm", "op", "bytes", "nranks", "calls", "p50_us", "p90_us", "p99_us",
                                   "max_us", "algbw_gbps", "busbw_gbps", "first_call_max_us", "timing"};
   if (options.csv) {
-    // RFC 4180: a field holding a comma, a quote or a line break is quoted, its quotes doubled.
-    auto field = [](std::string text) {
-      if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
-      std::string quoted = "\"";
-      for (char ch : text) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-      return quoted + '"';
-    };
-    std::vector<std::string> cells;
-    for (const char* c : columns) cells.push_back(c);
-    fmt::print("{}\n", fmt::join(cells, ","));
+    write_csv_row(std::vector<std::string>(std::begin(columns), std::end(columns)));
     for (const json& r : out["rows"]) {
-      cells.clear();
-      for (const char* c : columns) {
-        const json& v = std::string_view(c) == "first_call_max_us" ? r["first_calls"]["max_us"] : r[c];
-        cells.push_back(field(v.is_string() ? v.get<std::string>()
-                              : v.is_number_float() ? fmt::format("{:.3f}", v.get<double>())
-                              : v.is_null() ? std::string()
-                                            : dump_json(v)));
-      }
-      fmt::print("{}\n", fmt::join(cells, ","));
+      std::vector<std::string> cells;
+      for (const char* c : columns)
+        cells.push_back(csv_cell(std::string_view(c) == "first_call_max_us" ? r["first_calls"]["max_us"] : r[c]));
+      write_csv_row(cells);
     }
     return 0;
   }

@@ -186,6 +186,26 @@ LeakScan scan_leaks(const Job& job, Symbolizer* sym) {
   return scan;
 }
 
+// One row per leaked communicator rank instance and per unreleased resource, as `leaks --json`
+// lists them. kind says which; resource_kind the resource's own kind (registration, window, ...).
+// A resource row is named after the communicator it belongs to, so rows group by name.
+void write_leaks_csv(const Job& job, const json& leaks) {
+  std::map<std::string, std::string> name_of;  // comm id as the rows write it -> name
+  for (const auto& [id, name] : comm_names(job)) name_of[hex_id(id)] = name;
+  write_csv_row({"kind", "comm", "name", "rank", "nranks", "state", "api", "host", "pid", "trace", "created_at", "bytes",
+                 "resource_kind"});
+  for (const json& leak : leaks) {
+    bool communicator = leak["kind"] == "communicator";
+    std::string comm = csv_cell(leak["comm"]);
+    std::string name = communicator ? leak["name"].get<std::string>() : name_of.count(comm) ? name_of[comm] : "";
+    write_csv_row({communicator ? "communicator" : "resource", comm, name, csv_cell(leak["rank"]), csv_cell(leak["nranks"]),
+                   communicator ? leak["state"].get<std::string>() : "", leak["api"].get<std::string>(),
+                   leak["host"].get<std::string>(), csv_cell(leak["pid"]), leak["trace"].get<std::string>(),
+                   leak["created_at"].get<std::string>(), communicator ? "" : csv_cell(leak["bytes"]),
+                   communicator ? "" : leak["kind"].get<std::string>()});
+  }
+}
+
 }  // namespace
 
 int run_leaks(const Job& job, const Options& options) {
@@ -206,6 +226,14 @@ int run_leaks(const Job& job, const Options& options) {
 
   bool found = leaked_comm_ranks + leaked_resources > 0;
   std::vector<UntracedCopy> untraced = untraced_copies(job);
+  if (options.csv) {
+    write_leaks_csv(job, leaks);
+    // Standard output holds the table only: what would make "no leaks" untrue goes to stderr.
+    for (const UntracedCopy& u : untraced)
+      fmt::print(stderr, "ncclwatch-report: NOT TRACED in {} process(es): {}: {} (its communicators are not counted here)\n",
+                 u.processes, u.path, u.reason);
+    return found ? 1 : 0;
+  }
   if (options.json) {
     json not_traced = json::array();
     for (const UntracedCopy& u : untraced)

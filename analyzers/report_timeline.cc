@@ -1,15 +1,28 @@
-// timeline -o FILE: Chrome trace-event JSON that ui.perfetto.dev and chrome://tracing open.
-// One process per rank, one track per CUDA stream (plus one for host-side NCCL calls), a slice per
-// op, communicator creation/destruction, stalls. All processes on one clock (see clock_align.h);
-// the method is written into "otherData".
+// timeline -o FILE: Chrome trace-event JSON that ui.perfetto.dev and chrome://tracing open
+// (gzip-compressed when FILE ends in .gz, which Perfetto opens as it is).
+//
+// One process per rank. Its tracks: per application thread, the NCCL calls as the host enqueued
+// them (ops without GPU timing, communicator creation and release); per CUDA stream, the GPU
+// execution of GPU-timed launches. Slices of one track never overlap: a stream runs its launches
+// in order, so a GPU slice that starts before the previous one ended (clock error) starts at its
+// end. Flow arrows link one collective (comm, seq) from rank to rank where it was GPU-timed. All
+// processes on one clock (clock_align.h); the method is written into "otherData".
+//
+// Scale: each file is read and written by one reader thread, its events formatted into a buffer
+// that is compressed by that thread (an independent piece of one deflate stream, as pigz does)
+// and appended under a lock; memory is bounded by the buffer and the launches in flight.
 #include "reports.h"
 
 #include <fmt/format.h>
+#include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <iterator>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 namespace ncclwatch::report {
@@ -21,39 +34,170 @@ using namespace trace;
 constexpr size_t kFlushBytes = 8u << 20;
 
 std::string json_quoted(const std::string& s) { return dump_json(json(s)); }
+std::string json_text(const std::string& s) {
+  std::string q = json_quoted(s);
+  return q.substr(1, q.size() - 2);
+}
 
-// Appends complete events to the output file; threads take turns.
-class EventSink {
+// The output file: plain, or gzip built from pieces that reader threads deflate on their own
+// (each piece ends byte-aligned and not final; the CRC is combined in the order written).
+class TimelineOutput {
  public:
-  explicit EventSink(std::FILE* f) : f_(f) {}
-  void write(const std::string& chunk) {
-    if (chunk.empty()) return;
-    std::lock_guard<std::mutex> lock(mu_);
-    std::fwrite(chunk.data(), 1, chunk.size(), f_);
+  TimelineOutput(std::FILE* f, bool gzip, unsigned threads) : f_(f), gzip_(gzip), streams_(threads), scratch_(threads) {
+    if (!gzip_) return;
+    static const unsigned char header[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3};
+    std::fwrite(header, 1, sizeof header, f_);
+    for (z_stream& z : streams_) ok_ = deflateInit2(&z, 1, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) == Z_OK && ok_;
   }
+  ~TimelineOutput() {
+    if (gzip_)
+      for (z_stream& z : streams_) deflateEnd(&z);
+  }
+
+  void write(const std::string& text, unsigned thread) {
+    if (text.empty()) return;
+    if (!gzip_) {
+      std::lock_guard lock(mu_);
+      written_ += std::fwrite(text.data(), 1, text.size(), f_);
+      return;
+    }
+    z_stream& z = streams_[thread];
+    std::string& out = scratch_[thread];
+    out.resize(deflateBound(&z, text.size()) + 64);
+    deflateReset(&z);
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+    z.avail_in = static_cast<uInt>(text.size());
+    z.next_out = reinterpret_cast<Bytef*>(out.data());
+    z.avail_out = static_cast<uInt>(out.size());
+    bool deflated = deflate(&z, Z_SYNC_FLUSH) == Z_OK && z.avail_in == 0;
+    size_t produced = out.size() - z.avail_out;
+    uLong crc = crc32(0, reinterpret_cast<const Bytef*>(text.data()), static_cast<uInt>(text.size()));
+    std::lock_guard lock(mu_);
+    ok_ = ok_ && deflated;
+    written_ += std::fwrite(out.data(), 1, produced, f_);
+    crc_ = crc32_combine(crc_, crc, static_cast<z_off_t>(text.size()));
+    plain_bytes_ += text.size();
+  }
+
+  // Ends the stream (gzip: a final empty block, then CRC-32 and size); false if anything failed.
+  bool finish() {
+    if (gzip_) {
+      const unsigned char last_block[2] = {0x03, 0x00};  // fixed Huffman, final, end of block
+      std::fwrite(last_block, 1, 2, f_);
+      unsigned char trailer[8];
+      for (int i = 0; i < 4; ++i) trailer[i] = static_cast<unsigned char>(crc_ >> (8 * i));
+      for (int i = 0; i < 4; ++i) trailer[4 + i] = static_cast<unsigned char>(plain_bytes_ >> (8 * i));
+      std::fwrite(trailer, 1, sizeof trailer, f_);
+    }
+    written_ = static_cast<size_t>(std::ftell(f_));
+    return ok_;
+  }
+  size_t written() const { return written_; }
 
  private:
   std::FILE* f_;
+  bool gzip_;
+  std::vector<z_stream> streams_;
+  std::vector<std::string> scratch_;  // per thread: its compressed piece
   std::mutex mu_;
+  bool ok_ = true;
+  uLong crc_ = 0;
+  uint64_t plain_bytes_ = 0;
+  size_t written_ = 0;
 };
+
+// What the user asked to see.
+struct TimelineFilter {
+  std::vector<int32_t> ranks;  // sorted; empty: every rank
+  std::string comm;            // an id (hex) or a name; empty: every communicator
+  int64_t from_ns = std::numeric_limits<int64_t>::min();  // relative to the timeline's origin
+  int64_t to_ns = std::numeric_limits<int64_t>::max();
+  bool flows = true;
+
+  bool wants_rank(int32_t rank) const { return ranks.empty() || std::binary_search(ranks.begin(), ranks.end(), rank); }
+  bool wants_time(int64_t begin, int64_t end) const { return end >= from_ns && begin <= to_ns; }
+};
+
+// "0-3,8,10-11" -> sorted ranks; false on anything else.
+bool parse_rank_list(const std::string& text, std::vector<int32_t>& out) {
+  size_t i = 0;
+  auto number = [&](int32_t& n) {
+    size_t start = i;
+    int64_t v = 0;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9' && v <= (1 << 24)) v = v * 10 + (text[i++] - '0');
+    n = static_cast<int32_t>(v);
+    return i > start && v <= (1 << 24);
+  };
+  while (i < text.size()) {
+    int32_t first = 0, last = 0;
+    if (!number(first)) return false;
+    last = first;
+    if (i < text.size() && text[i] == '-') {
+      ++i;
+      if (!number(last) || last < first || last - first > (1 << 20)) return false;
+    }
+    for (int32_t r = first; r <= last; ++r) out.push_back(r);
+    if (i < text.size() && text[i++] != ',') return false;
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return !out.empty();
+}
+
+// Microseconds with three decimals, written from integers (no floating-point formatting).
+struct Micros {
+  int64_t ns;
+};
+
+}  // namespace
+}  // namespace ncclwatch::report
+
+template <> struct fmt::formatter<ncclwatch::report::Micros> {
+  constexpr auto parse(format_parse_context& ctx) { return ctx.begin(); }
+  template <class Context> auto format(ncclwatch::report::Micros m, Context& ctx) const {
+    uint64_t magnitude = m.ns < 0 ? 0 - static_cast<uint64_t>(m.ns) : static_cast<uint64_t>(m.ns);
+    char text[32];
+    char* end = text + sizeof text;
+    char* p = end;
+    uint64_t fraction = magnitude % 1000, whole = magnitude / 1000;
+    for (int i = 0; i < 3; ++i, fraction /= 10) *--p = static_cast<char>('0' + fraction % 10);
+    *--p = '.';
+    do *--p = static_cast<char>('0' + whole % 10); while (whole /= 10);
+    if (m.ns < 0) *--p = '-';
+    return std::copy(p, end, ctx.out());
+  }
+};
+
+namespace ncclwatch::report {
+namespace {
 
 struct PendingOp {
   uint16_t api;
-  uint64_t seq, bytes, count, comm_id, stream;
-  uint8_t datatype;
-  int32_t peer;
+  uint64_t seq, bytes, comm_id, stream;
+  uint32_t tid;
+  int32_t peer, rank, nranks;
   int64_t host_begin, host_end;
   bool promised;  // flagged as timed (a grouped op only may get its group's timing)
 };
 
+// Tracks (Chrome "threads") of one rank, told apart by the top bits of their key: host threads,
+// communicators (creation and release: PyTorch releases several at once from different threads)
+// and CUDA streams.
+constexpr uint64_t kHostTrack = uint64_t{1} << 63;
+constexpr uint64_t kCommTrack = uint64_t{1} << 62;
+constexpr uint64_t kTrackKind = kHostTrack | kCommTrack;
+
 class FileTimeline {
  public:
-  FileTimeline(size_t pid, int64_t offset, int64_t origin, EventSink& sink, const std::map<uint64_t, std::string>& names)
-      : pid_(pid), offset_(offset), origin_(origin), sink_(sink), names_(names) {}
+  FileTimeline(size_t pid, int64_t offset, int64_t origin, const TimelineFilter& filter, TimelineOutput& out,
+               unsigned thread, const ProcessTrace& process)
+      : pid_(pid), offset_(offset), origin_(origin), filter_(filter), out_(out), thread_(thread), process_(process) {}
 
   uint64_t slices = 0;
+  bool skipped = false;  // not a rank the filter wants
 
   void add(const RecordView& r) {
+    if (skipped) return;
     switch (r.type) {
       case RecordType::kCollective:
         if (const auto* o = r.as<OpRecord>()) on_op(*o);
@@ -62,11 +206,11 @@ class FileTimeline {
         if (const auto* g = r.as<GpuTimingRecord>()) on_timing(*g);
         break;
       case RecordType::kStall:
-        if (const auto* s = r.as<StallRecord>()) {
+        if (const auto* s = r.as<StallRecord>(); s && wants_comm(s->comm_id) && wants(s->time_ns, s->time_ns)) {
           bool stalled = s->state == static_cast<uint32_t>(StallState::kStalled);
-          event(fmt::format(R"J({{"name":"{} {} seq {}","ph":"i","s":"p","pid":{},"tid":0,"ts":{:.3f},"args":{{"comm":"{}","seq":{},"pending_ms":{:.3f}}}}})J",
-                            stalled ? "stall:" : "stall resolved:", api_name(static_cast<Api>(s->api)), s->seq, pid_,
-                            us(s->time_ns), hex_id(s->comm_id), s->seq, static_cast<double>(wrap_sub(s->time_ns, s->enqueued_ns)) / 1e6));
+          event(R"J({{"name":"{} {} seq {}","ph":"i","s":"p","pid":{},"tid":0,"ts":{},"args":{{"comm":"{}","seq":{},"pending_ms":{:.3f}}}}})J",
+                stalled ? "stall:" : "stall resolved:", api_name(static_cast<Api>(s->api)), s->seq, pid_, us(s->time_ns),
+                hex_id(s->comm_id), s->seq, static_cast<double>(wrap_sub(s->time_ns, s->enqueued_ns)) / 1e6);
         }
         break;
       default: break;
@@ -74,105 +218,240 @@ class FileTimeline {
     if (chunk_.size() > kFlushBytes) flush();
   }
 
-  // Ops still waiting for their GPU timing never finished: draw them to the end of the trace.
+  // Ops still waiting for their GPU timing never finished: drawn on their stream to the end.
   void finish(const ProcessTrace& p) {
+    if (!skipped && world_rank_ < 0) decide_rank();
+    if (skipped) return;
     int64_t end = p.process_end ? p.process_end->time_ns : p.last_time_ns;
-    for (auto& [launch, ops] : pending_)
-      for (const PendingOp& op : ops)
-        if (op.promised) slice(op, op.host_begin, std::max(end, op.host_end), "never completed");
-        else slice(op, op.host_begin, op.host_end, "host");
-    for (const CommInstance& c : p.comms) {
-      std::string label = c.name.empty() ? hex_id(c.id) : c.name;
-      if (c.begin_ns && c.created_ns)
-        event(fmt::format(R"J({{"name":"{} {}","ph":"X","pid":{},"tid":0,"ts":{:.3f},"dur":{:.3f},"args":{{"comm":"{}","rank":{},"nranks":{}}}}})J",
-                          api_name(c.api), json_text(label), pid_, us(c.begin_ns), static_cast<double>(wrap_sub(c.created_ns, c.begin_ns)) / 1e3,
-                          hex_id(c.id), c.rank, c.nranks));
+    for (auto& [launch, ops] : pending_) {
+      if (ops.front().promised) launch_slice(ops, ops.front().host_begin, std::max(end, ops.front().host_end), "never completed");
+      else
+        for (const PendingOp& op : ops) host_slice(op);
+    }
+    for (size_t k = 0; k < p.comms.size(); ++k) {
+      const CommInstance& c = p.comms[k];
+      if (!wants_comm(c.id)) continue;
+      std::string label = json_text(c.name.empty() ? hex_id(c.id) : c.name);
+      size_t tid = 0;
+      auto comm_track = [&] {
+        if (!tid) tid = track(kCommTrack | k, label).tid;
+        return tid;
+      };
+      if (c.begin_ns && c.created_ns && wants(c.begin_ns, c.created_ns))
+        event(R"J({{"name":"{} {}","ph":"X","pid":{},"tid":{},"ts":{},"dur":{},"args":{{"comm":"{}","rank":{},"nranks":{}}}}})J",
+              api_name(c.api), label, pid_, comm_track(), us(c.begin_ns), dur(c.begin_ns, c.created_ns), hex_id(c.id), c.rank,
+              c.nranks);
       if (c.release_begin_ns) {
         int64_t release_end = c.release_end_ns ? c.release_end_ns : end;
-        event(fmt::format(R"J({{"name":"{} {}","ph":"X","pid":{},"tid":0,"ts":{:.3f},"dur":{:.3f},"args":{{"comm":"{}","state":"{}"}}}})J",
-                          api_name(c.release_api), json_text(label), pid_, us(c.release_begin_ns),
-                          static_cast<double>(std::max<int64_t>(0, wrap_sub(release_end, c.release_begin_ns))) / 1e3, hex_id(c.id), state_name(c.state)));
+        if (wants(c.release_begin_ns, release_end))
+          event(R"J({{"name":"{} {}","ph":"X","pid":{},"tid":{},"ts":{},"dur":{},"args":{{"comm":"{}","state":"{}"}}}})J",
+                api_name(c.release_api), label, pid_, comm_track(), us(c.release_begin_ns), dur(c.release_begin_ns, release_end),
+                hex_id(c.id), state_name(c.state));
       }
     }
     std::string name = fmt::format("rank {} ({} pid {})", world_rank_, p.host(), p.pid());
-    event(fmt::format(R"J({{"name":"process_name","ph":"M","pid":{},"args":{{"name":{}}}}})J", pid_, json_quoted(name)));
-    event(fmt::format(R"J({{"name":"process_sort_index","ph":"M","pid":{},"args":{{"sort_index":{}}}}})J", pid_,
-                      world_rank_ >= 0 ? world_rank_ : 1000000 + static_cast<int64_t>(pid_)));
-    event(fmt::format(R"J({{"name":"thread_name","ph":"M","pid":{},"tid":0,"args":{{"name":"NCCL calls, host side"}}}})J", pid_));
-    for (const auto& [stream, tid] : tids_)
-      event(fmt::format(R"J({{"name":"thread_name","ph":"M","pid":{},"tid":{},"args":{{"name":"stream 0x{:x}"}}}})J", pid_, tid,
-                        stream));
+    event(R"J({{"name":"process_name","ph":"M","pid":{},"args":{{"name":{}}}}})J", pid_, json_quoted(name));
+    event(R"J({{"name":"process_sort_index","ph":"M","pid":{},"args":{{"sort_index":{}}}}})J", pid_,
+          world_rank_ >= 0 ? world_rank_ : 1000000 + static_cast<int64_t>(pid_));
+    event(R"J({{"name":"thread_name","ph":"M","pid":{},"tid":0,"args":{{"name":"stalls"}}}})J", pid_);
+    for (const auto& [key, track] : tracks_) {
+      if (key & kHostTrack)
+        event(R"J({{"name":"thread_name","ph":"M","pid":{},"tid":{},"args":{{"name":"thread {}: NCCL calls (host enqueue)"}}}})J",
+              pid_, track.tid, key & ~kTrackKind);
+      else if (key & kCommTrack)
+        event(R"J({{"name":"thread_name","ph":"M","pid":{},"tid":{},"args":{{"name":"communicator {}: creation, release"}}}})J",
+              pid_, track.tid, track.label);
+      else
+        event(R"J({{"name":"thread_name","ph":"M","pid":{},"tid":{},"args":{{"name":"stream 0x{:x}: GPU execution"}}}})J",
+              pid_, track.tid, key);
+      // Threads first, then streams, then communicators.
+      int64_t group = key & kHostTrack ? 0 : key & kCommTrack ? 200000 : 100000;
+      event(R"J({{"name":"thread_sort_index","ph":"M","pid":{},"tid":{},"args":{{"sort_index":{}}}}})J", pid_, track.tid,
+            group + static_cast<int64_t>(track.tid));
+    }
     flush();
   }
 
  private:
-  static std::string json_text(const std::string& s) {
-    std::string q = json_quoted(s);
-    return q.substr(1, q.size() - 2);
-  }
-  double us(int64_t mono) const { return static_cast<double>(wrap_sub(wrap_add(mono, offset_), origin_)) / 1e3; }
+  struct Track {
+    size_t tid = 0;
+    std::string label;  // communicator tracks: the communicator's name (JSON-escaped) or id
+    int64_t last_end = std::numeric_limits<int64_t>::min();  // aligned ns
+  };
 
-  void event(const std::string& text) {
+  template <class... Args> void event(fmt::format_string<Args...> format, Args&&... args) {
     chunk_ += ",\n";
-    chunk_ += text;
+    fmt::format_to(std::back_inserter(chunk_), format, std::forward<Args>(args)...);
   }
-
   void flush() {
-    sink_.write(chunk_);
+    out_.write(chunk_, thread_);
     chunk_.clear();
   }
 
-  size_t tid(uint64_t stream) {
-    auto [it, inserted] = tids_.try_emplace(stream, tids_.size() + 1);
+  int64_t relative(int64_t mono) const { return wrap_sub(wrap_add(mono, offset_), origin_); }
+  Micros us(int64_t mono) const { return {relative(mono)}; }
+  static Micros dur(int64_t begin, int64_t end) { return {std::max<int64_t>(0, wrap_sub(end, begin))}; }
+  bool wants(int64_t begin_mono, int64_t end_mono) const { return filter_.wants_time(relative(begin_mono), relative(end_mono)); }
+
+  bool wants_comm(uint64_t comm_id) {
+    if (filter_.comm.empty()) return true;
+    auto [it, inserted] = comm_wanted_.try_emplace(comm_id, false);
+    if (inserted) it->second = filter_.comm == hex_id(comm_id) || filter_.comm == comm_name(comm_id);
+    return it->second;
+  }
+  const std::string& comm_name(uint64_t comm_id) {
+    auto [it, inserted] = names_.try_emplace(comm_id);
+    if (inserted)
+      for (const CommInstance& c : process_.comms)
+        if (c.id == comm_id && !c.name.empty()) it->second = c.name;
+    return it->second;
+  }
+
+  // The rank people know a process by: its rank in the largest communicator it created so far
+  // (creation records come before the communicator's ops).
+  void decide_rank() {
+    int32_t widest = 0;
+    for (const CommInstance& c : process_.comms)
+      if (c.nranks > widest && c.rank >= 0) widest = c.nranks, world_rank_ = c.rank;
+    skipped = !filter_.ranks.empty() && (world_rank_ < 0 || !filter_.wants_rank(static_cast<int32_t>(world_rank_)));
+  }
+
+  Track& track(uint64_t key, const std::string& label = {}) {
+    auto [it, inserted] = tracks_.try_emplace(key);
+    if (inserted) {
+      it->second.tid = tracks_.size();
+      it->second.label = label;
+    }
     return it->second;
   }
 
   void on_op(const OpRecord& o) {
+    if (world_rank_ < 0) {
+      decide_rank();
+      if (skipped) return;
+    }
     Api api = static_cast<Api>(o.api);
     if (!is_collective(api) && !is_point_to_point(api)) return;
-    if (o.rank >= 0 && o.nranks > world_size_) {
-      world_size_ = o.nranks;
-      world_rank_ = o.rank;
-    }
-    PendingOp op{o.api, o.seq, bytes_of(api, o.count, o.datatype, o.nranks), o.count, o.comm_id, o.stream, o.datatype,
-                 o.peer, o.host_begin_ns, o.host_end_ns, (o.flags & kOpTimed) != 0};
+    if (!wants_comm(o.comm_id)) return;
+    PendingOp op{o.api, o.seq, bytes_of(api, o.count, o.datatype, o.nranks), o.comm_id, o.stream, o.tid, o.peer, o.rank,
+                 o.nranks, o.host_begin_ns, o.host_end_ns, (o.flags & kOpTimed) != 0};
     bool grouped = o.group_depth > 0;
     if (((o.flags & kOpTimed) || grouped) && !(o.flags & kOpCaptured)) {
       pending_[o.launch_id].push_back(op);
       return;
     }
-    slice(op, o.host_begin_ns, o.host_end_ns, "host");
+    host_slice(op);
   }
 
   void on_timing(const GpuTimingRecord& g) {
     auto it = pending_.find(g.launch_id);
     if (it == pending_.end()) return;
+    const std::vector<PendingOp>& ops = it->second;
     bool has_begin = g.flags & kTimingHasBegin;
-    for (const PendingOp& op : it->second)
-      slice(op, has_begin ? g.gpu_begin_ns : op.host_begin, g.gpu_end_ns, has_begin ? "gpu" : "host_to_gpu_end");
+    launch_slice(ops, has_begin ? g.gpu_begin_ns : ops.front().host_begin, g.gpu_end_ns, has_begin ? "gpu" : "host_to_gpu_end");
     pending_.erase(it);
   }
 
-  void slice(const PendingOp& op, int64_t begin, int64_t end, const char* timing) {
-    auto name = names_.find(op.comm_id);
-    std::string comm = name == names_.end() ? hex_id(op.comm_id) : json_text(name->second);
+  // An op the host enqueued, on its thread's track.
+  void host_slice(const PendingOp& op) {
+    if (!wants(op.host_begin, op.host_end)) return;
+    Track& t = track(kHostTrack | op.tid);  // the thread id is 32 bits: it never reaches the kind bits
     ++slices;
-    event(fmt::format(
-        R"J({{"name":"{}","cat":"nccl","ph":"X","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"args":{{"seq":{},"bytes":{},"comm":"{}","comm_id":"{}","count":{},"datatype":"{}","peer":{},"timing":"{}"}}}})J",
-        api_name(static_cast<Api>(op.api)), pid_, tid(op.stream), us(begin), static_cast<double>(std::max<int64_t>(0, wrap_sub(end, begin))) / 1e3, op.seq,
-        op.bytes, comm, hex_id(op.comm_id), op.count, datatype_name(op.datatype), op.peer, timing));
+    event(R"J({{"ph":"X","name":"{}","pid":{},"tid":{},"ts":{},"dur":{},"args":{{"seq":{},"bytes":{},"comm":"{}"{}}}}})J",
+          api_name(static_cast<Api>(op.api)), pid_, t.tid, us(op.host_begin), dur(op.host_begin, op.host_end), op.seq, op.bytes,
+          comm_label(op.comm_id), peer_arg(op));
   }
+
+  // One launch on its stream: one op, or the ops of one group (drawn as one slice, named by them).
+  void launch_slice(const std::vector<PendingOp>& ops, int64_t begin, int64_t end, const char* timing) {
+    const PendingOp& first = ops.front();
+    if (!wants(begin, end)) return;
+    Track& t = track(first.stream & ~kTrackKind);
+    int64_t aligned_begin = wrap_add(begin, offset_), aligned_end = wrap_add(end, offset_);
+    // The stream ran the previous launch first: a start before its end is clock error.
+    if (aligned_begin < t.last_end) {
+      begin = wrap_sub(t.last_end, offset_);
+      aligned_begin = t.last_end;
+    }
+    if (aligned_end < aligned_begin) end = begin, aligned_end = aligned_begin;
+    t.last_end = aligned_end;
+    ++slices;
+    std::string name = api_name(static_cast<Api>(first.api));
+    if (ops.size() > 1) {
+      std::vector<uint16_t> apis;  // the distinct ops of the group, in order
+      for (const PendingOp& op : ops)
+        if (std::find(apis.begin(), apis.end(), op.api) == apis.end()) apis.push_back(op.api);
+      name = fmt::format("group of {}: ", ops.size());
+      for (size_t k = 0; k < apis.size(); ++k) name += (k ? ", " : "") + std::string(api_name(static_cast<Api>(apis[k])));
+    }
+    uint64_t bytes = 0;
+    for (const PendingOp& op : ops) bytes += op.bytes;
+    // GPU execution is what a stream track shows; other timings are named.
+    event(R"J({{"ph":"X","name":"{}","pid":{},"tid":{},"ts":{},"dur":{},"args":{{"seq":{},"bytes":{},"comm":"{}"{}{}{}{}}}}})J",
+          name, pid_, t.tid, us(begin), dur(begin, end), first.seq, bytes, comm_label(first.comm_id), peer_arg(first),
+          ops.size() > 1 ? fmt::format(",\"ops\":{}", ops.size()) : std::string(),
+          timing == std::string_view("gpu") ? "" : ",\"timing\":\"", timing == std::string_view("gpu") ? "" : std::string(timing) + "\"");
+    if (!filter_.flows || first.seq == 0 || first.rank < 0 || is_point_to_point(static_cast<Api>(first.api))) return;
+    // Rank r's launch of (comm, seq) is linked to rank r+1's: one arrow per neighbouring pair.
+    // Ids below 2^53 survive any JSON reader: 16 bits of the comm, 24 of the seq, 13 of the link.
+    // Neighbouring seqs get neighbouring ids, which compress well.
+    uint64_t base = (((first.comm_id * 0x9E3779B97F4A7C15ull) >> 48) << 24) | (first.seq & 0xffffff);
+    auto id = [&](int64_t link) { return (base << 13) | (static_cast<uint64_t>(link) & 0x1fff); };
+    if (first.rank > 0)
+      event(R"J({{"ph":"f","bp":"e","name":"seq {}","cat":"c","id":{},"pid":{},"tid":{},"ts":{}}})J", first.seq,
+            id(first.rank - 1), pid_, t.tid, us(begin));
+    if (first.rank + 1 < first.nranks)
+      event(R"J({{"ph":"s","name":"seq {}","cat":"c","id":{},"pid":{},"tid":{},"ts":{}}})J", first.seq, id(first.rank), pid_,
+            t.tid, us(begin));
+  }
+
+  // The communicator as slices name it: its name (JSON-escaped) or id; computed once per comm.
+  const std::string& comm_label(uint64_t comm_id) {
+    auto [it, inserted] = labels_.try_emplace(comm_id);
+    if (inserted) {
+      const std::string& name = comm_name(comm_id);
+      it->second = name.empty() ? hex_id(comm_id) : json_text(name);
+    }
+    return it->second;
+  }
+  static std::string peer_arg(const PendingOp& op) { return op.peer >= 0 ? fmt::format(",\"peer\":{}", op.peer) : std::string(); }
 
   size_t pid_;
   int64_t offset_, origin_;
-  EventSink& sink_;
-  const std::map<uint64_t, std::string>& names_;
+  const TimelineFilter& filter_;
+  TimelineOutput& out_;
+  unsigned thread_;
+  const ProcessTrace& process_;
   std::string chunk_;
-  std::map<uint64_t, size_t> tids_;
+  std::unordered_map<uint64_t, Track> tracks_;
   std::unordered_map<uint64_t, std::vector<PendingOp>> pending_;
-  int32_t world_size_ = 0;
+  std::unordered_map<uint64_t, std::string> names_;
+  std::unordered_map<uint64_t, std::string> labels_;
+  std::unordered_map<uint64_t, bool> comm_wanted_;
   int64_t world_rank_ = -1;
 };
+
+// Reads the user's filter options; a message on stderr and nullopt when one is malformed.
+std::optional<TimelineFilter> filter_of(const Options& options) {
+  TimelineFilter f;
+  if (!options.timeline_ranks.empty() && !parse_rank_list(options.timeline_ranks, f.ranks)) {
+    std::fprintf(stderr, "ncclwatch-report timeline: --ranks %s is not a rank list such as 0-3,8\n", options.timeline_ranks.c_str());
+    return std::nullopt;
+  }
+  f.comm = options.timeline_comm;
+  if (f.comm.size() < 16 && !f.comm.empty() && f.comm.find_first_not_of("0123456789abcdef") == std::string::npos &&
+      f.comm.size() > 2)
+    f.comm = std::string(16 - f.comm.size(), '0') + f.comm;  // a short hex id as dump prints it without zeros
+  auto seconds = [](double s) { return static_cast<int64_t>(s * 1e9); };
+  if (options.timeline_from_s) f.from_ns = seconds(*options.timeline_from_s);
+  if (options.timeline_to_s) f.to_ns = seconds(*options.timeline_to_s);
+  if (f.to_ns < f.from_ns) {
+    std::fprintf(stderr, "ncclwatch-report timeline: --to is before --from\n");
+    return std::nullopt;
+  }
+  f.flows = !options.timeline_no_flows;
+  return f;
+}
 
 }  // namespace
 
@@ -181,33 +460,38 @@ int run_timeline(const Options& options) {
     std::fprintf(stderr, "ncclwatch-report timeline: -o FILE is required\n");
     return 2;
   }
+  std::optional<TimelineFilter> filter = filter_of(options);
+  if (!filter) return 2;
+  auto started = std::chrono::steady_clock::now();
   std::vector<TraceProblem> problems;
   std::vector<std::string> files = expand_inputs(options.inputs, problems);
   unsigned threads = reader_threads(files.size());
   ClockModel clock = align_clocks(files, threads);
-  // Communicator names come from the lifecycle records; a first light pass gets them.
-  Job names_job = load_job(files);
-  std::map<uint64_t, std::string> names = comm_names(names_job);
   int64_t origin = 0;
   for (size_t i = 0; i < files.size(); ++i)
     if (clock.known[i] && clock.start_ns[i] && (!origin || clock.start_ns[i] < origin)) origin = clock.start_ns[i];
 
-  std::FILE* f = std::fopen(options.output.c_str(), "w");
+  std::FILE* f = std::fopen(options.output.c_str(), "wb");
   if (!f) {
     std::fprintf(stderr, "ncclwatch-report: cannot write %s\n", options.output.c_str());
     return 2;
   }
-  std::fputs("{\"traceEvents\":[\n{\"name\":\"ncclwatch\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":\"ncclwatch\"}}", f);
-  EventSink sink(f);
+  bool gzip = options.output.size() > 3 && options.output.compare(options.output.size() - 3, 3, ".gz") == 0;
+  TimelineOutput out(f, gzip, std::max(1u, threads));
+  out.write("{\"traceEvents\":[\n{\"name\":\"ncclwatch\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":\"ncclwatch\"}}", 0);
   std::vector<std::vector<TraceProblem>> file_problems(files.size());
-  std::vector<char> usable(files.size(), 0);
+  std::vector<char> usable(files.size(), 0), shown(files.size(), 0);
   std::vector<uint64_t> slices(files.size(), 0);
-  parallel_for(files.size(), threads, [&](size_t i, unsigned) {
+  // Progress on stderr for long runs: a line a second or so once the first second has passed.
+  std::atomic<size_t> done{0};
+  std::mutex progress_mutex;
+  auto last_progress = started;
+  parallel_for(files.size(), threads, [&](size_t i, unsigned thread) {
     ProcessTrace p;
     p.path = valid_utf8(files[i]);
     LifecycleFolder lifecycle(p);
     int64_t offset = clock.known[i] ? clock.offset_ns[i] : 0;
-    FileTimeline timeline(i + 1, offset, origin, sink, names);
+    FileTimeline timeline(i + 1, offset, origin, *filter, out, thread, p);
     usable[i] = read_trace(
         files[i],
         [&](const RecordView& r) {
@@ -215,10 +499,20 @@ int run_timeline(const Options& options) {
           timeline.add(r);
         },
         p.header, p.stats, file_problems[i]);
-    if (!usable[i]) return;
-    lifecycle.finish(file_problems[i]);
-    timeline.finish(p);
-    slices[i] = timeline.slices;
+    if (usable[i]) {
+      lifecycle.finish(file_problems[i]);
+      timeline.finish(p);
+      slices[i] = timeline.slices;
+      shown[i] = !timeline.skipped;
+    }
+    size_t finished = ++done;
+    auto now = std::chrono::steady_clock::now();
+    std::lock_guard lock(progress_mutex);
+    if (now - last_progress > std::chrono::seconds(1) && finished < files.size()) {
+      last_progress = now;
+      std::fprintf(stderr, "timeline: %zu of %zu traces, %.1f s\n", finished, files.size(),
+                   std::chrono::duration<double>(now - started).count());
+    }
   });
   for (auto& list : file_problems) problems.insert(problems.end(), list.begin(), list.end());
   print_problems(problems);
@@ -226,10 +520,13 @@ int run_timeline(const Options& options) {
   uint64_t total_slices = 0;
   for (uint64_t s : slices) total_slices += s;
   json other = {{"clock_alignment", clock.method}, {"hosts", clock.hosts}, {"origin_wall_ns", origin},
-                {"traces", used}, {"op_slices", total_slices},
-                {"tracks", "one process per rank, one thread per CUDA stream (tid 0: host-side NCCL calls)"}};
-  std::fprintf(f, "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":%s}\n", dump_json(other).c_str());
-  bool ok = std::fclose(f) == 0;
+                {"traces", used}, {"ranks_shown", std::count(shown.begin(), shown.end(), 1)}, {"op_slices", total_slices},
+                {"tracks", "one process per rank; per application thread the NCCL calls as enqueued (ops without GPU "
+                           "timing), per CUDA stream the GPU execution of GPU-timed launches; tid 0: communicators "
+                           "and stalls; arrows link a collective's GPU-timed launches from rank to rank"}};
+  out.write("\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":" + dump_json(other) + "}\n", 0);
+  bool ok = out.finish();
+  ok = std::fclose(f) == 0 && ok;
   if (!ok) {
     std::fprintf(stderr, "ncclwatch-report: writing %s failed\n", options.output.c_str());
     return 2;
@@ -238,8 +535,9 @@ int run_timeline(const Options& options) {
     std::fprintf(stderr, "ncclwatch-report: no usable trace files\n");
     return 2;
   }
-  std::printf("timeline: %zu trace(s), %llu op slice(s) written to %s (open it in ui.perfetto.dev)\n", used,
-              static_cast<unsigned long long>(total_slices), options.output.c_str());
+  std::printf("timeline: %zu trace(s), %llu op slice(s), %.1f MB written to %s in %.1f s (open it in ui.perfetto.dev)\n",
+              used, static_cast<unsigned long long>(total_slices), static_cast<double>(out.written()) / 1e6,
+              options.output.c_str(), std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   return 0;
 }
 

@@ -7,18 +7,29 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ncclwatch::report {
 
 struct Options {
   std::vector<std::string> inputs;
+  // The output format, from --format text|json|csv or its older spellings --json and --csv (main
+  // refuses two that disagree, so at most one of these is set).
   bool json = false;
+  bool csv = false;           // summary, leaks, latency, hang (summary refuses it)
+  std::string format;         // --format as given ("" when not)
   bool symbolize = true;
-  bool csv = false;           // latency
   std::string output;         // timeline, html, metrics ("" or "-": standard output where allowed)
   bool all_jobs = false;      // a launcher folder: every job in it, not the newest
+  // timeline filters
+  std::string timeline_ranks;               // "0-3,8"
+  std::string timeline_comm;                // id or name
+  std::optional<double> timeline_from_s;    // seconds from the timeline's origin
+  std::optional<double> timeline_to_s;
+  bool timeline_no_flows = false;
 };
 
 int run_leaks(const Job& job, const Options& options);
@@ -42,6 +53,14 @@ std::string ranks_text(const std::vector<int32_t>& ranks, size_t limit = 16);
 // Writes `text` to standard output (path "" or "-") or to `path`, through a temporary file
 // renamed over it; false (named on stderr) when that fails.
 bool write_output_atomically(const std::string& path, const std::string& text);
+
+// CSV as RFC 4180 writes it, shared by every report that has a table. A field holding a comma, a
+// quote, CR or LF is quoted and its quotes doubled; rows end in "\n" (readers take it as CRLF).
+std::string csv_field(std::string_view text);
+// A JSON value as a cell: a string as it is, a float with 3 decimals, null empty, else its JSON text.
+std::string csv_cell(const nlohmann::json& value);
+// One row of `fields` (each through csv_field) on standard output.
+void write_csv_row(const std::vector<std::string>& fields);
 
 // Names unusable or damaged inputs on stderr.
 void print_problems(const std::vector<TraceProblem>& problems);

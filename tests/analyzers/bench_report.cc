@@ -1,6 +1,8 @@
 // Generates a synthetic job (default 256 ranks x 100,000 collectives, each with its GPU timing
-// record) and measures how fast the hang and latency analyses read it, in records per second.
-//   bench_report [--ranks N] [--ops N] [--dir DIR] [--keep]
+// record, or 1 in --sample N as the shim's default sampling gives) and measures how fast the hang
+// and latency analyses read it, in records per second, and how long the timeline takes to write
+// and how large it is (gzip, with and without flow arrows).
+//   bench_report [--ranks N] [--ops N] [--sample N] [--dir DIR] [--keep] [--timeline]
 #include "op_model.h"
 #include "reports.h"
 #include "synthetic_trace.h"
@@ -8,6 +10,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -25,7 +28,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-void write_rank(const std::string& dir, int rank, int nranks, uint64_t ops) {
+void write_rank(const std::string& dir, int rank, int nranks, uint64_t ops, uint64_t sample) {
   const int64_t start = 1'000'000'000;
   std::string host = "node" + std::to_string(rank / 8);
   testing::TraceFileWriter w(dir + "/" + host + "-" + std::to_string(10000 + rank) + "-1.nwt", host,
@@ -60,7 +63,8 @@ void write_rank(const std::string& dir, int rank, int nranks, uint64_t ops) {
     o.nranks = nranks;
     o.datatype = 7;
     o.redop = 0;
-    o.flags = trace::kOpTimed;
+    bool timed = s % sample == 1 % sample;
+    o.flags = timed ? trace::kOpTimed : 0;
     w.op(o);
     trace::GpuTimingRecord g{};
     g.launch_id = s;
@@ -69,7 +73,7 @@ void write_rank(const std::string& dir, int rank, int nranks, uint64_t ops) {
     g.gpu_end_ns = t + 30000 + static_cast<int64_t>(o.count / 100);
     g.ops = 1;
     g.flags = trace::kTimingHasBegin;
-    w.timing(g);
+    if (timed) w.timing(g);
     t = g.gpu_end_ns + 50000;
   }
 }
@@ -86,15 +90,18 @@ int main(int argc, char** argv) {
   int ranks = 256;
   uint64_t ops = 100000;
   std::string dir;
-  bool keep = false;
+  bool keep = false, timeline = false;
+  uint64_t sample = 1;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--ranks" && i + 1 < argc) ranks = std::stoi(argv[++i]);
     else if (a == "--ops" && i + 1 < argc) ops = std::stoull(argv[++i]);
     else if (a == "--dir" && i + 1 < argc) dir = argv[++i];
+    else if (a == "--sample" && i + 1 < argc) sample = std::max<uint64_t>(1, std::stoull(argv[++i]));
     else if (a == "--keep") keep = true;
+    else if (a == "--timeline") timeline = true;
     else {
-      std::fprintf(stderr, "usage: bench_report [--ranks N] [--ops N] [--dir DIR] [--keep]\n");
+      std::fprintf(stderr, "usage: bench_report [--ranks N] [--ops N] [--sample N] [--dir DIR] [--keep] [--timeline]\n");
       return 2;
     }
   }
@@ -104,9 +111,9 @@ int main(int argc, char** argv) {
     fs::create_directories(dir);
     auto t0 = std::chrono::steady_clock::now();
     parallel_for(static_cast<size_t>(ranks), reader_threads(static_cast<size_t>(ranks)),
-                 [&](size_t r, unsigned) { write_rank(dir, static_cast<int>(r), ranks, ops); });
-    std::printf("generated %d ranks x %llu collectives (+ GPU timing each) in %.1f s into %s\n", ranks,
-                static_cast<unsigned long long>(ops), seconds_since(t0), dir.c_str());
+                 [&](size_t r, unsigned) { write_rank(dir, static_cast<int>(r), ranks, ops, sample); });
+    std::printf("generated %d ranks x %llu collectives (GPU timing for 1 in %llu) in %.1f s into %s\n", ranks,
+                static_cast<unsigned long long>(ops), static_cast<unsigned long long>(sample), seconds_since(t0), dir.c_str());
   }
   uintmax_t bytes = 0;
   for (const auto& e : fs::directory_iterator(dir)) bytes += e.file_size();
@@ -130,6 +137,20 @@ int main(int argc, char** argv) {
     return hang_json(a, findings).dump().size();
   });
   measure("latency", false, [](const JobAnalysis& a) { return latency_json(a).dump().size(); });
+  if (timeline) {
+    for (bool flows : {true, false}) {
+      Options options;
+      options.inputs = {dir};
+      options.output = dir + "/../ncclwatch-bench-timeline-" + std::to_string(getpid()) + ".json.gz";
+      options.timeline_no_flows = !flows;
+      auto t0 = std::chrono::steady_clock::now();
+      int status = run_timeline(options);
+      double s = seconds_since(t0);
+      std::printf("timeline %s: exit %d in %.2f s, %.1f MB gzip; peak RSS %ld MB\n", flows ? "with flows" : "--no-flows",
+                  status, s, static_cast<double>(fs::file_size(options.output)) / 1e6, peak_rss_mb());
+      fs::remove(options.output);
+    }
+  }
   if (!keep && !reuse) fs::remove_all(dir);
   return 0;
 }

@@ -1,8 +1,8 @@
 // libFuzzer target: any bytes as a trace file through every report ncclwatch-report has: dump,
 // leaks (text and JSON, symbolizing the call sites of the file's own module records), summary,
-// hang, latency (text, CSV and JSON) and timeline. Nothing may crash, hang, read out of bounds,
-// overflow a signed integer or grow memory past what the file justifies (run_fuzz.sh sets the
-// limits).
+// hang, latency (text, CSV and JSON), timeline (plain and gzip), html and metrics. Nothing may
+// crash, hang, read out of bounds, overflow a signed integer or grow memory past what the file
+// justifies (run_fuzz.sh sets the limits).
 #include "op_model.h"
 #include "reports.h"
 
@@ -52,6 +52,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   run_latency(options);
   options.csv = true;
   run_latency(options);
+  run_leaks(job, options);
+  run_hang(options);
   options.csv = false;
   options.json = true;
   run_leaks(job, options);
@@ -60,5 +62,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   run_latency(options);
   options.output = "/dev/null";
   run_timeline(options);
+  options.output = path + ".out.json.gz";
+  run_timeline(options);
+  options.output = path + ".html";
+  run_html(options);
+  options.output = "";
+  run_metrics(options);
   return 0;
 }

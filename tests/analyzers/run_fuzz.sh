@@ -36,7 +36,7 @@ sources="$(ls "$root"/analyzers/*.cc | grep -v '/main\.cc$') $here/fuzz_reader.c
 # time, and fmt itself is not what is fuzzed. Line tables are all the crash reports need.
 flags="-std=c++20 -O1 -gline-tables-only -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -I$root/analyzers -I$root/common"
 link="-fsanitize=fuzzer,address,undefined"
-libs="-lfmt -ldw -lelf -lpthread"
+libs="-lfmt -ldw -lelf -lz -lpthread"
 start=$(date +%s)
 if command -v ninja >/dev/null 2>&1; then
   # A ninja file: objects build in parallel and only when their source or a header changed.

@@ -156,6 +156,10 @@ def test_metrics_file_replaced_in_one_step():
         p = report("metrics", d, "-o", target)
         os.chmod(out, stat.S_IRWXU)
         check(p.returncode == 2 and target in p.stderr, (p.returncode, p.stderr))
+    # A device or link is written to, never renamed over (as root a rename would replace /dev/stdout).
+    if os.path.islink("/dev/stdout"):
+        p = report("metrics", d, "-o", "/dev/stdout")
+        check(p.returncode == 0 and p.stdout.startswith("# HELP") and os.path.islink("/dev/stdout"), p.stderr)
     missing = os.path.join(out, "no-such-folder", "x.prom")
     p = report("metrics", d, "-o", missing)
     check(p.returncode == 2 and missing in p.stderr, (p.returncode, p.stderr))

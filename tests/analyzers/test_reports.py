@@ -1,6 +1,8 @@
 """ncclwatch-report on synthetic jobs (written by gen_job, following trace_format.h exactly):
 what each report says, its exit status, and what it names on stderr. The hostile-input cases at
 the end use traces crafted byte by byte (craft_trace.py)."""
+import csv
+import io
 import json
 import os
 import random
@@ -211,7 +213,7 @@ def test_timeline_one_slice_per_op():
     check(p.returncode == 0, p.stderr)
     with open(out) as f:
         t = json.load(f)
-    slices = [e for e in t["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "nccl"]
+    slices = [e for e in t["traceEvents"] if e.get("ph") == "X" and "seq" in e.get("args", {})]
     check(len(slices) == 4 * 60, len(slices))
     check(all({"seq", "bytes", "comm"} <= set(e["args"]) for e in slices), slices[0])
     check(sorted({e["args"]["seq"] for e in slices}) == list(range(1, 61)), "seqs")
@@ -370,6 +372,130 @@ def test_clean_job_exit_0():
         check(p.returncode == 0, (sub, p.returncode, p.stdout, p.stderr))
     rc, out, _ = report_json("hang", d)
     check(out["verdict"] == "no hang or mismatch found", out["verdict"])
+
+
+# --format text|json|csv: one spelling across the reports with tables ---------------------------
+
+def report_csv(*args):
+    """(exit status, rows as csv.reader reads them, header first): the bytes as written, with no
+    newline translation, so that a CR inside a field reaches the reader."""
+    p = run_raw(list(args))
+    check(0 <= p.returncode < 3 and p.stdout, (args, p.returncode, p.stderr))
+    return p.returncode, list(csv.reader(io.StringIO(p.stdout.decode("utf-8"), newline="")))
+
+
+def as_dicts(rows):
+    header, body = rows[0], rows[1:]
+    check(all(len(r) == len(header) for r in body), rows)
+    return [dict(zip(header, r)) for r in body]
+
+
+def hang_findings_from_json(out):
+    """(comm, finding, first seq, last seq) for each finding of `hang --json`, as the CSV names them."""
+    found = []
+    for c in out["comms"]:
+        if c["absent_count"]:
+            found.append((c["comm"], "absent_rank", "", ""))
+        found += [(c["comm"], "missing_rank", str(m["first_missing_seq"]), str(m["first_missing_seq"])) for m in c["missing"]]
+        found += [(c["comm"], "never_completed", str(m["from_seq"]), str(m["to_seq"])) for m in c["incomplete"]]
+        found += [(c["comm"], "mismatch", str(m["seq"]), str(m["seq"])) for m in c["mismatches"]]
+        if c.get("mismatches_not_detailed"):
+            found.append((c["comm"], "mismatch_not_detailed", "", ""))
+        found += [(c["comm"], "divergence", str(d["from_seq"]), str(d["to_seq"])) for d in c["divergence"]]
+        found += [(c["comm"], "stall", str(s["seq"]), str(s["seq"])) for s in c["stalls"]]
+        found += [(c["comm"], "p2p_unmatched", "", "") for _ in c["p2p_unmatched"]]
+        found += [(c["comm"], "straggler", "", "") for r in c["stragglers"]["ranks"] if r["finding"]]
+    found += [("", "environment", "", "") for _ in out["environment"]]
+    return found
+
+
+def test_csv_tables_agree_with_json():
+    for scenario in ("clean", "count_mismatch_then_stop", "skip_interleaved_4", "straggler", "env_diff", "html_demo"):
+        d = job(scenario)
+        # hang: one row per finding, in hang --json's order, with its seqs and exit status
+        rc_json, out, _ = report_json("hang", d)
+        rc, rows = report_csv("hang", "--format", "csv", d)
+        check(rows[0] == ["comm", "name", "finding", "first_seq", "last_seq", "ranks", "detail"], rows[0])
+        found = [(r["comm"], r["finding"], r["first_seq"], r["last_seq"]) for r in as_dicts(rows)]
+        check(rc == rc_json and found == hang_findings_from_json(out), (scenario, rc, rc_json, found))
+        names = {c["comm"]: c.get("name", "") for c in out["comms"]}
+        check(all(r["name"] == names.get(r["comm"], "") and r["detail"] for r in as_dicts(rows)), (scenario, rows))
+        missing = [(r["ranks"], r["first_seq"]) for r in as_dicts(rows) if r["finding"] == "missing_rank"]
+        check(missing == [(str(m["rank"]), str(m["first_missing_seq"])) for c in out["comms"] for m in c["missing"]], missing)
+        # leaks: one row per leaked rank instance (and unreleased resource), as leaks --json lists them
+        rc_json, out, _ = report_json("leaks", d)
+        rc, rows = report_csv("leaks", "--format", "csv", d)
+        leaks = as_dicts(rows)
+        check(rc == rc_json and len(leaks) == len(out["leaks"]), (scenario, rc, rc_json, len(leaks), len(out["leaks"])))
+        for row, leak in zip(leaks, out["leaks"]):
+            check((row["kind"], row["comm"], row["rank"], row["state"], row["host"], row["pid"], row["trace"]) ==
+                  ("communicator", leak["comm"], str(leak["rank"]), leak["state"], leak["host"], str(leak["pid"]),
+                   leak["trace"]), (row, leak))
+        # latency: the same rows as latency --json
+        _, out, _ = report_json("latency", d)
+        rc, rows = report_csv("latency", "--format", "csv", d)
+        lat = as_dicts(rows)
+        check(rc == 0 and [(r["comm"], r["op"], r["bytes"], r["calls"], r["timing"]) for r in lat] ==
+              [(r["comm"], r["op"], str(r["bytes"]), str(r["calls"]), r["timing"]) for r in out["rows"]], (scenario, lat))
+    # What each scenario is known to hold, so that agreeing on nothing cannot pass.
+    _, rows = report_csv("hang", "--format", "csv", job("count_mismatch_then_stop"))
+    kinds = [r["finding"] for r in as_dicts(rows)]
+    check(kinds.count("mismatch") == 1 and kinds.count("missing_rank") == 1 and kinds.count("stall") == 3, kinds)
+    mismatch = next(r for r in as_dicts(rows) if r["finding"] == "mismatch")
+    check((mismatch["first_seq"], mismatch["ranks"]) == ("3", "1") and "count" in mismatch["detail"], mismatch)
+    _, rows = report_csv("hang", "--format", "csv", job("skip_interleaved_4"))
+    div = [(r["name"], r["first_seq"], r["last_seq"], r["ranks"]) for r in as_dicts(rows) if r["finding"] == "divergence"]
+    check(("world", "6", "10", "1") in div, div)
+    _, rows = report_csv("leaks", "--format", "csv", job("html_demo"))
+    check(rows[1:] and {r["state"] for r in as_dicts(rows)} == {"leaked"}, rows)
+
+
+def test_csv_hostile_name_round_trips():
+    d = tempdir()
+    hostile = 'tp,"world"\r\nrank,0'
+    with open(os.path.join(d, "t.nwt"), "wb") as f:
+        f.write(craft_trace.leaked_comm_named(hostile.encode()))
+    for args in (["leaks", "--format", "csv", d], ["leaks", "--format", "csv", "--no-symbols", d]):
+        rc, rows = report_csv(*args)
+        leaks = as_dicts(rows)
+        check(rc == 1 and len(leaks) == 1, (rc, rows))
+        check(leaks[0]["name"] == hostile and leaks[0]["kind"] == "communicator" and leaks[0]["state"] == "leaked",
+              leaks[0])
+    rc, out, _ = report_json("leaks", d)
+    check(out["leaks"][0]["name"] == hostile and leaks[0]["comm"] == out["leaks"][0]["comm"], out["leaks"][0])
+
+
+def test_format_conflicts_refused():
+    d = job("count_mismatch_then_stop")
+    for sub in ("summary", "leaks", "latency", "hang"):
+        # --format json is --json; --format text the default
+        check(report(sub, "--format", "json", d).stdout == report(sub, "--json", d).stdout, sub)
+        check(report(sub, "--format", "text", d).stdout == report(sub, d).stdout, sub)
+        p = report(sub, "--json", "--format", "json", d)
+        check(p.returncode == report(sub, "--json", d).returncode and json.loads(p.stdout), (sub, p.returncode, p.stderr))
+        p = report(sub, "--json", "--format", "csv", d)
+        check(p.returncode == 2 and p.stdout == "" and "--json and --format csv" in p.stderr and
+              "different output formats" in p.stderr, (sub, p.returncode, p.stdout[:200], p.stderr))
+        p = report(sub, "--format", "xml", d)
+        check(p.returncode == 2 and p.stdout == "", (sub, p.returncode))
+    for args in (["--csv", "--json"], ["--csv", "--format", "text"], ["--csv", "--format", "json"]):
+        p = report("latency", *args, d)
+        check(p.returncode == 2 and p.stdout == "" and "different output formats" in p.stderr, (args, p.stderr))
+    # The summary is no table: refused, naming the reports that have one, before reading anything.
+    for args in (["summary", "--format", "csv", d], ["--format", "csv", d]):
+        p = report(*args)
+        check(p.returncode == 2 and p.stdout == "" and all(r in p.stderr for r in ("leaks", "latency", "hang")),
+              (args, p.returncode, p.stderr))
+    p = report("--help")
+    check("--format csv" in p.stdout, p.stdout)
+
+
+def test_latency_csv_alias_byte_identical():
+    for d in (job("clean"), job("host_timing"), os.path.join(REAL, "straggler")):
+        alias, spelled = run_raw(["latency", "--csv", d]), run_raw(["latency", "--format", "csv", d])
+        check(alias.returncode == spelled.returncode == 0 and alias.stdout == spelled.stdout, (d, alias.stdout, spelled.stdout))
+        check(alias.stdout.startswith(b"comm,op,bytes,nranks,calls,p50_us,p90_us,p99_us,max_us,algbw_gbps,busbw_gbps,"
+                                      b"first_call_max_us,timing\n"), alias.stdout[:200])
 
 
 # Hostile input: what a report must survive -----------------------------------------------------
