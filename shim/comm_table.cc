@@ -66,6 +66,8 @@ uint32_t CommTrack::count_launch_of_shape(uint64_t shape) noexcept {
 
 void publish_comm(CommTrack* track) noexcept {
   std::lock_guard lock(g_writers);
+  track->published_before = detail::g_newest_published.load(std::memory_order_relaxed);
+  detail::g_newest_published.store(track, std::memory_order_release);
   TableChange change;
   CommSlot* slots = detail::comm_slots();
   uint32_t home = home_slot(track->handle);
@@ -130,6 +132,7 @@ void retire_comm(uint64_t handle) noexcept {
 namespace ncclwatch {
 void comm_table_after_fork_in_child() noexcept {
   new (&g_writers) std::mutex();
+  detail::g_newest_published.store(nullptr, std::memory_order_relaxed);
   TableChange change;
   detail::CommSlot* slots = detail::comm_slots();
   for (int i = 0; i < detail::kCommSlots; ++i) {

@@ -35,6 +35,9 @@ struct CommTrack {
   std::atomic<uint32_t> other_shape_launches{0};
   // How many launches of `shape` (a hash, op_shape()) came before this one.
   uint32_t count_launch_of_shape(uint64_t shape) noexcept;
+  // The track published before this one (every track ever published, newest first: counters
+  // outlive the communicator, for the live metrics).
+  CommTrack* published_before = nullptr;
   // Point-to-point seqs per peer: [peer] sends, [nranks + peer] receives; allocated on first use.
   std::atomic<std::atomic<uint64_t>*> p2p{nullptr};
 
@@ -52,6 +55,8 @@ void retire_comm(uint64_t handle) noexcept;
 // Calls `visit(const CommTrack&)` for every live comm (stall snapshots). Lock-free, may miss a comm
 // published concurrently.
 template <class F> void for_each_comm(F&& visit);
+// Calls `visit(const CommTrack&)` for every comm published in this process, released or not.
+template <class F> void for_each_comm_ever(F&& visit);
 
 namespace detail {
 inline constexpr int kCommSlots = 8192;  // power of two
@@ -65,6 +70,7 @@ CommSlot* comm_slots() noexcept;
 CommTrack* find_comm_track_in_table(uint64_t handle) noexcept;
 // Bumped after every change to the table: a memo taken at an older version is stale.
 inline std::atomic<uint64_t> g_comm_table_version{0};
+inline std::atomic<CommTrack*> g_newest_published{nullptr};
 }  // namespace detail
 
 inline CommTrack* find_comm_track(uint64_t handle) noexcept {
@@ -84,6 +90,11 @@ template <class F> void for_each_comm(F&& visit) {
     if (handle == detail::kEmptySlot || handle == detail::kRetiredSlot) continue;
     if (CommTrack* t = slots[i].track.load(std::memory_order_acquire)) visit(*t);
   }
+}
+
+template <class F> void for_each_comm_ever(F&& visit) {
+  // Acquire pairs with the release in publish_comm(): each track is complete when seen.
+  for (CommTrack* t = detail::g_newest_published.load(std::memory_order_acquire); t; t = t->published_before) visit(*t);
 }
 
 }  // namespace ncclwatch

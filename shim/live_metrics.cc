@@ -89,21 +89,24 @@ std::string metrics_text(bool exiting) {
   out.sample({{"host", me.host}, {"pid", pid}}, static_cast<double>(lost_record_count()));
 
   struct Rank {
-    std::string comm, rank;
-    uint64_t issued, completed;
-    uint32_t stalls, unresolved;
+    uint64_t issued = 0, completed = 0;
+    uint32_t stalls = 0, unresolved = 0;
   };
-  std::vector<Rank> ranks;
-  for_each_comm([&](const CommTrack& t) {
+  // Every communicator this process made: a counter stays when its communicator is released. One
+  // series per (comm, rank): a communicator made twice with one identity adds up.
+  std::map<std::pair<std::string, std::string>, Rank> ranks;
+  for_each_comm_ever([&](const CommTrack& t) {
     char id[17];
     std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(t.id));
-    ranks.push_back({id, std::to_string(t.rank), t.issued.load(std::memory_order_relaxed),
-                     t.completed.load(std::memory_order_relaxed), t.stalls.load(std::memory_order_relaxed),
-                     t.unresolved_stalls.load(std::memory_order_relaxed)});
+    Rank& r = ranks[{id, std::to_string(t.rank)}];
+    r.issued += t.issued.load(std::memory_order_relaxed);
+    r.completed += t.completed.load(std::memory_order_relaxed);
+    r.stalls += t.stalls.load(std::memory_order_relaxed);
+    r.unresolved += t.unresolved_stalls.load(std::memory_order_relaxed);
   });
   auto each_rank = [&](const m::Family& family, auto value) {
     out.family(family);
-    for (const Rank& r : ranks) out.sample({{"comm", r.comm}, {"rank", r.rank}}, static_cast<double>(value(r)));
+    for (const auto& [key, r] : ranks) out.sample({{"comm", key.first}, {"rank", key.second}}, static_cast<double>(value(r)));
   };
   each_rank(m::kOpsIssued, [](const Rank& r) { return r.issued; });
   // Completion is known from the GPU only: without GPU timing the family is left out.

@@ -117,6 +117,23 @@ def live_metrics_through_node_exporter():
               pick(offline, "ncclwatch_ops_issued_total", rank=rank) == [issued], (rank, final_scrape, offline))
 
 
+def released_communicators_keep_their_counters():
+    # Both ranks make two communicators, run every kind of op on them and destroy them: the last
+    # write at exit still counts their ops (counters outlive what they count), as the traces do.
+    job = Job([app("collectives_app"), "mixed"], nranks=2)
+    files = os.path.join(job.tmp, "textfiles")
+    os.makedirs(files)
+    job.env.update({"NCCLWATCH_METRICS_FILE": os.path.join(files, "m-%p.prom"), "NCCLWATCH_METRICS_SEC": "0.1"})
+    for rank, r in enumerate(job.run()):
+        check(r.returncode == 0, f"rank {rank}: exit {r.returncode}: {r.stderr}")
+    live = [s for f in os.listdir(files) for s in parse(open(os.path.join(files, f)).read())]
+    offline = parse(subprocess.run([REPORT, "metrics", job.trace_dir], capture_output=True, text=True, check=True).stdout)
+    issued = lambda samples: sorted((l["comm"], l["rank"], v) for n, l, v in samples if n == "ncclwatch_ops_issued_total")  # noqa: E731
+    check(len(issued(live)) == 4 and issued(live) == issued(offline), (issued(live), issued(offline)))
+    check(sum(pick(live, "ncclwatch_communicators", state="destroyed")) == 4, live)
+    check(not pick(live, "ncclwatch_communicators", state="alive"), live)
+
+
 def unwritable_metrics_file_costs_only_the_metrics():
     job = Job([app("collectives_app"), "mixed"], nranks=2)
     target = os.path.join(job.tmp, "no-such-folder", "m.prom")
@@ -130,4 +147,5 @@ def unwritable_metrics_file_costs_only_the_metrics():
 
 
 if __name__ == "__main__":
-    main({f.__name__: f for f in (live_metrics_through_node_exporter, unwritable_metrics_file_costs_only_the_metrics)})
+    main({f.__name__: f for f in (live_metrics_through_node_exporter, released_communicators_keep_their_counters,
+                                  unwritable_metrics_file_costs_only_the_metrics)})
