@@ -120,19 +120,29 @@ std::map<uint64_t, std::string> comm_names(const Job& job) {
   return names;
 }
 
-// P(X >= k) for X ~ Binomial(n, p), summed in log space so that large n cannot overflow.
+// P(X >= k) for X ~ Binomial(n, p). The first term comes from lgamma (no overflow for large n);
+// each next one from the one before, P(i+1) / P(i) = (n-i)/(i+1) * p/(1-p), kept relative to the
+// first (rescaled as it grows) so that neither underflow nor overflow loses it. Past the mode the
+// terms fall geometrically: the sum stops when they no longer change a double.
 double binomial_tail(uint64_t n, uint64_t k, double p) {
   if (k == 0) return 1.0;
   if (k > n || p <= 0) return 0.0;
   if (p >= 1) return 1.0;
-  double total = 0;
-  for (uint64_t i = k; i <= n && i < k + 100000; ++i) {
-    double log_term = std::lgamma(static_cast<double>(n) + 1) - std::lgamma(static_cast<double>(i) + 1) -
-                      std::lgamma(static_cast<double>(n - i) + 1) + static_cast<double>(i) * std::log(p) +
-                      static_cast<double>(n - i) * std::log1p(-p);
-    total += std::exp(log_term);
+  const double dn = static_cast<double>(n), dk = static_cast<double>(k);
+  double log_first = std::lgamma(dn + 1) - std::lgamma(dk + 1) - std::lgamma(dn - dk + 1) + dk * std::log(p) +
+                     (dn - dk) * std::log1p(-p);
+  const double odds = p / (1 - p), mode = dn * p;
+  double term = 1, sum = 0, log_scale = 0;  // the tail is exp(log_first + log_scale) * sum
+  for (uint64_t i = k; i <= n; ++i) {
+    sum += term;
+    if (static_cast<double>(i) > mode && term < sum * 1e-17) break;
+    term *= static_cast<double>(n - i) / static_cast<double>(i + 1) * odds;
+    if (sum > 1e280) {
+      sum *= 1e-280, term *= 1e-280;
+      log_scale += 280 * std::log(10.0);
+    }
   }
-  return std::min(total, 1.0);
+  return std::min(std::exp(log_first + log_scale + std::log(sum)), 1.0);
 }
 
 std::string comm_label(uint64_t id, const std::map<uint64_t, std::string>& names) {

@@ -62,6 +62,9 @@ std::string csv_cell(const nlohmann::json& value);
 // One row of `fields` (each through csv_field) on standard output.
 void write_csv_row(const std::vector<std::string>& fields);
 
+// P(X >= k) for X ~ Binomial(n, p): how likely a rank is last at k of n seqs by chance.
+double binomial_tail(uint64_t n, uint64_t k, double p);
+
 // Names unusable or damaged inputs on stderr.
 void print_problems(const std::vector<TraceProblem>& problems);
 

@@ -61,6 +61,26 @@ TEST_CASE("histogram buckets cover every value once") {
   CHECK(LatencyHistogram::bucket_of(~0ull >> 1) == LatencyHistogram::kBuckets - 1);
 }
 
+TEST_CASE("the binomial tail matches a term-by-term sum in log space") {
+  // Reference values: every term of the tail summed in log space (Python's math.lgamma).
+  struct Case {
+    uint64_t n, k;
+    double p, tail;
+  };
+  const Case cases[] = {{7, 7, 0.5, 0.0078125},          {11, 10, 0.5, 0.005859375},
+                        {20, 3, 0.25, 0.908739567535124}, {1000, 20, 1.0 / 64, 0.16075696064323755},
+                        {100000, 1700, 1.0 / 64, 0.0002815090750820004},
+                        {100000, 1500, 1.0 / 64, 0.9466329292975971},
+                        {100000, 50000, 0.5, 0.5012615631744786}, {60, 1, 1.0 / 64, 0.6112821104344233}};
+  for (const Case& c : cases) {
+    INFO("n " << c.n << " k " << c.k << " p " << c.p);
+    CHECK(binomial_tail(c.n, c.k, c.p) == Approx(c.tail).epsilon(1e-9));
+  }
+  CHECK(binomial_tail(100000, 100000, 0.5) < 1e-300);  // underflows to 0, never NaN
+  CHECK(binomial_tail(5, 0, 0.3) == 1.0);
+  CHECK(binomial_tail(5, 6, 0.3) == 0.0);
+}
+
 TEST_CASE("sizes and bus bandwidth follow nccl-tests") {
   using trace::Api;
   CHECK(bytes_of(Api::kAllReduce, 1000, 7, 8) == 4000);
