@@ -9,46 +9,25 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 import zlib
 
-REPORT = os.environ["NCCLWATCH_REPORT"]
-GEN = os.environ["NCCLWATCH_GEN_JOB"]
-REAL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "real")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report_harness import REAL, REPORT, check, job, run_case, tempdir  # noqa: E402
+from report_harness import report as harness_report  # noqa: E402
+
 SKIP = 77  # meson's "skipped"
 
 # The hostile communicator name of gen_job's html_demo scenario.
 HOSTILE = "tp<script>alert(\"x&y\")</script>'\u00fc"
 
-CREATED = []
-
-
-def tempdir():
-    d = tempfile.mkdtemp(prefix="ncclwatch-html-")
-    CREATED.append(d)
-    return d
-
-
-def job(scenario):
-    d = tempdir()
-    subprocess.run([GEN, scenario, d], check=True, stdout=subprocess.DEVNULL)
-    return d
-
 
 def report(*args):
-    p = subprocess.run([REPORT, *args], capture_output=True, text=True, timeout=120)
-    assert p.returncode in (0, 1, 2), f"crashed: {p.returncode}\n{p.stderr}"
-    return p
+    return harness_report(*args)
 
 
 def report_json(*args):
     p = report(*args, "--json")
     return json.loads(p.stdout)
-
-
-def check(cond, msg):
-    if not cond:
-        raise AssertionError(msg)
 
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
@@ -398,10 +377,4 @@ def test_drawn_in_headless_chromium():
 
 
 if __name__ == "__main__":
-    name = sys.argv[1]
-    try:
-        globals()["test_" + name]()
-    finally:
-        for d in CREATED:
-            shutil.rmtree(d, ignore_errors=True)
-    print("ok", name)
+    run_case(globals())

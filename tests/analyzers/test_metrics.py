@@ -7,38 +7,11 @@ import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import craft_trace  # noqa: E402
 
-REPORT = os.environ["NCCLWATCH_REPORT"]
-GEN = os.environ["NCCLWATCH_GEN_JOB"]
-REAL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "real")
-CREATED = []
-
-
-def tempdir():
-    d = tempfile.mkdtemp(prefix="ncclwatch-metrics-")
-    CREATED.append(d)
-    return d
-
-
-def job(scenario):
-    d = tempdir()
-    subprocess.run([GEN, scenario, d], check=True, stdout=subprocess.DEVNULL)
-    return d
-
-
-def check(cond, msg):
-    if not cond:
-        raise AssertionError(msg)
-
-
-def report(*args):
-    p = subprocess.run([REPORT, *args], capture_output=True, text=True, timeout=120)
-    check(p.returncode in (0, 1, 2), f"crashed: {p.returncode}\n{p.stderr}")
-    return p
+from report_harness import REAL, check, job, report, run_case, tempdir  # noqa: E402
 
 
 def promtool_accepts(text, what):
@@ -167,10 +140,4 @@ def test_metrics_file_replaced_in_one_step():
 
 
 if __name__ == "__main__":
-    name = sys.argv[1]
-    try:
-        globals()["test_" + name]()
-    finally:
-        for d in CREATED:
-            shutil.rmtree(d, ignore_errors=True)
-    print("ok", name)
+    run_case(globals())

@@ -11,50 +11,17 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import craft_trace  # noqa: E402
 
-REPORT = os.environ["NCCLWATCH_REPORT"]
-GEN = os.environ["NCCLWATCH_GEN_JOB"]
-
-
-CREATED = []
-
-
-def tempdir():
-    d = tempfile.mkdtemp(prefix="ncclwatch-analyzers-")
-    CREATED.append(d)
-    return d
-
-
-def job(scenario):
-    d = tempdir()
-    subprocess.run([GEN, scenario, d], check=True, stdout=subprocess.DEVNULL)
-    return d
-
-
-def report(*args):
-    p = subprocess.run([REPORT, *args], capture_output=True, text=True, timeout=60)
-    assert p.returncode in (0, 1, 2), f"crashed: {p.returncode}\n{p.stderr}"
-    return p
-
-
-def report_json(*args):
-    p = report(*args, "--json")
-    return p.returncode, json.loads(p.stdout), p.stderr
+from report_harness import GEN, REAL, REPORT, check, job, report, report_json, run_case, tempdir  # noqa: E402
 
 
 def comm(out, name):
     found = [c for c in out["comms"] if c.get("name") == name]
     assert len(found) == 1, out["comms"]
     return found[0]
-
-
-def check(cond, msg):
-    if not cond:
-        raise AssertionError(msg)
 
 
 def test_count_mismatch_and_missing_rank():
@@ -141,7 +108,6 @@ def test_straggler_named_across_skewed_hosts():
 
 # Traces of real PyTorch jobs on two H200s (tests/gpu/torch_numbers.sh, trimmed, local paths
 # replaced): the shapes synthetic jobs cannot promise, such as a host running ahead of its GPU.
-REAL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "real")
 
 
 def test_real_straggler_lateness_is_the_sleep():
@@ -746,10 +712,4 @@ def test_header_only_trace_named():
 
 
 if __name__ == "__main__":
-    name = sys.argv[1]
-    try:
-        globals()["test_" + name]()
-    finally:
-        for d in CREATED:
-            shutil.rmtree(d, ignore_errors=True)
-    print("ok", name)
+    run_case(globals())

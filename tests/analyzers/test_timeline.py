@@ -2,32 +2,12 @@
 import gzip
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
-REPORT = os.environ["NCCLWATCH_REPORT"]
-GEN = os.environ["NCCLWATCH_GEN_JOB"]
-REAL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "real")
-CREATED = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-
-def tempdir():
-    d = tempfile.mkdtemp(prefix="ncclwatch-timeline-")
-    CREATED.append(d)
-    return d
-
-
-def job(scenario):
-    d = tempdir()
-    subprocess.run([GEN, scenario, d], check=True, stdout=subprocess.DEVNULL)
-    return d
-
-
-def check(cond, msg):
-    if not cond:
-        raise AssertionError(msg)
+from report_harness import REAL, REPORT, check, job, run_case, tempdir  # noqa: E402
 
 
 def timeline(path, *args, name="t.json"):
@@ -122,10 +102,4 @@ def test_filters_and_gzip():
 
 
 if __name__ == "__main__":
-    name = sys.argv[1]
-    try:
-        globals()["test_" + name]()
-    finally:
-        for d in CREATED:
-            shutil.rmtree(d, ignore_errors=True)
-    print("ok", name)
+    run_case(globals())
