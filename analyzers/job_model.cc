@@ -308,20 +308,6 @@ class ProcessBuilder {
 
 }  // namespace
 
-const char* state_name(CommState state) {
-  switch (state) {
-    case CommState::kDestroyed: return "destroyed";
-    case CommState::kFinalized: return "finalized";
-    case CommState::kAborted: return "aborted";
-    case CommState::kReleasedAtExit: return "released_at_exit";
-    case CommState::kDestroyHung: return "destroy_hung";
-    case CommState::kLeaked: return "leaked";
-    case CommState::kInitFailed: return "init_failed";
-    case CommState::kInitHung: return "init_hung";
-    case CommState::kReleaseUnrecorded: return "release_unrecorded";
-  }
-  return "unknown";
-}
 
 std::string hex_id(uint64_t id) { return fmt::format("{:016x}", id); }
 

@@ -4,6 +4,8 @@
 
 #include "trace_reader.h"
 
+#include <ncclwatch/lifecycle_rules.h>
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -14,15 +16,10 @@
 
 namespace ncclwatch::report {
 
-// End states, as named in the JSON contract.
-// kReleaseUnrecorded: the trace shows it alive, but the trace lost records (full) and the shim's
-// exit record says nothing was alive at exit: released, the record of it lost. Not a leak.
-enum class CommState { kDestroyed, kFinalized, kAborted, kReleasedAtExit, kDestroyHung, kLeaked, kInitFailed, kInitHung,
-                       kReleaseUnrecorded };
-const char* state_name(CommState state);
-inline bool is_leak(CommState s) {
-  return s == CommState::kLeaked || s == CommState::kReleasedAtExit || s == CommState::kDestroyHung;
-}
+// End states, as named in the JSON contract: the shim's list (lifecycle_rules.h).
+using CommState = lifecycle::EndState;
+inline const char* state_name(CommState state) { return lifecycle::end_state_name(state); }
+using lifecycle::is_leak;
 
 struct Module {
   uint64_t base;

@@ -574,10 +574,8 @@ void verdict_section(Page& page, const json& leaks, const json& hang, const std:
                            g["nranks"].get<int>(), states, esc(str(g, "created_at")), hosts));
     }
     page.add("</table>");
-    if (leaks.value("torch", false))
-      page.add("<p class=\"note\">Remedy: call <code>torch.distributed.destroy_process_group()</code> before the program exits.</p>");
-    else
-      page.add("<p class=\"note\">Remedy: call <code>ncclCommFinalize</code> then <code>ncclCommDestroy</code> on each communicator before exit.</p>");
+    page.add(fmt::format("<p class=\"note\">Remedy: {}.</p>",
+                         esc(leaks.value("torch", false) ? lifecycle::kTorchRemedy : lifecycle::kNcclRemedy)));
   }
   if (leaked_resources) {
     page.add("<h3>Resources never released</h3><table><tr><th>kind</th><th>API</th><th>comm</th><th>rank</th><th>bytes</th><th>host</th><th>pid</th><th>created at</th></tr>");

@@ -265,12 +265,11 @@ int run_leaks(const Job& job, const Options& options) {
       if (g.process->has_several_libraries()) fmt::print("      by NCCL {}\n", g.process->library_path(c));
     }
     for (const std::string& line : resource_lines) fmt::print("{}\n", line);
-    if (torch) fmt::print("  remedy: call torch.distributed.destroy_process_group() before the program exits\n");
-    else if (!groups.empty()) fmt::print("  remedy: call ncclCommFinalize then ncclCommDestroy on each communicator before exit\n");
+    if (torch) fmt::print("  remedy: {}\n", lifecycle::kTorchRemedy);
+    else if (!groups.empty()) fmt::print("  remedy: {}\n", lifecycle::kNcclRemedy);
   }
   for (const auto& [id, ranks] : finalized_only)
-    fmt::print("  note: comm {} was finalized but never destroyed on rank(s) {} (its host memory stays allocated)\n",
-               hex_id(id), ranks_list(ranks));
+    fmt::print("  note: comm {} on rank(s) {} was {}\n", hex_id(id), ranks_list(ranks), lifecycle::kFinalizedNote);
   for (const UntracedCopy& u : untraced)
     fmt::print("  NOT TRACED in {} process(es): {}: {} (its communicators are not counted here)\n", u.processes, u.path,
                u.reason);

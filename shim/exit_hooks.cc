@@ -64,19 +64,17 @@ void mark_exit_began(ExitReason reason, int signal) noexcept {
     write_exit_record(trace::RecordType::kExitBegin, reason, signal, 0, 0);
 }
 
-const char* state_name(CommPhase phase) {
-  switch (phase) {
-    case CommPhase::kAlive: return "leaked";
-    case CommPhase::kFinalized: return "finalized, never destroyed";
-    case CommPhase::kDestroying: return "destroy_hung (ncclCommDestroy never returned)";
-    case CommPhase::kAborting: return "destroy_hung (ncclCommAbort never returned)";
-    case CommPhase::kReleasedAtExit: return "released_at_exit";
-  }
-  return "?";
+// The end state, and what happened to it in words.
+void describe_end(AlertText& out, const CommEntry& c) {
+  out.add(lifecycle::end_state_name(end_state_at_exit(c.phase)));
+  if (c.phase == CommPhase::kDestroying) out.add(" (ncclCommDestroy never returned)");
+  if (c.phase == CommPhase::kAborting) out.add(" (ncclCommAbort never returned)");
+  if (c.phase == CommPhase::kReleasedAtExit) out.add(" by ").add(trace::api_name(c.released_by)).add(" during exit");
 }
 
 struct AlertCounts {
-  uint32_t comms = 0;
+  uint32_t comms = 0;         // still in the table: the exit record's live count
+  uint32_t leaked_comms = 0;  // of them, leaks (lifecycle::is_leak): what the alert counts
   uint32_t resources = 0;
   bool torch = false;
   bool complete = true;  // false when the state could not be read (signal path, lock busy)
@@ -99,17 +97,18 @@ AlertCounts build_alert(AlertText& out, bool wait) {
       [&](const std::vector<CommEntry>& comms, const std::vector<ResourceEntry>& resources, const ReleaseTally&) {
         for (const CommEntry& c : comms) {
           ++counts.comms;
-          counts.torch |= c.torch_caller;
+          bool leak = lifecycle::is_leak(end_state_at_exit(c.phase));
+          counts.leaked_comms += leak;
+          counts.torch |= leak && c.torch_caller;
           if (full()) {
             ++not_shown;
             continue;
           }
-          body.add("  comm ").add_hex(c.id, 16).add(" rank ").add_int(c.rank).add('/').add_int(c.nranks);
+          body.add(leak ? "  comm " : "  note: comm ").add_hex(c.id, 16).add(" rank ").add_int(c.rank).add('/').add_int(c.nranks);
           if (c.name[0]) body.add(" \"").add(c.name).add('"');
           body.add(" (").add(trace::api_name(c.created_by)).add(", age ").add_seconds(now - c.created_ns).add("): ");
-          body.add(state_name(c.phase));
-          if (c.phase == CommPhase::kReleasedAtExit)
-            body.add(" by ").add(trace::api_name(c.released_by)).add(" during exit");
+          if (leak) describe_end(body, c);
+          else body.add(lifecycle::kFinalizedNote);
           if (c.site[0]) body.add("; created at ").add(c.site);
           if (library_count() > 1) body.add("; by NCCL ").add(library_path(c.library_id));
           body.add('\n');
@@ -132,21 +131,19 @@ AlertCounts build_alert(AlertText& out, bool wait) {
       wait);
   if (not_shown) body.add("  ... and ").add_int(not_shown).add(" more, listed in the trace\n");
   counts.complete = read;
-  if (read && counts.comms == 0 && counts.resources == 0) return counts;
+  if (read && counts.leaked_comms == 0 && counts.resources == 0) return counts;
 
   out.add("ncclwatch: ");
   if (!read) {
     out.add("could not read the communicator table at exit (it was busy); see the trace\n");
   } else {
-    out.add_int(counts.comms).add(" communicator(s) never destroyed");
+    out.add_int(counts.leaked_comms).add(" communicator(s) never destroyed");
     if (counts.resources) out.add(", ").add_int(counts.resources).add(" NCCL resource(s) never released");
     out.add(" in pid ").add_int(proc.pid).add(" on ").add(proc.host.c_str());
     if (!proc.job_rank.empty()) out.add(" (job rank ").add(proc.job_rank.c_str()).add(')');
     out.add('\n').add(body.data());
-    if (counts.torch)
-      out.add("  remedy: call torch.distributed.destroy_process_group() before the program exits\n");
-    else if (counts.comms)
-      out.add("  remedy: call ncclCommFinalize then ncclCommDestroy on each communicator before exit\n");
+    if (counts.torch) out.add("  remedy: ").add(lifecycle::kTorchRemedy).add('\n');
+    else if (counts.leaked_comms) out.add("  remedy: ").add(lifecycle::kNcclRemedy).add('\n');
   }
   const char* path = trace_path_c();
   if (path[0]) out.add("  trace: ").add(path).add('\n');
@@ -172,7 +169,7 @@ bool finish_process(ExitReason reason, int signal, bool wait) {
   AlertText text(buffer, sizeof(buffer));
   AlertCounts counts = build_alert(text, wait);
   write_exit_record(trace::RecordType::kProcessEnd, reason, signal, counts.comms, counts.resources);
-  bool leaked = counts.comms + counts.resources > 0 || !counts.complete;
+  bool leaked = counts.leaked_comms + counts.resources > 0 || !counts.complete;
   if (leaked && config().on_leak != LeakPolicy::kOff) print(text);
   return leaked;
 }

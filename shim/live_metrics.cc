@@ -52,12 +52,14 @@ std::string expand_path(const std::string& pattern, const ProcessInfo& me) {
   return out;
 }
 
+// While the process runs, where each communicator's life is; at exit, its end state.
 const char* live_state_name(CommPhase phase, bool exiting) {
+  if (exiting) return lifecycle::end_state_name(end_state_at_exit(phase));
   switch (phase) {
-    case CommPhase::kAlive: return exiting ? "leaked" : "alive";
-    case CommPhase::kFinalized: return exiting ? "leaked" : "finalized";
-    case CommPhase::kDestroying: return exiting ? "destroy_hung" : "destroying";
-    case CommPhase::kAborting: return exiting ? "destroy_hung" : "aborting";
+    case CommPhase::kAlive: return "alive";
+    case CommPhase::kFinalized: return "finalized";
+    case CommPhase::kDestroying: return "destroying";
+    case CommPhase::kAborting: return "aborting";
     case CommPhase::kReleasedAtExit: return "released_at_exit";
   }
   return "unknown";

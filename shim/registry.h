@@ -3,6 +3,7 @@
 // entries so the signal path can read it without allocating.
 #pragma once
 
+#include <ncclwatch/lifecycle_rules.h>
 #include <ncclwatch/trace_format.h>
 
 #include <atomic>
@@ -18,6 +19,18 @@ enum class CommPhase : uint8_t {
   kAborting,        // ncclCommAbort entered, not returned
   kReleasedAtExit,  // destroyed or aborted only after the program began exiting
 };
+
+// How a communicator still in the table ends if the process exits now (lifecycle_rules.h).
+constexpr lifecycle::EndState end_state_at_exit(CommPhase phase) {
+  switch (phase) {
+    case CommPhase::kAlive: return lifecycle::EndState::kLeaked;
+    case CommPhase::kFinalized: return lifecycle::EndState::kFinalized;
+    case CommPhase::kDestroying:
+    case CommPhase::kAborting: return lifecycle::EndState::kDestroyHung;
+    case CommPhase::kReleasedAtExit: return lifecycle::EndState::kReleasedAtExit;
+  }
+  return lifecycle::EndState::kLeaked;
+}
 
 struct CommEntry {
   uint64_t handle = 0;
