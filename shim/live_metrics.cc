@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -68,15 +69,27 @@ const char* live_state_name(CommPhase phase, bool exiting) {
 std::string metrics_text(bool exiting) {
   const ProcessInfo& me = process_info();
   std::string pid = std::to_string(me.pid);
-  std::map<std::string, uint64_t> states, held;
+  // Counted into fixed arrays under the registry's spin lock (nothing allocated while application
+  // threads may wait for it), named after it is released.
+  constexpr size_t kPhases = static_cast<size_t>(CommPhase::kReleasedAtExit) + 1;
+  constexpr size_t kApis = 1024;
+  std::array<uint64_t, kPhases> phase_counts{};
+  std::array<uint64_t, kApis> api_counts{};
   ReleaseTally tally;
   registry().read(
       [&](const std::vector<CommEntry>& comms, const std::vector<ResourceEntry>& resources, const ReleaseTally& t) {
-        for (const CommEntry& c : comms) ++states[live_state_name(c.phase, exiting)];
-        for (const ResourceEntry& r : resources) ++held[trace::resource_kind(r.acquired_by)];
+        for (const CommEntry& c : comms)
+          if (static_cast<size_t>(c.phase) < kPhases) ++phase_counts[static_cast<size_t>(c.phase)];
+        for (const ResourceEntry& r : resources)
+          if (static_cast<size_t>(r.acquired_by) < kApis) ++api_counts[static_cast<size_t>(r.acquired_by)];
         tally = t;
       },
       true);
+  std::map<std::string, uint64_t> states, held;
+  for (size_t i = 0; i < kPhases; ++i)
+    if (phase_counts[i]) states[live_state_name(static_cast<CommPhase>(i), exiting)] += phase_counts[i];
+  for (size_t i = 0; i < kApis; ++i)
+    if (api_counts[i]) held[trace::resource_kind(static_cast<trace::Api>(i))] += api_counts[i];
   if (tally.destroyed) states["destroyed"] += tally.destroyed;
   if (tally.aborted) states["aborted"] += tally.aborted;
 
@@ -134,10 +147,11 @@ void write_metrics_file(bool exiting) {
   // A periodic write that waited while the final one ran must not replace it.
   if (!exiting && g_final_written.load(std::memory_order_relaxed)) return;
   const std::string path = expand_path(config().metrics_file, process_info());
-  // Not "*.prom": the textfile collector never reads the half-written temporary file.
-  const std::string temporary = path + ".tmp";
+  // Not "*.prom" (the textfile collector never reads it), and one per process (several processes
+  // given one path must not write into each other's temporary file).
+  const std::string temporary = path + ".tmp." + std::to_string(process_info().pid);
   std::string text = metrics_text(exiting);
-  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   bool ok = fd >= 0 && write_all(fd, text);
   if (fd >= 0) ok = ::close(fd) == 0 && ok;
   if (ok) ok = ::rename(temporary.c_str(), path.c_str()) == 0;

@@ -104,8 +104,11 @@ class Registry {
   template <class F> bool read(F&& reader, bool wait) {
     if (wait) lock_.lock();
     else if (!lock_.try_lock()) return false;
+    struct Unlock {
+      SpinLock& lock;
+      ~Unlock() { lock.unlock(); }
+    } unlock{lock_};  // released even if the reader throws
     reader(comms_, resources_, tally_);
-    lock_.unlock();
     return true;
   }
 
