@@ -6,6 +6,7 @@
 // (gpu_watchdog.cc). Launches without events after the last one with events are never reported:
 // the stream may be idle as well as stuck, and a false alarm is worse than none; a stuck one is
 // named once a later launch brings events.
+#include "background_thread.h"
 #include "clock.h"
 #include "config.h"
 #include "gpu_clock_refs.h"
@@ -139,7 +140,7 @@ void start_collector() noexcept {
     // Heap-allocated and never destroyed: the detached thread may still run while exit() runs
     // static destructors (a function-local static here would be destroyed under its feet).
     auto* collector = new Collector();
-    std::thread([collector] { collector->run(); }).detach();
+    start_background_thread("ncclwatch-gpu", [collector] { collector->run(); });
   } catch (...) {
     notice_once(Notice::kCollectorFailed, "ncclwatch: cannot start the GPU timing thread; ops are recorded untimed");
   }

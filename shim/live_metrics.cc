@@ -1,5 +1,6 @@
 #include "live_metrics.h"
 
+#include "background_thread.h"
 #include "comm_table.h"
 #include "config.h"
 #include "gpu_timer.h"
@@ -11,8 +12,6 @@
 #include <ncclwatch/metrics_text.h>
 
 #include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <array>
@@ -25,7 +24,6 @@
 #include <mutex>
 #include <new>
 #include <string>
-#include <thread>
 
 namespace ncclwatch {
 namespace {
@@ -177,11 +175,7 @@ void start_live_metrics() noexcept {
       g_started.exchange(true, std::memory_order_relaxed))
     return;
   try {
-    std::thread([] {
-      // Our thread must never take the application's signals (its handlers expect its threads).
-      sigset_t all;
-      sigfillset(&all);
-      pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    start_background_thread("ncclwatch-live", [] {
       while (!g_final_written.load(std::memory_order_relaxed)) {
         try {
           write_metrics_file(false);
@@ -191,7 +185,7 @@ void start_live_metrics() noexcept {
         }
         sleep_seconds(config().metrics_sec);
       }
-    }).detach();
+    });
   } catch (...) {
     notice_once(Notice::kMetricsWriteFailed, "ncclwatch: the live metrics writer could not start; no metrics file");
   }

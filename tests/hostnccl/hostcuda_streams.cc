@@ -5,6 +5,7 @@
 #include "hostcuda_streams.h"
 
 #include <pthread.h>
+#include <signal.h>
 
 #include <ctime>
 #include <thread>
@@ -29,7 +30,13 @@ Captured::~Captured() {
 }
 
 Worker::Worker() {
+  // The stand-in's stream threads keep out of the application's signals, as a driver's should:
+  // a test of who takes a process-directed signal then sees only the application's and the shim's.
+  sigset_t all, callers;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &callers);
   std::thread([this] { loop(); }).detach();
+  pthread_sigmask(SIG_SETMASK, &callers, nullptr);
 }
 
 void Worker::push(Item item) {

@@ -115,6 +115,47 @@ def ignored_hangup_stays_ignored():
     check(proc.returncode == -signal.SIGTERM, f"SIGTERM still ends it: exit {proc.returncode}")
 
 
+def blocked_signals(task_status):
+    return int(re.search(r"^SigBlk:\s*([0-9a-f]+)", task_status, re.M).group(1), 16)
+
+
+def signalfd_program_keeps_its_sigterm():
+    """A program that blocks SIGTERM in its threads and reads it from a signalfd must get it, not die by
+    it: the shim's threads (GPU timing, live metrics) block every signal, and are named as ours."""
+    tmp = tempfile.mkdtemp(prefix="ncclwatch-signalfd-")
+    env = dict(os.environ)
+    env.update({"LD_PRELOAD": SHIM, "NCCLWATCH_DIR": os.path.join(tmp, "traces"), "NCCLWATCH_SAMPLE": "1",
+                "NCCLWATCH_METRICS_FILE": os.path.join(tmp, "live.prom"), "NCCLWATCH_METRICS_SEC": "0.1",
+                "LD_LIBRARY_PATH": HOSTNCCL_DIR + ":" + env.get("LD_LIBRARY_PATH", "")})
+    proc = subprocess.Popen([app("lifecycle_app"), "signalfd"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
+    if proc.stdout.readline().strip() != "ready":
+        check(False, f"no ready line: exit {proc.wait()}: {proc.stderr.read()[-500:]}")
+    deadline = time.time() + 10
+    ours = {}
+    while time.time() < deadline and len(ours) < 2:
+        ours = {}
+        for task in os.listdir(f"/proc/{proc.pid}/task"):
+            name = open(f"/proc/{proc.pid}/task/{task}/comm").read().strip()
+            if name.startswith("ncclwatch"):
+                ours[name] = blocked_signals(open(f"/proc/{proc.pid}/task/{task}/status").read())
+        time.sleep(0.05)
+    if set(ours) != {"ncclwatch-gpu", "ncclwatch-live"}:
+        proc.kill()
+        check(False, f"the shim's threads by name: {sorted(ours)}")
+    # Every standard signal but the two no thread can block (SIGKILL, SIGSTOP).
+    wanted = sum(1 << (s - 1) for s in range(1, 32) if s not in (signal.SIGKILL, signal.SIGSTOP))
+    for name, mask in ours.items():
+        if mask & wanted != wanted:
+            proc.kill()
+            check(False, f"{name} takes signals: blocked {mask:x}, missing {wanted & ~mask:x}")
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=10)
+    check(proc.returncode == 0 and "took signal 15" in out,
+          f"SIGTERM did not reach the program's signalfd: exit {proc.returncode}, out {out!r}, err {err[-500:]}")
+
+
 if __name__ == "__main__":
     main({"signals_at_random_moments_always_kill": signals_at_random_moments_always_kill,
-          "ignored_hangup_stays_ignored": ignored_hangup_stays_ignored})
+          "ignored_hangup_stays_ignored": ignored_hangup_stays_ignored,
+          "signalfd_program_keeps_its_sigterm": signalfd_program_keeps_its_sigterm})

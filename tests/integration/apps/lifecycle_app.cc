@@ -7,6 +7,8 @@
 #include <nccl.h>
 
 #include "nccl_api.h"  // the device-communicator entry points
+#include <signal.h>
+#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -212,6 +214,33 @@ int churn() {
   }
 }
 
+// A server's way with signals: once running, it blocks SIGTERM in its threads and reads it from a
+// signalfd, then shuts down cleanly (exit 0, "took signal 15"). Launches are timed and live
+// metrics written, so the shim's threads are running when the signal comes: the signal stays
+// pending for the signalfd only while no thread leaves it unblocked.
+int takes_sigterm_from_a_signalfd() {
+  static float data[64];
+  ncclUniqueId id;
+  ncclComm_t comm = nullptr;
+  CHECK(ncclGetUniqueId(&id));
+  CHECK(ncclCommInitRank(&comm, 1, id, 0));
+  for (int i = 0; i < 20; ++i) CHECK(ncclAllReduce(data, data, 64, ncclFloat, ncclSum, comm, nullptr));
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &term, nullptr);
+  std::printf("ready\n");
+  std::fflush(stdout);
+  // Busy elsewhere when the signal comes (as a server is): it must wait, pending, for the read.
+  sleep(1);
+  int fd = signalfd(-1, &term, SFD_CLOEXEC);
+  signalfd_siginfo info{};
+  if (fd < 0 || read(fd, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) return 3;
+  std::printf("took signal %u\n", info.ssi_signo);
+  CHECK(ncclCommDestroy(comm));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -224,6 +253,7 @@ int main(int argc, char** argv) {
   if (scenario == "destroy-hangs") return destroy_hangs();
   if (scenario == "all-resources") return all_resources();
   if (scenario == "churn") return churn();
-  std::fprintf(stderr, "usage: lifecycle_app leaky|clean|wait-for-kill|threads|fork|destroy-hangs|all-resources|churn\n");
+  if (scenario == "signalfd") return takes_sigterm_from_a_signalfd();
+  std::fprintf(stderr, "usage: lifecycle_app leaky|clean|wait-for-kill|threads|fork|destroy-hangs|all-resources|churn|signalfd\n");
   return 2;
 }
