@@ -7,6 +7,7 @@
 // The figures are the other reports' own (hang_json, latency_json, leaks_json,
 // environment_differences); only the heatmap needs a pass of its own over the op records (see
 // LatenessMap).
+#include "pending_launches.h"
 #include "reports.h"
 
 #include <fmt/format.h>
@@ -260,6 +261,10 @@ class StartScanner {
   };
 
   void on_op(const OpRecord& o) {
+    if (static_cast<Api>(o.api) == Api::kGroupEnd) {
+      pending_.end_group(o.launch_id, o.flags & kOpTimed, [](PendingLaunches<Pending>::Launch&&) {});  // no GPU start comes
+      return;
+    }
     if (!is_collective(static_cast<Api>(o.api)) || o.rank < 0 || o.rank >= kMaxPlausibleRanks) return;
     for (size_t m = 0; m < maps_.size(); ++m) {
       LatenessMap& map = maps_[m];
@@ -270,25 +275,22 @@ class StartScanner {
       }
       // As the op model: a timed op, or a grouped one (its group's launch may be timed).
       if ((o.flags & kOpCaptured) || !((o.flags & kOpTimed) || o.group_depth > 0)) continue;
-      pending_[o.launch_id].push_back({m, o.seq, o.stream, o.rank});
-      if (pending_.size() > kMaxPendingLaunches) pending_.erase(pending_.begin());  // timings that never came
+      pending_.add(o.launch_id, o.flags & kOpTimed, {m, o.seq, o.stream, o.rank},
+                   [](PendingLaunches<Pending>::Launch&&) {});  // a timing that never came: no start to note
     }
   }
 
   void on_timing(const GpuTimingRecord& g) {
-    auto it = pending_.find(g.launch_id);
-    if (it == pending_.end()) return;
-    std::vector<Pending>& ops = it->second;
-    for (const Pending& p : ops)
-      if (p.stream == g.stream && (g.flags & kTimingHasBegin)) note_(maps_[p.map], p.seq, p.rank, wrap_add(g.gpu_begin_ns, offset_));
-    std::erase_if(ops, [&](const Pending& p) { return p.stream == g.stream; });
-    if (ops.empty()) pending_.erase(it);
+    if (!(g.flags & kTimingHasBegin)) return pending_.timing(g.launch_id, g.stream, [](const std::vector<Pending>&) {});
+    pending_.timing(g.launch_id, g.stream, [&](const std::vector<Pending>& ops) {
+      for (const Pending& p : ops) note_(maps_[p.map], p.seq, p.rank, wrap_add(g.gpu_begin_ns, offset_));
+    });
   }
 
   std::vector<LatenessMap>& maps_;
   int64_t offset_;
   Note note_;
-  std::map<uint64_t, std::vector<Pending>> pending_;  // by launch id: the oldest first
+  PendingLaunches<Pending> pending_{kMaxPendingLaunches};
 };
 
 std::vector<LatenessMap> lateness_maps(const JobAnalysis& a, const json& hang) {

@@ -10,15 +10,19 @@
 //
 // Scale: each file is read and written by one reader thread, its events formatted into a buffer
 // that is compressed by that thread (an independent piece of one deflate stream, as pigz does)
-// and appended under a lock; memory is bounded by the buffer and the launches in flight.
+// and appended under a lock; memory is bounded by that buffer and by the launches a file may
+// hold waiting for their timing (kMaxPendingLaunches; beyond, the oldest is drawn without it).
+#include "pending_launches.h"
 #include "reports.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iterator>
 #include <mutex>
@@ -32,6 +36,8 @@ using nlohmann::json;
 using namespace trace;
 
 constexpr size_t kFlushBytes = 8u << 20;
+// Launches of one file waiting for their GPU timing; beyond, the oldest is drawn without it.
+constexpr size_t kMaxPendingLaunches = 1u << 16;
 
 std::string json_quoted(const std::string& s) { return dump_json(json(s)); }
 std::string json_text(const std::string& s) {
@@ -46,7 +52,7 @@ class TimelineOutput {
   TimelineOutput(std::FILE* f, bool gzip, unsigned threads) : f_(f), gzip_(gzip), streams_(threads), scratch_(threads) {
     if (!gzip_) return;
     static const unsigned char header[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3};
-    std::fwrite(header, 1, sizeof header, f_);
+    put(header, sizeof header);
     for (z_stream& z : streams_) ok_ = deflateInit2(&z, 1, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) == Z_OK && ok_;
   }
   ~TimelineOutput() {
@@ -58,7 +64,7 @@ class TimelineOutput {
     if (text.empty()) return;
     if (!gzip_) {
       std::lock_guard lock(mu_);
-      written_ += std::fwrite(text.data(), 1, text.size(), f_);
+      put(text.data(), text.size());
       return;
     }
     z_stream& z = streams_[thread];
@@ -74,7 +80,7 @@ class TimelineOutput {
     uLong crc = crc32(0, reinterpret_cast<const Bytef*>(text.data()), static_cast<uInt>(text.size()));
     std::lock_guard lock(mu_);
     ok_ = ok_ && deflated;
-    written_ += std::fwrite(out.data(), 1, produced, f_);
+    put(out.data(), produced);
     crc_ = crc32_combine(crc_, crc, static_cast<z_off_t>(text.size()));
     plain_bytes_ += text.size();
   }
@@ -83,16 +89,15 @@ class TimelineOutput {
   bool finish() {
     if (gzip_) {
       const unsigned char last_block[2] = {0x03, 0x00};  // fixed Huffman, final, end of block
-      std::fwrite(last_block, 1, 2, f_);
+      put(last_block, 2);
       unsigned char trailer[8];
       for (int i = 0; i < 4; ++i) trailer[i] = static_cast<unsigned char>(crc_ >> (8 * i));
       for (int i = 0; i < 4; ++i) trailer[4 + i] = static_cast<unsigned char>(plain_bytes_ >> (8 * i));
-      std::fwrite(trailer, 1, sizeof trailer, f_);
+      put(trailer, sizeof trailer);
     }
-    written_ = static_cast<size_t>(std::ftell(f_));
-    return ok_;
+    return ok_ && std::fflush(f_) == 0 && !std::ferror(f_);
   }
-  size_t written() const { return written_; }
+  size_t written() const { return written_; }  // bytes handed to the file (a pipe has no position to ask)
 
  private:
   std::FILE* f_;
@@ -104,12 +109,21 @@ class TimelineOutput {
   uLong crc_ = 0;
   uint64_t plain_bytes_ = 0;
   size_t written_ = 0;
+
+  // Under mu_ (or before the readers start). A short write (disk full, closed pipe) fails the
+  // whole output: the caller removes the file rather than leave a truncated one.
+  void put(const void* data, size_t size) {
+    size_t n = std::fwrite(data, 1, size, f_);
+    written_ += n;
+    ok_ = ok_ && n == size;
+  }
 };
 
 // What the user asked to see.
 struct TimelineFilter {
   std::vector<int32_t> ranks;  // sorted; empty: every rank
-  std::string comm;            // an id (hex) or a name; empty: every communicator
+  std::string comm;            // as given: a name or an id; empty: every communicator
+  std::string comm_id;         // the same read as an id, 16 hex digits (empty: not hex)
   int64_t from_ns = std::numeric_limits<int64_t>::min();  // relative to the timeline's origin
   int64_t to_ns = std::numeric_limits<int64_t>::max();
   bool flows = true;
@@ -177,7 +191,6 @@ struct PendingOp {
   uint32_t tid;
   int32_t peer, rank, nranks;
   int64_t host_begin, host_end;
-  bool promised;  // flagged as timed (a grouped op only may get its group's timing)
 };
 
 // Tracks (Chrome "threads") of one rank, told apart by the top bits of their key: host threads,
@@ -215,7 +228,6 @@ class FileTimeline {
         break;
       default: break;
     }
-    if (chunk_.size() > kFlushBytes) flush();
   }
 
   // Ops still waiting for their GPU timing never finished: drawn on their stream to the end.
@@ -223,11 +235,19 @@ class FileTimeline {
     if (!skipped && world_rank_ < 0) decide_rank();
     if (skipped) return;
     int64_t end = p.process_end ? p.process_end->time_ns : p.last_time_ns;
-    for (auto& [launch, ops] : pending_) {
-      if (ops.front().promised) launch_slice(ops, ops.front().host_begin, std::max(end, ops.front().host_end), "never completed");
-      else
-        for (const PendingOp& op : ops) host_slice(op);
-    }
+    // In launch order, so that on each stream the first launch left is the one that never
+    // completed; the ones queued behind it never started.
+    std::unordered_map<uint64_t, bool> stream_stuck;
+    pending_.drain([&](PendingLaunches<PendingOp>::Launch&& l) {
+      if (!l.promised) {
+        for (const PendingOp& op : l.ops) host_slice(op);
+        return;
+      }
+      bool& stuck = stream_stuck[l.ops.front().stream];
+      const PendingOp& first = l.ops.front();
+      launch_slice(l.ops, first.host_begin, std::max(end, first.host_end), stuck ? "never started" : "never completed");
+      stuck = true;
+    });
     for (size_t k = 0; k < p.comms.size(); ++k) {
       const CommInstance& c = p.comms[k];
       if (!wants_comm(c.id)) continue;
@@ -282,6 +302,7 @@ class FileTimeline {
   template <class... Args> void event(fmt::format_string<Args...> format, Args&&... args) {
     chunk_ += ",\n";
     fmt::format_to(std::back_inserter(chunk_), format, std::forward<Args>(args)...);
+    if (chunk_.size() > kFlushBytes) flush();
   }
   void flush() {
     out_.write(chunk_, thread_);
@@ -296,7 +317,7 @@ class FileTimeline {
   bool wants_comm(uint64_t comm_id) {
     if (filter_.comm.empty()) return true;
     auto [it, inserted] = comm_wanted_.try_emplace(comm_id, false);
-    if (inserted) it->second = filter_.comm == hex_id(comm_id) || filter_.comm == comm_name(comm_id);
+    if (inserted) it->second = filter_.comm_id == hex_id(comm_id) || filter_.comm == comm_name(comm_id);
     return it->second;
   }
   const std::string& comm_name(uint64_t comm_id) {
@@ -331,25 +352,41 @@ class FileTimeline {
       if (skipped) return;
     }
     Api api = static_cast<Api>(o.api);
+    if (api == Api::kGroupEnd) return on_group_end(o);  // before the comm filter: it names only its first op's
     if (!is_collective(api) && !is_point_to_point(api)) return;
     if (!wants_comm(o.comm_id)) return;
     PendingOp op{o.api, o.seq, bytes_of(api, o.count, o.datatype, o.nranks), o.comm_id, o.stream, o.tid, o.peer, o.rank,
-                 o.nranks, o.host_begin_ns, o.host_end_ns, (o.flags & kOpTimed) != 0};
-    bool grouped = o.group_depth > 0;
-    if (((o.flags & kOpTimed) || grouped) && !(o.flags & kOpCaptured)) {
-      pending_[o.launch_id].push_back(op);
+                 o.nranks, o.host_begin_ns, o.host_end_ns};
+    bool timed = o.flags & kOpTimed;
+    if ((timed || o.group_depth > 0) && !(o.flags & kOpCaptured)) {
+      pending_.add(o.launch_id, timed, op, [&](PendingLaunches<PendingOp>::Launch&& oldest) { draw_unfinished(oldest); });
       return;
     }
     host_slice(op);
   }
 
+  // A group's end: a timing of its launch follows, or its ops are drawn as enqueued, now.
+  void on_group_end(const OpRecord& o) {
+    pending_.end_group(o.launch_id, o.flags & kOpTimed, [&](PendingLaunches<PendingOp>::Launch&& l) {
+      for (const PendingOp& op : l.ops) host_slice(op);
+    });
+  }
+
   void on_timing(const GpuTimingRecord& g) {
-    auto it = pending_.find(g.launch_id);
-    if (it == pending_.end()) return;
-    const std::vector<PendingOp>& ops = it->second;
     bool has_begin = g.flags & kTimingHasBegin;
-    launch_slice(ops, has_begin ? g.gpu_begin_ns : ops.front().host_begin, g.gpu_end_ns, has_begin ? "gpu" : "host_to_gpu_end");
-    pending_.erase(it);
+    pending_.timing(g.launch_id, g.stream, [&](const std::vector<PendingOp>& ops) {
+      launch_slice(ops, has_begin ? g.gpu_begin_ns : ops.front().host_begin, g.gpu_end_ns, has_begin ? "gpu" : "host_to_gpu_end");
+    });
+  }
+
+  // A launch given up on before the end of the file (too many waiting): as enqueued if nothing
+  // promised a timing, else a mark at its enqueue, since how long it ran is unknown.
+  void draw_unfinished(const PendingLaunches<PendingOp>::Launch& l) {
+    if (!l.promised) {
+      for (const PendingOp& op : l.ops) host_slice(op);
+      return;
+    }
+    launch_slice(l.ops, l.ops.front().host_begin, l.ops.front().host_end, "timing not found");
   }
 
   // An op the host enqueued, on its thread's track.
@@ -393,16 +430,16 @@ class FileTimeline {
           timing == std::string_view("gpu") ? "" : ",\"timing\":\"", timing == std::string_view("gpu") ? "" : std::string(timing) + "\"");
     if (!filter_.flows || first.seq == 0 || first.rank < 0 || is_point_to_point(static_cast<Api>(first.api))) return;
     // Rank r's launch of (comm, seq) is linked to rank r+1's: one arrow per neighbouring pair.
-    // Ids below 2^53 survive any JSON reader: 16 bits of the comm, 24 of the seq, 13 of the link.
-    // Neighbouring seqs get neighbouring ids, which compress well.
-    uint64_t base = (((first.comm_id * 0x9E3779B97F4A7C15ull) >> 48) << 24) | (first.seq & 0xffffff);
-    auto id = [&](int64_t link) { return (base << 13) | (static_cast<uint64_t>(link) & 0x1fff); };
+    // Flow events pair up by (cat, name, id): the communicator's whole id is the category, the
+    // name holds the seq, and the id (below 2^53, which any JSON reader keeps exact) is 40 bits
+    // of seq and 13 of the link. Neighbouring seqs get neighbouring ids, which compress well.
+    auto id = [&](int64_t link) { return ((first.seq & 0xffffffffffull) << 13) | (static_cast<uint64_t>(link) & 0x1fff); };
     if (first.rank > 0)
-      event(R"J({{"ph":"f","bp":"e","name":"seq {}","cat":"c","id":{},"pid":{},"tid":{},"ts":{}}})J", first.seq,
-            id(first.rank - 1), pid_, t.tid, us(begin));
+      event(R"J({{"ph":"f","bp":"e","name":"seq {}","cat":"{:016x}","id":{},"pid":{},"tid":{},"ts":{}}})J", first.seq,
+            first.comm_id, id(first.rank - 1), pid_, t.tid, us(begin));
     if (first.rank + 1 < first.nranks)
-      event(R"J({{"ph":"s","name":"seq {}","cat":"c","id":{},"pid":{},"tid":{},"ts":{}}})J", first.seq, id(first.rank), pid_,
-            t.tid, us(begin));
+      event(R"J({{"ph":"s","name":"seq {}","cat":"{:016x}","id":{},"pid":{},"tid":{},"ts":{}}})J", first.seq,
+            first.comm_id, id(first.rank), pid_, t.tid, us(begin));
   }
 
   // The communicator as slices name it: its name (JSON-escaped) or id; computed once per comm.
@@ -424,7 +461,7 @@ class FileTimeline {
   const ProcessTrace& process_;
   std::string chunk_;
   std::unordered_map<uint64_t, Track> tracks_;
-  std::unordered_map<uint64_t, std::vector<PendingOp>> pending_;
+  PendingLaunches<PendingOp> pending_{kMaxPendingLaunches};
   std::unordered_map<uint64_t, std::string> names_;
   std::unordered_map<uint64_t, std::string> labels_;
   std::unordered_map<uint64_t, bool> comm_wanted_;
@@ -438,13 +475,23 @@ std::optional<TimelineFilter> filter_of(const Options& options) {
     std::fprintf(stderr, "ncclwatch-report timeline: --ranks %s is not a rank list such as 0-3,8\n", options.timeline_ranks.c_str());
     return std::nullopt;
   }
+  // A name, or an id: 16 hex digits as the reports print it, or fewer (with or without 0x) as
+  // the dump's handles print it; a name that looks like hex still matches as a name.
   f.comm = options.timeline_comm;
-  if (f.comm.size() < 16 && !f.comm.empty() && f.comm.find_first_not_of("0123456789abcdef") == std::string::npos &&
-      f.comm.size() > 2)
-    f.comm = std::string(16 - f.comm.size(), '0') + f.comm;  // a short hex id as dump prints it without zeros
-  auto seconds = [](double s) { return static_cast<int64_t>(s * 1e9); };
-  if (options.timeline_from_s) f.from_ns = seconds(*options.timeline_from_s);
-  if (options.timeline_to_s) f.to_ns = seconds(*options.timeline_to_s);
+  std::string digits = f.comm.starts_with("0x") ? f.comm.substr(2) : f.comm;
+  if (!digits.empty() && digits.size() <= 16 && digits.find_first_not_of("0123456789abcdef") == std::string::npos)
+    f.comm_id = std::string(16 - digits.size(), '0') + digits;
+  // Seconds from the origin; beyond ±100 years the nanoseconds would not fit.
+  auto seconds = [](const char* option, double s, int64_t& ns) {
+    if (!std::isfinite(s) || std::fabs(s) > 3e9) {
+      std::fprintf(stderr, "ncclwatch-report timeline: %s %g is not a time in seconds from the job's start\n", option, s);
+      return false;
+    }
+    ns = static_cast<int64_t>(s * 1e9);
+    return true;
+  };
+  if (options.timeline_from_s && !seconds("--from", *options.timeline_from_s, f.from_ns)) return std::nullopt;
+  if (options.timeline_to_s && !seconds("--to", *options.timeline_to_s, f.to_ns)) return std::nullopt;
   if (f.to_ns < f.from_ns) {
     std::fprintf(stderr, "ncclwatch-report timeline: --to is before --from\n");
     return std::nullopt;
@@ -522,13 +569,17 @@ int run_timeline(const Options& options) {
   json other = {{"clock_alignment", clock.method}, {"hosts", clock.hosts}, {"origin_wall_ns", origin},
                 {"traces", used}, {"ranks_shown", std::count(shown.begin(), shown.end(), 1)}, {"op_slices", total_slices},
                 {"tracks", "one process per rank; per application thread the NCCL calls as enqueued (ops without GPU "
-                           "timing), per CUDA stream the GPU execution of GPU-timed launches; tid 0: communicators "
-                           "and stalls; arrows link a collective's GPU-timed launches from rank to rank"}};
+                           "timing), per CUDA stream the GPU execution of GPU-timed launches; per communicator its "
+                           "creation and release; tid 0: stalls; arrows link a collective's GPU-timed launches from rank to rank"}};
   out.write("\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":" + dump_json(other) + "}\n", 0);
   bool ok = out.finish();
   ok = std::fclose(f) == 0 && ok;
   if (!ok) {
-    std::fprintf(stderr, "ncclwatch-report: writing %s failed\n", options.output.c_str());
+    // A truncated timeline is not one: a regular file is removed, a pipe or device left as it is.
+    struct stat st{};
+    bool removed = ::stat(options.output.c_str(), &st) == 0 && S_ISREG(st.st_mode) && std::remove(options.output.c_str()) == 0;
+    std::fprintf(stderr, "ncclwatch-report: writing %s failed (disk full or the reader gone)%s\n", options.output.c_str(),
+                 removed ? "; the partial file is removed" : "");
     return 2;
   }
   if (!used) {

@@ -18,7 +18,7 @@ COMMIT = 0xC0DE
 PROCESS, LIBRARY, MODULE, CALL_BEGIN, CALL_END, EXIT_BEGIN, PROCESS_END, LOST, NOTICE, COLLECTIVE = range(2, 12)
 GPU_TIMING, STALL = 12, 13
 # Api
-COMM_INIT_RANK, ALL_REDUCE = 1, 40
+COMM_INIT_RANK, ALL_REDUCE, GROUP_END = 1, 40, 52
 # OpRecord.flags
 OP_TIMED = 2
 
@@ -60,10 +60,22 @@ def api_event(rtype, call_id, api, time_ns, comm=0, comm_id=0, rank=0, nranks=1,
     return record(rtype, body + tail)
 
 
-def op(comm_id, seq, rank=0, nranks=2, count=1024, time_ns=6_000_000_000, launch_id=None, api=ALL_REDUCE, flags=0):
-    body = struct.pack("<QQQQQqqQIHhiiiBBHiI", comm_id, 0x1000, seq, count, 0x5000, time_ns, time_ns + 5000,
-                       launch_id if launch_id is not None else seq, 4242, api, 0, -1, rank, nranks, 7, 0, flags, 0, 0)
+def op(comm_id, seq, rank=0, nranks=2, count=1024, time_ns=6_000_000_000, launch_id=None, api=ALL_REDUCE, flags=0,
+       group_depth=0, stream=0x5000):
+    body = struct.pack("<QQQQQqqQIHhiiiBBHiI", comm_id, 0x1000, seq, count, stream, time_ns, time_ns + 5000,
+                       launch_id if launch_id is not None else seq, 4242, api, 0, -1, rank, nranks, 7, group_depth, flags,
+                       0, 0)
     return record(COLLECTIVE, body)
+
+
+def group_end(comm_id, launch_id, ops, time_ns, timed, rank=0, nranks=2):
+    """The outermost ncclGroupEnd's record: its OP_TIMED flag promises a timing of the launch."""
+    return op(comm_id, 0, rank=rank, nranks=nranks, count=ops, time_ns=time_ns, launch_id=launch_id, api=GROUP_END,
+              flags=OP_TIMED if timed else 0)
+
+
+def gpu_timing(launch_id, begin_ns, end_ns, stream=0x5000, ops=1):
+    return record(GPU_TIMING, struct.pack("<QQqqqII", launch_id, stream, begin_ns, end_ns, 0, ops, 1))
 
 
 def exit_records(time_ns=9_000_000_000):

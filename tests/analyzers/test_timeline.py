@@ -8,6 +8,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from report_harness import REAL, REPORT, check, job, run_case, tempdir  # noqa: E402
+import craft_trace as ct  # noqa: E402
 
 
 def timeline(path, *args, name="t.json"):
@@ -99,6 +100,90 @@ def test_filters_and_gzip():
         p = subprocess.run([REPORT, "timeline", d, "-o", os.path.join(tempdir(), "x.json"), *bad], capture_output=True,
                            text=True, timeout=60)
         check(p.returncode == 2 and "timeline" in p.stderr, (bad, p.returncode, p.stderr))
+
+
+def test_groups_and_launches_that_never_finished():
+    # One rank's file, record by record: a timed all-reduce that completed; a group whose end says
+    # no timing follows (its ops are enqueue slices, drawn at once); a timed group that hung (no
+    # timing ever came); a timed all-reduce queued behind it on the same stream.
+    comm, ms = 0xA11CE00000000001, 1_000_000
+    t0 = 6_000 * ms
+    body = (ct.comm_created(1, 0xC0FFEE, comm, name=b"world") +
+            ct.op(comm, 1, time_ns=t0, launch_id=1, flags=ct.OP_TIMED) + ct.gpu_timing(1, t0 + 1 * ms, t0 + 2 * ms) +
+            ct.op(comm, 2, time_ns=t0 + 3 * ms, launch_id=40, group_depth=1) +
+            ct.op(comm, 3, time_ns=t0 + 3 * ms, launch_id=40, group_depth=1) +
+            ct.group_end(comm, 40, 2, t0 + 4 * ms, timed=False) +
+            ct.op(comm, 4, time_ns=t0 + 5 * ms, launch_id=7, group_depth=1) +
+            ct.op(comm, 5, time_ns=t0 + 5 * ms, launch_id=7, group_depth=1) +
+            ct.group_end(comm, 7, 2, t0 + 6 * ms, timed=True) +
+            ct.op(comm, 6, time_ns=t0 + 7 * ms, launch_id=3, flags=ct.OP_TIMED))
+    folder = tempdir()
+    with open(os.path.join(folder, "rank0.nwt"), "wb") as f:
+        f.write(ct.file_header() + ct.process() + body + ct.exit_records(time_ns=t0 + 100 * ms))
+    t = timeline(folder)
+    names = track_names(t)
+    by_seq = {e["args"]["seq"]: e for e in op_slices(t)}
+    on_stream = lambda e: "GPU execution" in names[(e["pid"], e["tid"])]  # noqa: E731
+    check(sorted(by_seq) == [1, 2, 3, 4, 6], sorted(by_seq))
+    check(on_stream(by_seq[1]) and by_seq[1]["dur"] == 1000.0 and "timing" not in by_seq[1]["args"], by_seq[1])
+    check(not on_stream(by_seq[2]) and not on_stream(by_seq[3]), "an untimed group's ops are enqueue slices")
+    hung = by_seq[4]
+    check(on_stream(hung) and hung["name"] == "group of 2: ncclAllReduce" and hung["args"]["timing"] == "never completed",
+          f"the timed group that hung is on its stream, to the end: {hung}")
+    check(abs(hung["ts"] + hung["dur"] - by_seq[1]["ts"] - 99_000) < 1, f"it lasts to the process's end: {hung}")
+    behind = by_seq[6]
+    check(on_stream(behind) and behind["args"]["timing"] == "never started" and behind["ts"] >= hung["ts"] + hung["dur"],
+          f"the launch queued behind it never started: {behind}")
+    check_no_overlap(t, "crafted groups")
+
+
+def test_flows_of_many_communicators_never_cross():
+    # 400 communicators of 2 ranks, one GPU-timed all-reduce each at the same seq: an arrow must
+    # only join the two ranks of its own communicator (ids once came from 16 bits of the comm).
+    ms = 1_000_000
+    folder = tempdir()
+    for rank in range(2):
+        body = b""
+        for k in range(400):
+            comm = 0xC000000000000000 + k * 0x10001
+            t = 6_000 * ms + k * ms
+            body += ct.comm_created(1 + k, 0x1000 + k, comm, rank=rank) + ct.op(comm, 1, rank=rank, time_ns=t,
+                                                                             launch_id=1 + k, flags=ct.OP_TIMED)
+            body += ct.gpu_timing(1 + k, t + 100_000, t + 200_000)
+        with open(os.path.join(folder, f"rank{rank}.nwt"), "wb") as f:
+            f.write(ct.file_header(pid=100 + rank) + ct.process() + body + ct.exit_records(time_ns=7_000 * ms))
+    t = timeline(folder)
+    slices = {(e["pid"], e["tid"], e["ts"]): e for e in op_slices(t)}
+    key = lambda e: (e["cat"], e["name"], e["id"])  # noqa: E731  (what a trace viewer pairs flow events by)
+    starts = [e for e in t["traceEvents"] if e.get("ph") == "s"]
+    ends = {key(e): e for e in t["traceEvents"] if e.get("ph") == "f"}
+    check(len(starts) == 400 and len(ends) == 400 and len({key(e) for e in starts}) == 400, (len(starts), len(ends)))
+    for s in starts:
+        f = ends[key(s)]
+        a, b = slices[(s["pid"], s["tid"], s["ts"])], slices[(f["pid"], f["tid"], f["ts"])]
+        check(a["args"]["comm"] == b["args"]["comm"] == s["cat"] and a["pid"] != b["pid"], (s, f, a, b))
+
+
+def test_bad_filters_and_outputs_are_refused():
+    d = job("straggler")
+    for bad in (["--from", "nan"], ["--to", "inf"], ["--from", "1e300"]):
+        p = subprocess.run([REPORT, "timeline", d, "-o", os.path.join(tempdir(), "x.json"), *bad], capture_output=True,
+                           text=True, timeout=60)
+        check(p.returncode == 2 and "not a time in seconds" in p.stderr, (bad, p.returncode, p.stderr))
+    if os.path.exists("/dev/full"):  # every write fails with ENOSPC: a disk that is full
+        p = subprocess.run([REPORT, "timeline", d, "-o", "/dev/full"], capture_output=True, text=True, timeout=60)
+        check(p.returncode == 2 and "writing /dev/full failed" in p.stderr, (p.returncode, p.stderr))
+
+
+def test_comm_filter_by_hex_looking_name():
+    # A communicator named like a short hex id is found by its name.
+    folder = tempdir()
+    comm = 0xA11CE00000000001
+    with open(os.path.join(folder, "r.nwt"), "wb") as f:
+        f.write(ct.file_header() + ct.process() + ct.comm_created(1, 0xC0FFEE, comm, name=b"beef") +
+                ct.op(comm, 1) + ct.exit_records())
+    check(len(op_slices(timeline(folder, "--comm", "beef"))) == 1, "by a name that looks like hex")
+    check(len(op_slices(timeline(folder, "--comm", "0xa11ce00000000001"))) == 1, "by id with 0x")
 
 
 if __name__ == "__main__":
