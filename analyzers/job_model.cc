@@ -103,6 +103,7 @@ class ProcessBuilder {
 
   void finish() {
     for (CommInstance& c : p_.comms) c.state = decide_state(c);
+    add_creations_that_never_returned();
     if (p_.process_end) p_.lost_records = std::max(p_.lost_records, p_.process_end->lost_records);
     believe_exit_counts_of_a_full_trace();
   }
@@ -283,6 +284,37 @@ class ProcessBuilder {
           c.state = CommState::kReleaseUnrecorded;
     if (p_.process_end->live_resources == 0)
       for (ResourceInstance& r : p_.resources) r.released = true;
+  }
+
+  // A creation call entered and never returned: the classic hang of a rank that never joined,
+  // which keeps every other rank waiting in its init. An instance of its own, init_hung, from
+  // what the call's begin record knows (id, rank and size as passed, call site, name).
+  void add_creations_that_never_returned() {
+    for (const auto& [call_id, pending] : pending_) {
+      const ApiEvent& e = pending.event;
+      Api api = api_of(e);
+      if (!creates_comm(api)) continue;
+      // ncclCommInitAll keeps its begin until its last end: one end seen, it returned.
+      if (api == Api::kCommInitAll &&
+          std::any_of(p_.comms.begin(), p_.comms.end(), [&](const CommInstance& c) { return c.begin_ns == e.time_ns; }))
+        continue;
+      CommInstance c;
+      c.id = e.comm_id;
+      c.parent_id = e.parent_id;
+      c.rank = e.rank;
+      c.nranks = e.nranks;
+      c.device = e.device;
+      c.api = api;
+      c.non_blocking = e.flags & kFlagNonBlocking;
+      c.library = e.library;
+      c.begin_ns = e.time_ns;
+      c.torch = e.flags & kFlagTorchCaller;
+      c.stack = pending.stack;
+      c.name = pending.name;
+      c.site = pending.site;
+      c.state = CommState::kInitHung;
+      p_.comms.push_back(std::move(c));
+    }
   }
 
   CommState decide_state(const CommInstance& c) const {

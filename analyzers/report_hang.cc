@@ -97,7 +97,9 @@ void compare_fields(uint64_t seq, const OpSignature& expected, const std::vector
 }
 
 // Severity of what a communicator shows, to pick what to look at first across communicators.
-enum Severity { kNone = 0, kStraggler = 1, kIncomplete = 2, kMismatch = 3, kMissing = 4, kDivergence = 5, kAbsent = 6 };
+enum Severity {
+  kNone = 0, kStraggler = 1, kIncomplete = 2, kMismatch = 3, kMissing = 4, kDivergence = 5, kInitHung = 6, kAbsent = 7
+};
 
 struct CommVerdict {
   Severity severity = kNone;
@@ -188,9 +190,11 @@ json hang_json(const JobAnalysis& a, bool& findings) {
   std::map<uint64_t, std::vector<Divergence>> divergences = find_divergences(a, names);
 
   // Ranks that created a communicator (lifecycle records) count as present even without ops.
+  // Ranks still in the creation call (it never returned) are present too, and named.
   struct Created {
     int32_t nranks = 0;
     std::map<int32_t, size_t> ranks;  // rank -> process
+    std::map<int32_t, Api> hung;      // rank -> its creation call that never returned
   };
   std::map<uint64_t, Created> created;
   for (size_t i = 0; i < a.job.processes.size(); ++i)
@@ -198,7 +202,9 @@ json hang_json(const JobAnalysis& a, bool& findings) {
       if (c.state == CommState::kInitFailed || !c.id) continue;
       Created& cr = created[c.id];
       cr.nranks = std::max(cr.nranks, c.nranks);
-      if (c.rank >= 0) cr.ranks.emplace(c.rank, i);
+      if (c.rank < 0) continue;
+      cr.ranks.emplace(c.rank, i);
+      if (c.state == CommState::kInitHung) cr.hung.emplace(c.rank, c.api);
     }
   std::set<uint64_t> ids;
   for (const auto& [id, m] : a.members) ids.insert(id);
@@ -223,9 +229,12 @@ json hang_json(const JobAnalysis& a, bool& findings) {
         by_rank.emplace(rc.rank, &rc);
       }
     }
+    std::vector<int32_t> hung_ranks;
+    Api hung_api = Api::kUnknown;
     if (auto cit = created.find(id); cit != created.end()) {
       nranks = std::max(nranks, cit->second.nranks);
       for (const auto& [rank, process] : cit->second.ranks) present.emplace(rank, process);
+      for (const auto& [rank, api] : cit->second.hung) hung_ranks.push_back(rank), hung_api = api;
     }
     uint64_t issued_max = 0, collective_ops = 0;
     for (const auto& [rank, rc] : by_rank) {
@@ -233,7 +242,7 @@ json hang_json(const JobAnalysis& a, bool& findings) {
       collective_ops += rc->issued + rc->p2p_ops;
     }
     std::vector<RankRange> absent = absent_ranges(nranks, present);
-    if (!collective_ops && absent.empty()) continue;  // nothing to say about a comm that never ran ops
+    if (!collective_ops && absent.empty() && hung_ranks.empty()) continue;  // a comm that never ran ops: nothing to say
 
     std::vector<int32_t> ranks;
     for (const auto& [r, p] : present) ranks.push_back(r);
@@ -247,6 +256,7 @@ json hang_json(const JobAnalysis& a, bool& findings) {
               {"absent_ranges", absent_json}};
     if (auto n = names.find(id); n != names.end()) j["name"] = n->second;
     j["last_seq_issued"] = issued_max;
+    j["init_never_returned"] = hung_ranks;
 
     // Completion and missing ops.
     uint64_t done_by_all = issued_max;
@@ -426,6 +436,21 @@ json hang_json(const JobAnalysis& a, bool& findings) {
         v.text = std::move(text);
       }
     };
+    if (!hung_ranks.empty()) {
+      std::string stuck = fmt::format("comm {}: rank(s) {} entered {} and never returned", label, ranks_text(hung_ranks),
+                                      trace::api_name(hung_api));
+      std::vector<int32_t> made;
+      for (const auto& [rank, process] : present)
+        if (!std::binary_search(hung_ranks.begin(), hung_ranks.end(), rank)) made.push_back(rank);
+      if (!absent.empty())
+        set(kAbsent, fmt::format("{}, waiting for rank(s) {} of {}, which never called it (no trace shows them in it) — "
+                                 "look at them first",
+                                 stuck, ranges_text(absent), nranks));
+      else if (!made.empty())
+        set(kInitHung, fmt::format("{}, though rank(s) {} created it", stuck, ranks_text(made)));
+      else
+        set(kInitHung, fmt::format("{}: every rank is in it (a rank passed another unique id, size or rank?)", stuck));
+    }
     if (!absent.empty())
       set(kAbsent, fmt::format("comm {}: rank(s) {} of {} left no trace file; their state is unknown — look at them first",
                                label, ranges_text(absent), nranks));
@@ -471,7 +496,7 @@ json hang_json(const JobAnalysis& a, bool& findings) {
                                      return r;
                                    }())));
     for (const std::string& text : straggler_texts) set(kStraggler, text);
-    bool bad = !absent.empty() || !departed.empty() || !missing_ranks.empty() || !mismatches.empty() || !incomplete.empty() ||
+    bool bad = !absent.empty() || !hung_ranks.empty() || !departed.empty() || !missing_ranks.empty() || !mismatches.empty() || !incomplete.empty() ||
                !p2p.empty() || mismatched_seqs;
     findings |= bad;
     j["verdict"] = v.text.empty() ? "consistent: every rank issued and completed the same ops" : v.text;
@@ -516,6 +541,10 @@ void write_hang_csv(const json& out) {
     if (uint64_t n = c["absent_count"].get<uint64_t>())
       row("absent_rank", nullptr, nullptr, ranges_text(ranges_of(c["absent_ranges"]), kAll),
           fmt::format("{} of {} rank(s) left no trace file; their state is unknown", n, c["nranks"].get<int>()));
+    if (!c["init_never_returned"].empty()) {
+      std::string ranks = ranks_text(c["init_never_returned"].get<std::vector<int32_t>>(), kAll);
+      row("init_never_returned", nullptr, nullptr, ranks, fmt::format("rank(s) {} entered the creation call and never returned", ranks));
+    }
     for (const json& m : c["missing"])
       row("missing_rank", m["first_missing_seq"], m["first_missing_seq"], std::to_string(m["rank"].get<int>()),
           fmt::format("rank {} never issued seq {} (last issued {}{})", m["rank"].get<int>(),
@@ -589,6 +618,8 @@ int run_hang(const Options& options) {
                c["last_seq_issued"].get<uint64_t>(), c["last_seq_completed_by_all"].get<uint64_t>());
     if (uint64_t n = c["absent_count"].get<uint64_t>())
       fmt::print("  absent (no trace): {} rank(s): {}\n", n, ranges_text(ranges_of(c["absent_ranges"])));
+    if (!c["init_never_returned"].empty())
+      fmt::print("  creation never returned: rank(s) {}\n", ranks_text(c["init_never_returned"].get<std::vector<int32_t>>()));
     for (const json& m : c["missing"])
       fmt::print("  missing: rank {} never issued seq {} (last issued {}{})\n", m["rank"].get<int>(),
                  m["first_missing_seq"].get<uint64_t>(), m["last_seq"].get<uint64_t>(),

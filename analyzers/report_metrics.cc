@@ -42,7 +42,8 @@ void write_lifecycles(const Job& job, m::TextWriter& out) {
     q.lost = p.lost_records;
     for (const CommInstance& c : p.comms) {
       ++q.states[state_name(c.state)];
-      q.created += c.state != CommState::kInitFailed;
+      // As the shim counts: once the init call returned a communicator (pending counts too).
+      q.created += c.state != CommState::kInitFailed && c.state != CommState::kInitHung;
     }
     for (const ResourceInstance& r : p.resources)
       if (!r.released) ++q.held[trace::resource_kind(r.api)];
@@ -82,8 +83,9 @@ void write_communicators(const JobAnalysis& a, m::TextWriter& out) {
   for (const ProcessOps& p : a.ops) {
     for (const RankComm& c : p.comms) {
       RankCounts& r = ranks[{c.comm_id, c.rank}];
+      // Summed, as issued is and as the shim's live file sums its communicators' counts.
       r.issued += c.issued;
-      r.completed = std::max(r.completed, c.completed_seq());
+      r.completed += c.completed_seq();
       r.stalled = r.stalled || c.stalled_unresolved;
     }
     for (const StallEvent& s : p.stalls) {

@@ -257,6 +257,9 @@ class FileTimeline {
         if (!tid) tid = track(kCommTrack | k, label).tid;
         return tid;
       };
+      if (c.state == CommState::kInitHung && c.begin_ns && wants(c.begin_ns, end))
+        event(R"J({{"name":"{} {} (never returned)","ph":"X","pid":{},"tid":{},"ts":{},"dur":{},"args":{{"comm":"{}","rank":{},"nranks":{},"state":"init_hung"}}}})J",
+              api_name(c.api), label, pid_, comm_track(), us(c.begin_ns), dur(c.begin_ns, end), hex_id(c.id), c.rank, c.nranks);
       if (c.begin_ns && c.created_ns && wants(c.begin_ns, c.created_ns))
         event(R"J({{"name":"{} {}","ph":"X","pid":{},"tid":{},"ts":{},"dur":{},"args":{{"comm":"{}","rank":{},"nranks":{}}}}})J",
               api_name(c.api), label, pid_, comm_track(), us(c.begin_ns), dur(c.begin_ns, c.created_ns), hex_id(c.id), c.rank,

@@ -134,6 +134,7 @@ bool write_all(int fd, const std::string& text) {
   for (size_t done = 0; done < text.size();) {
     ssize_t n = ::write(fd, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
+    if (n == 0) errno = ENOSPC;  // nothing written, no error said: the disk is full for all we know
     if (n <= 0) return false;
     done += static_cast<size_t>(n);
   }

@@ -78,7 +78,8 @@ class SpinLock {
   std::atomic<bool> flag_{false};
 };
 
-// Communicators released while the process ran (those released during exit stay in the table).
+// Counts kept past the table's entries: communicators created in all, and those released while
+// the process ran (released during exit they stay in the table, as released_at_exit).
 struct ReleaseTally {
   uint64_t created = 0;
   uint64_t destroyed = 0;

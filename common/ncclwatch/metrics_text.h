@@ -2,8 +2,10 @@
 // metric families ncclwatch publishes, and a writer that keeps each family's samples together.
 // One list serves both writers: `ncclwatch-report metrics` after a job and the shim's live file
 // (NCCLWATCH_METRICS_FILE) while it runs, so a dashboard reads one set of names, with one set of
-// labels per family: per process {host, pid}, per communicator rank {comm, rank} (a rank of a
-// communicator lives in one process, so files of several processes never write the same series).
+// labels per family: per process {host, pid}, per communicator rank {comm, rank}. A rank of a
+// communicator lives in one process, so the live files of a job's processes never write the same
+// series; a report of that job writes the series they wrote, so the two belong in different
+// textfile folders (README: "Prometheus metrics").
 #pragma once
 
 #include <charconv>
@@ -24,8 +26,8 @@ struct Family {
 // Both writers.
 inline constexpr Family kCommunicators{
     "ncclwatch_communicators", "gauge",
-    "Communicator ranks by state: live states (alive, finalized, destroying, aborting) while the job runs, end "
-    "states (destroyed, leaked, released_at_exit, ...) in a report of a finished job"};
+    "Communicator ranks by state: while the job runs alive, finalized, destroying, aborting and those destroyed or "
+    "aborted so far; at its end the end states (destroyed, leaked, released_at_exit, ...)"};
 inline constexpr Family kCommunicatorsCreated{"ncclwatch_communicators_created_total", "counter",
                                               "Communicator ranks created (one per rank of each communicator)"};
 inline constexpr Family kResourcesHeld{

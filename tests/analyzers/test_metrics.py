@@ -95,14 +95,19 @@ def test_metrics_agree_with_latency_and_hang():
 def test_metrics_count_leaks_like_leaks():
     d = tempdir()
     hostile = b'we"ird\\name\nx'
+    # Beside the leaked communicator, an init that never returned: not created, as the shim counts.
+    hung_init = craft_trace.api_event(craft_trace.CALL_BEGIN, 9, craft_trace.COMM_INIT_RANK, 5_200_000_000,
+                                      comm_id=0xB0B0000000000002, nranks=2)
+    trace = craft_trace.leaked_comm_named(hostile)
+    end = trace.index(craft_trace.exit_records())
     with open(os.path.join(d, "a.nwt"), "wb") as f:
-        f.write(craft_trace.leaked_comm_named(hostile))
+        f.write(trace[:end] + hung_init + trace[end:])
     text, samples = metrics_of(d)
     leaks = json.loads(report("leaks", "--json", d).stdout)
     states = {}
     for c in leaks["communicators"]:
         states[c["state"]] = states.get(c["state"], 0) + 1
-    check(states.get("leaked") == 1, leaks)
+    check(states.get("leaked") == 1 and states.get("init_hung") == 1, leaks)
     for state, n in states.items():
         check(value(samples, "ncclwatch_communicators", host="node0", pid="4242", state=state) == n, (state, n))
     check(value(samples, "ncclwatch_communicators_created_total", host="node0", pid="4242") == 1, text)

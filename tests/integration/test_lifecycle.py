@@ -4,6 +4,7 @@ import collections
 import os
 import signal
 import subprocess
+import time
 
 from harness import BUILD, REPORT as REPORT_BIN, Job, alert_blocks, app, check, main
 
@@ -129,6 +130,31 @@ def sigterm_prints_alert_and_dies_by_sigterm():
     check(summary["processes_without_final_record"] == 0, f"the signal path writes the final record: {summary}")
 
 
+def init_hang_names_who_never_joined():
+    # Ranks 0 and 1 wait in the init of "side" for rank 2, which never calls it; the job is then
+    # ended by SIGTERM. The reports must say who is stuck in which init, and for whom they wait.
+    job = Job([app("lifecycle_app"), "init-hangs"], nranks=3)
+    job.start()
+    job.wait_for_files(["entering.0", "entering.1", "ready.2"])
+    time.sleep(0.5)  # inside the init call
+    outs = job.signal_all(signal.SIGTERM)
+    check(all(code == -signal.SIGTERM for code, _, _ in outs), f"exits {[o[0] for o in outs]}")
+    code, hang, _ = job.report("hang", "--json")
+    check(code == 1, f"a hung init is a finding: exit {code}")
+    side = [c for c in hang["comms"] if c.get("name") == "side"]
+    check(len(side) == 1 and side[0]["init_never_returned"] == [0, 1] and side[0]["absent_ranks"] == [2],
+          f"side: {side}")
+    check(hang["verdict"].startswith('comm "side"') and "rank(s) 0,1 entered ncclCommInitRankConfig and never returned" in
+          hang["verdict"] and "waiting for rank(s) 2 of 3" in hang["verdict"], hang["verdict"])
+    code, leaks, _ = job.report("leaks", "--json")
+    states = comms_by_state(leaks)
+    check(states == {"leaked": 3, "init_hung": 2}, f"world leaked on 3 ranks, side hung in init on 2: {states}")
+    code, text, _ = job.report("leaks")
+    check("2 init_hung" in text, text)
+    code, summary, _ = job.report("summary", "--json")
+    check(summary["first_look"] == hang["verdict"], f"summary: {summary['first_look']}")
+
+
 def thirty_two_threads_create_and_destroy():
     job = Job([app("lifecycle_app"), "threads"], nranks=1, timeout=120)
     r = job.run()[0]
@@ -225,7 +251,7 @@ def process_without_nccl_leaves_nothing():
 
 if __name__ == "__main__":
     main({f.__name__: f for f in [
-        leaky_job_reports_exactly_its_leaks, leaky_job_on_three_ranks, clean_job_is_silent,
+        init_hang_names_who_never_joined, leaky_job_reports_exactly_its_leaks, leaky_job_on_three_ranks, clean_job_is_silent,
         nccl_inside_rtld_local_library_is_traced, on_leak_fail_changes_only_leaky_exits, sigkill_loses_no_record,
         sigterm_prints_alert_and_dies_by_sigterm, thirty_two_threads_create_and_destroy,
         forked_child_gets_its_own_trace, unwritable_trace_dir_costs_records_not_the_job, hung_destroy_is_reported,

@@ -84,6 +84,25 @@ int wait_for_kill() {
   for (;;) pause();
 }
 
+void mark(const char* what) {
+  std::string path = std::string(std::getenv("NCCLWATCH_TEST_RENDEZVOUS")) + "/" + what + "." + std::to_string(test_rank());
+  if (FILE* f = std::fopen(path.c_str(), "w")) std::fclose(f);
+}
+
+// The classic init hang: every rank but the last enters the init of "side", the last never
+// calls it, so the others wait in it until a signal ends the job.
+int init_hangs() {
+  ncclComm_t world = init_world("world");
+  (void)world;
+  if (test_rank() + 1 == test_nranks()) {
+    mark("ready");
+    for (;;) pause();
+  }
+  mark("entering");
+  init_world("side");
+  return 3;  // cannot return: the last rank never joins
+}
+
 // 32 threads creating, splitting and destroying one-rank communicators at once.
 int threads() {
   constexpr int kThreads = 32, kRounds = 20;
@@ -254,6 +273,7 @@ int main(int argc, char** argv) {
   if (scenario == "all-resources") return all_resources();
   if (scenario == "churn") return churn();
   if (scenario == "signalfd") return takes_sigterm_from_a_signalfd();
-  std::fprintf(stderr, "usage: lifecycle_app leaky|clean|wait-for-kill|threads|fork|destroy-hangs|all-resources|churn|signalfd\n");
+  if (scenario == "init-hangs") return init_hangs();
+  std::fprintf(stderr, "usage: lifecycle_app leaky|clean|wait-for-kill|threads|fork|destroy-hangs|all-resources|churn|signalfd|init-hangs\n");
   return 2;
 }
