@@ -137,6 +137,24 @@ def test_real_skip_names_the_stretch_not_a_wrong_seq():
     check("rank 1 departed" in out["verdict"] and "likely" not in out["verdict"], out["verdict"])
 
 
+def test_real_init_hang_names_who_never_joined():
+    # Real NCCL on one H200 (tests/gpu/init_hang.sh): each process made a one-rank communicator,
+    # then rank 0 entered ncclCommInitRank of a two-rank one that rank 1 never called; SIGTERM
+    # ended both.
+    d = os.path.join(REAL, "init_hang")
+    rc, out, _ = report_json("hang", d)
+    check(rc == 1, rc)
+    check("rank(s) 0 entered ncclCommInitRank and never returned, waiting for rank(s) 1 of 2, which never called it"
+          in out["verdict"], out["verdict"])
+    stuck = [c for c in out["comms"] if c["init_never_returned"]]
+    check(len(stuck) == 1 and stuck[0]["init_never_returned"] == [0] and stuck[0]["absent_ranks"] == [1], stuck)
+    rc, leaks, _ = report_json("leaks", d)
+    states = sorted(c["state"] for c in leaks["communicators"])
+    check(states == ["init_hung", "leaked", "leaked"], states)
+    rc, s, _ = report_json("summary", d)
+    check(s["first_look"] == out["verdict"], s["first_look"])
+
+
 def test_unknown_report_is_refused():
     # A typo must not be read as a folder (which would analyse whatever ./ncclwatch holds).
     p = report("lekas", tempdir())

@@ -15,6 +15,15 @@ job=$!
 i=0
 while kill -0 "$job" 2>/dev/null; do
   i=$((i + 1)); cat "$dir"/textfiles/*.prom > "$dir/samples/$(printf %04d $i).prom" 2>/dev/null
+  # The shim's threads in each rank, by name, with their blocked-signal masks: the last look
+  # that found them all (they start with the first communicator and its first timed launch).
+  for p in $(pgrep -f torch_metrics.py); do
+    for t in /proc/$p/task/*; do
+      name="$(cat "$t/comm" 2>/dev/null)"
+      case "$name" in ncclwatch*) echo "$p $name $(awk '/^SigBlk/{print $2}' "$t/status" 2>/dev/null)";; esac
+    done
+  done > "$dir/threads.now"
+  [ "$(wc -l < "$dir/threads.now")" -ge $((2 * nproc)) ] && mv "$dir/threads.now" "$dir/threads.txt"
   sleep 0.25
 done
 wait "$job"; status=$?
@@ -56,6 +65,17 @@ expect "job ran" test "$status" -eq 0
 for c in "rising" "alive" "completed<=issued" "final leaked" "final issued = offline" "final completed = issued"; do
   expect "live metrics: $c" grep -q "^check $c 1" "$dir/checks.txt"
 done
+touch "$dir/threads.txt"; cat "$dir/threads.txt"
+# Every standard signal blocked but SIGKILL and SIGSTOP (which no thread can block): 0xfffbfeff.
+expect "the shim's threads are named and block the application's signals" python3 - "$dir/threads.txt" "$nproc" <<'PY'
+import sys
+rows = [l.split() for l in open(sys.argv[1])]
+names = {(pid, name) for pid, name, _ in rows}
+wanted = sum(1 << (s - 1) for s in range(1, 32) if s not in (9, 19))
+ok = all(int(mask, 16) & wanted == wanted for _, _, mask in rows)
+pids = {pid for pid, _ in names}
+sys.exit(0 if ok and len(pids) == int(sys.argv[2]) and all((p, "ncclwatch-gpu") in names and (p, "ncclwatch-live") in names for p in pids) else 1)
+PY
 expect "html report written" test -s "$dir/report.html"
 expect "timeline written" test -s "$dir/timeline.json.gz"
 finish
