@@ -31,10 +31,10 @@ if ! "$cxx" -fsanitize=fuzzer "$work/probe.cc" -o "$work/probe" >"$work/probe.lo
   exit 77
 fi
 
-sources="$(ls "$root"/analyzers/*.cc | grep -v '/main\.cc$') $here/fuzz_reader.cc"
+sources="$(ls "$root"/analyzers/model/*.cc "$root"/analyzers/reports/*.cc) $here/fuzz_reader.cc"
 # fmt from its library (libfmt-dev), not header-only as in the main build: that halves the build
 # time, and fmt itself is not what is fuzzed. Line tables are all the crash reports need.
-flags="-std=c++20 -O1 -gline-tables-only -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -I$root/analyzers -I$root/common"
+flags="-std=c++20 -O1 -gline-tables-only -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -I$root/analyzers/model -I$root/analyzers/reports -I$root/common"
 link="-fsanitize=fuzzer,address,undefined"
 libs="-lfmt -ldw -lelf -lz -lpthread"
 start=$(date +%s)

@@ -152,7 +152,7 @@ def init_hang_names_who_never_joined():
     code, text, _ = job.report("leaks")
     check("2 init_hung" in text, text)
     code, summary, _ = job.report("summary", "--json")
-    check(summary["first_look"] == hang["verdict"], f"summary: {summary['first_look']}")
+    check(summary["first_look"] == hang["verdict"] and summary["init_never_returned"] == 2, f"summary: {summary}")
 
 
 def thirty_two_threads_create_and_destroy():

@@ -79,12 +79,56 @@ std::string comm_label(uint64_t id, const std::map<uint64_t, std::string>& names
 // [{"key", "values": [{"value", "ranks", "processes"}]}]; "key" is "nccl_version" for versions.
 nlohmann::json environment_differences(const JobAnalysis& analysis);
 
-// The hang report's body: {"comms": [...], "verdict", ...}. `findings` says whether anything
-// warrants exit status 1 (mismatches, missing or absent ranks, ops never completed, divergence).
-nlohmann::json hang_json(const JobAnalysis& analysis, bool& findings);
+// hang's result: its full detail as `hang --json` writes it ({"comms": [...], "verdict", ...}), and,
+// typed, what the other reports take from it, so that summary and hang say the same thing.
+struct HangReport {
+  nlohmann::json detail;
+  // Exit status 1: mismatches, missing or absent ranks, creations that never returned, ops never
+  // completed, divergence, unmatched point-to-point.
+  bool findings = false;
+  std::string verdict;                  // the most telling finding, in words
+  std::vector<std::string> stragglers;  // one sentence per straggler finding
+  size_t mismatched_seqs = 0, missing_ranks = 0, absent_ranks = 0, init_hung_ranks = 0, incomplete_ranks = 0,
+         stall_records = 0, divergences = 0;
+  bool hung() const { return missing_ranks || absent_ranks || init_hung_ranks || incomplete_ranks || divergences; }
+  std::vector<std::string> environment_keys;  // NCCL_* settings (or "nccl_version") that differ across ranks
+};
+HangReport hang_report(const JobAnalysis& analysis);
 
-// The latency report's body: {"rows": [...], "communicators": [...]}.
-nlohmann::json latency_json(const JobAnalysis& analysis);
+// latency's result, typed: what `latency` prints and what the other reports read (summary's
+// slowest ops, the html plots, the metrics). Durations in µs. A steady-state figure is empty where
+// only first calls were seen; bandwidths exist on GPU-timed rows only.
+struct LatencyRow {
+  uint64_t comm_id = 0;
+  std::string name;  // the communicator's, where the application gave one
+  trace::Api api = trace::Api::kUnknown;
+  uint64_t bytes = 0;  // nccl-tests' size (bytes_of)
+  int32_t nranks = 0;
+  uint64_t calls = 0;        // per rank, GPU-timed or not
+  uint64_t timed_calls = 0;  // per rank, with this row's timing
+  uint64_t samples = 0;      // steady-state samples, all ranks
+  size_t ranks_timed = 0;
+  std::optional<double> p50_us, p90_us, p99_us, max_us, min_us, mean_us, algbw_gbps, busbw_gbps;
+  uint64_t first_call_samples = 0;  // each rank's first call of this op and size (connection set-up)
+  std::optional<double> first_call_max_us, first_call_mean_us;
+  TimingSource timing = TimingSource::kHost;
+};
+// How long a communicator took to create and to destroy, across its ranks.
+struct CommLifetimes {
+  uint64_t comm_id = 0;
+  std::string name, api;
+  int32_t nranks = 0;
+  size_t ranks_traced = 0;
+  double init_ms_p50 = 0, init_ms_max = 0;
+  std::optional<double> destroy_ms_p50, destroy_ms_max;
+};
+struct LatencyTable {
+  std::vector<LatencyRow> rows;
+  std::vector<CommLifetimes> communicators;
+};
+LatencyTable latency_table(const JobAnalysis& analysis);
+nlohmann::json to_json(const LatencyRow& row);      // one row as `latency --json` writes it
+nlohmann::json to_json(const LatencyTable& table);  // `latency --json`
 
 // The leaks report's findings: "leaks", "communicators", "traces" and "not_traced" as `leaks --json`
 // prints them, plus "groups" (one per leaked communicator identity: "comm", "name", "api", "nranks",

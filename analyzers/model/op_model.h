@@ -11,6 +11,8 @@
 
 #include "clock_align.h"
 #include "job_model.h"
+#include "latency_histogram.h"
+#include "nccl_facts.h"
 
 #include <algorithm>
 #include <array>
@@ -98,35 +100,6 @@ struct CommOps {
   std::map<uint64_t, std::vector<SignatureGroup>> deviants;    // seq -> differing groups
   uint64_t untracked_mismatches = 0;                           // beyond kMaxMismatchedSeqs
   uint64_t untracked_seqs = 0;                                 // ops beyond kMaxTrackedSeqs or with garbage seqs
-};
-
-// Log-linear histogram of durations in ns: exact below 128 ns, then 64 sub-buckets per power of
-// two (1.6% resolution) up to about 39 hours. Fixed size, mergeable, exact max.
-class LatencyHistogram {
- public:
-  static constexpr int kSubBits = 6;
-  static constexpr int kLinear = 128;
-  static constexpr int kMaxExp = 47;
-  static constexpr size_t kBuckets = kLinear + (kMaxExp - 6) * (1 << kSubBits);
-
-  void add(int64_t ns);
-  void merge(const LatencyHistogram& other);
-  uint64_t count() const { return count_; }
-  int64_t max() const { return max_; }
-  int64_t min() const { return min_; }
-  double mean() const { return count_ ? sum_ / static_cast<double>(count_) : 0.0; }
-  int64_t percentile(double p) const;  // p in [0, 100]; the bucket's midpoint, clamped to [min, max]
-
-  static size_t bucket_of(uint64_t ns);
-  static uint64_t bucket_low(size_t bucket);
-  static uint64_t bucket_width(size_t bucket);
-
- private:
-  std::vector<uint32_t> counts_ = std::vector<uint32_t>(kBuckets, 0);
-  uint64_t count_ = 0;
-  double sum_ = 0;  // ns; a double keeps 15 digits, plenty for a mean
-  int64_t max_ = 0;
-  int64_t min_ = std::numeric_limits<int64_t>::max();
 };
 
 enum class TimingSource : uint8_t { kGpu = 0, kHost = 1, kHostToGpuEnd = 2 };
@@ -260,15 +233,5 @@ struct JobAnalysis {
 };
 
 JobAnalysis analyze_job(const std::vector<std::string>& inputs, const AnalysisOptions& options);
-
-// Byte size of one element of an ncclDataType_t (0 when unknown).
-size_t datatype_size(uint8_t datatype);
-const char* datatype_name(uint8_t datatype);
-const char* redop_name(int32_t redop);  // "sum", ..., "custom" for premulsum and user ops
-// nccl-tests' "size" of an op: the larger of its buffers, e.g. count * nranks elements for
-// AllGather (count is its sendcount) and ReduceScatter (count is its recvcount).
-uint64_t bytes_of(trace::Api api, uint64_t count, uint8_t datatype, int32_t nranks);
-// nccl-tests' bus bandwidth factor for an op on `nranks` ranks.
-double busbw_factor(trace::Api api, int32_t nranks);
 
 }  // namespace ncclwatch::report

@@ -184,8 +184,9 @@ json environment_differences(const JobAnalysis& a) {
   return out;
 }
 
-json hang_json(const JobAnalysis& a, bool& findings) {
-  findings = false;
+HangReport hang_report(const JobAnalysis& a) {
+  HangReport report;
+  bool& findings = report.findings;
   std::map<uint64_t, std::string> names = comm_names(a.job);
   std::map<uint64_t, std::vector<Divergence>> divergences = find_divergences(a, names);
 
@@ -502,30 +503,35 @@ json hang_json(const JobAnalysis& a, bool& findings) {
     j["verdict"] = v.text.empty() ? "consistent: every rank issued and completed the same ops" : v.text;
     comms.push_back(j);
     verdicts.push_back(v);
+    report.stragglers.insert(report.stragglers.end(), straggler_texts.begin(), straggler_texts.end());
+    report.mismatched_seqs += mismatched_seqs + (ops ? ops->untracked_mismatches : 0);
+    report.missing_ranks += missing.size();
+    report.absent_ranks += rank_count(absent);
+    report.init_hung_ranks += hung_ranks.size();
+    report.incomplete_ranks += incomplete.size();
+    report.stall_records += stall_count;
+    report.divergences += div.size();
   }
 
   json out = {{"comms", comms}, {"traces", a.job.processes.size()}};
   out["environment"] = environment_differences(a);
+  for (const auto& e : out["environment"]) report.environment_keys.push_back(e["key"].get<std::string>());
   out["clock"] = {{"method", a.clock.method}, {"hosts", a.clock.hosts}};
   size_t first = verdicts.size();
   for (size_t i = 0; i < verdicts.size(); ++i)
     if (verdicts[i].severity > kNone && (first == verdicts.size() || verdicts[i].before(verdicts[first]))) first = i;
   std::string verdict = first < verdicts.size() ? verdicts[first].text : "no hang or mismatch found";
-  if (!out["environment"].empty()) {
-    std::string keys;
-    for (const auto& e : out["environment"]) {
-      if (!keys.empty()) keys += ", ";
-      keys += e["key"].get<std::string>();
-    }
-    verdict += fmt::format(". Also: ranks run with different {}", keys);
-  }
+  if (!report.environment_keys.empty())
+    verdict += fmt::format(". Also: ranks run with different {}", fmt::join(report.environment_keys, ", "));
   out["verdict"] = verdict;
-  return out;
+  report.verdict = verdict;
+  report.detail = std::move(out);
+  return report;
 }
 
 namespace {
 
-// One row per finding, as hang_json holds them, for a spreadsheet to filter and count. The seqs a
+// One row per finding, as hang_report's detail holds them, for a spreadsheet to filter and count. The seqs a
 // finding concerns are two numeric columns (equal for one seq, empty where no seq applies) rather
 // than one "6..10" text, so that they sort and filter as numbers; ranks are written in full
 // ("0,4-63"), never cut short as on screen.
@@ -601,8 +607,9 @@ int run_hang(const Options& options) {
     std::fprintf(stderr, "ncclwatch-report: no usable trace files\n");
     return 2;
   }
-  bool findings = false;
-  json out = hang_json(a, findings);
+  HangReport report = hang_report(a);
+  const json& out = report.detail;
+  bool findings = report.findings;
   if (options.json) {
     std::cout << dump_json(out, 2) << "\n";
     return findings ? 1 : 0;

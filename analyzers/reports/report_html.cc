@@ -4,7 +4,7 @@
 // over time, and the environment differences. Plots are inline SVG drawn here: the page loads
 // nothing (no script, font or stylesheet from anywhere) and opens offline.
 //
-// The figures are the other reports' own (hang_json, latency_json, leaks_json,
+// The figures are the other reports' own (hang_report, latency_table, leaks_json,
 // environment_differences); only the heatmap needs a pass of its own over the op records (see
 // LatenessMap).
 #include "pending_launches.h"
@@ -19,6 +19,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <string_view>
 
@@ -78,8 +79,8 @@ std::string bytes_text(uint64_t bytes) {
   return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.{}f} {}", v, v == std::floor(v) ? 0 : 1, units[u]);
 }
 
-std::string number(const json& v, int precision) {
-  return v.is_number() ? fmt::format("{:.{}f}", v.get<double>(), precision) : std::string("–");
+std::string number(const std::optional<double>& v, int precision) {
+  return v ? fmt::format("{:.{}f}", *v, precision) : std::string("–");
 }
 
 // The label people know a communicator by: its name (escaped) and id.
@@ -515,24 +516,20 @@ struct Page {
 };
 
 // Leaks, hang, mismatches, stragglers: what a person needs to know before any figure.
-void verdict_section(Page& page, const json& leaks, const json& hang, const std::vector<UntracedCopy>& untraced,
-                     bool hang_findings, const std::map<uint64_t, std::string>& names) {
+void verdict_section(Page& page, const json& leaks, const HangReport& report, const std::vector<UntracedCopy>& untraced,
+                     const std::map<uint64_t, std::string>& names) {
+  const json& hang = report.detail;
   size_t leaked_resources = 0;
   for (const json& l : leaks["leaks"]) leaked_resources += str(l, "kind") != "communicator";
   const json& groups = leaks["groups"];
-  size_t mismatched = 0;
-  std::vector<std::string> stragglers;
-  for (const json& c : hang["comms"]) {
-    mismatched += c["mismatched_seqs"].get<size_t>();
-    for (const json& r : c["stragglers"]["ranks"])
-      if (r["finding"].get<bool>()) stragglers.push_back(str(r, "text"));
-  }
+  size_t mismatched = report.mismatched_seqs;
+  const std::vector<std::string>& stragglers = report.stragglers;
   std::string first_look;
-  if (hang_findings) first_look = str(hang, "verdict");
+  if (report.findings) first_look = report.verdict;
   else if (!groups.empty() || leaked_resources)
     first_look = fmt::format("leaks: {} communicator(s) never destroyed, {} resource(s) never released", groups.size(), leaked_resources);
   else if (!untraced.empty()) first_look = "not traced: " + untraced.front().path + " (" + untraced.front().reason + ")";
-  else if (!stragglers.empty() || !hang["environment"].empty()) first_look = str(hang, "verdict");
+  else if (!stragglers.empty() || !report.environment_keys.empty()) first_look = report.verdict;
   else first_look = "nothing: no leak, hang or mismatch found";
   page.add(fmt::format(R"(<h2 id="verdict">Verdict</h2><p class="look"><b>Look first at:</b> {}</p><div class="cards">)",
                        esc(first_look)));
@@ -546,11 +543,9 @@ void verdict_section(Page& page, const json& leaks, const json& hang, const std:
                          groups.size(), leaks["leaks"].size() - leaked_resources, leaked_resources));
   page.add("</div>");
 
-  bool hung = false;
-  for (const json& c : hang["comms"]) hung |= !c["missing"].empty() || c["absent_count"].get<uint64_t>() || !c["incomplete"].empty() ||
-                                          !c["divergence"].empty();
+  bool hung = report.hung();
   page.add(fmt::format(R"(<div class="card {}" id="hang"><h3>Hang</h3><p>{}</p></div>)", hung ? "bad" : "ok",
-                       esc(hung ? str(hang, "verdict") : "No rank stopped short: every rank issued and completed the same ops.")));
+                       esc(hung ? report.verdict : "No rank stopped short: every rank issued and completed the same ops.")));
   page.add(fmt::format(R"(<div class="card {}" id="mismatches"><h3>Mismatches</h3><p>{}</p></div>)", mismatched ? "bad" : "ok",
                        mismatched ? fmt::format("Ranks passed different arguments to {} collective(s).", mismatched)
                                   : std::string("None: every rank passed the same arguments.")));
@@ -621,43 +616,40 @@ void verdict_section(Page& page, const json& leaks, const json& hang, const std:
   }
 }
 
-void communicators_section(Page& page, const json& latency, const std::map<uint64_t, std::string>& names,
+void communicators_section(Page& page, const LatencyTable& latency, const std::map<uint64_t, std::string>& names,
                            std::map<std::string, std::string>& op_colours) {
   page.add("<h2 id=\"communicators\">Per communicator: bus bandwidth and latency</h2>"
            "<p class=\"note\">Bus bandwidth (nccl-tests' convention, from the median GPU time) for GPU-timed sizes only; "
            "host-timed rows are enqueue times and have none. Percentiles leave out each rank's first call of an op and size "
            "(NCCL's connection set-up), shown apart.</p>");
-  std::map<std::string, std::vector<const json*>> by_comm;
-  std::map<std::string, uint64_t> calls;
-  for (const json& r : latency["rows"]) {
-    by_comm[str(r, "comm")].push_back(&r);
-    calls[str(r, "comm")] += r["calls"].get<uint64_t>();
+  std::map<uint64_t, std::vector<const LatencyRow*>> by_comm;
+  std::map<uint64_t, uint64_t> calls;
+  for (const LatencyRow& r : latency.rows) {
+    by_comm[r.comm_id].push_back(&r);
+    calls[r.comm_id] += r.calls;
   }
   if (by_comm.empty()) page.add("<p>No timed collectives in these traces.</p>");
-  std::vector<std::string> busiest_first;
+  std::vector<uint64_t> busiest_first;
   for (const auto& [comm, rows] : by_comm) busiest_first.push_back(comm);
-  std::stable_sort(busiest_first.begin(), busiest_first.end(), [&](const auto& x, const auto& y) { return calls[x] > calls[y]; });
-  for (const std::string& comm : busiest_first) {
-    const std::vector<const json*>& rows = by_comm[comm];
-    uint64_t id = parse_hex(comm);
-    page.add(fmt::format(R"(<h3 class="comm" data-comm="{}">Communicator {} · {} ranks</h3><div class="plots">)", esc(comm),
-                         comm_html(id, names), rows.front()->value("nranks", 0)));
+  std::stable_sort(busiest_first.begin(), busiest_first.end(), [&](uint64_t x, uint64_t y) { return calls[x] > calls[y]; });
+  for (uint64_t id : busiest_first) {
+    const std::vector<const LatencyRow*>& rows = by_comm[id];
+    page.add(fmt::format(R"(<h3 class="comm" data-comm="{}">Communicator {} · {} ranks</h3><div class="plots">)", hex_id(id),
+                         comm_html(id, names), rows.front()->nranks));
     // One series per op: the GPU-timed sizes that have a bandwidth.
     std::map<std::string, Series> series;
     double lo = 1e300, hi = 0, top = 0;
-    for (const json* r : rows) {
-      if (!(*r)["busbw_gbps"].is_number()) continue;
-      std::string op = str(*r, "op");
-      uint64_t bytes = (*r)["bytes"].get<uint64_t>();
-      if (!bytes) continue;
-      double busbw = (*r)["busbw_gbps"].get<double>();
+    for (const LatencyRow* r : rows) {
+      if (!r->busbw_gbps || !r->bytes) continue;
+      std::string op = trace::api_name(r->api);
+      double busbw = *r->busbw_gbps;
       auto [colour, fresh] = op_colours.try_emplace(op, kSeriesColours[op_colours.size() % std::size(kSeriesColours)]);
       Series& s = series[op];
       s.label = op;
       s.colour = colour->second;
       s.css_class = "busbw";
-      double x = std::log2(static_cast<double>(bytes));
-      s.points.push_back({x, busbw, fmt::format("{} {}: {:.2f} GB/s busbw, p50 {} µs", op, bytes_text(bytes), busbw, number((*r)["p50_us"], 1))});
+      double x = std::log2(static_cast<double>(r->bytes));
+      s.points.push_back({x, busbw, fmt::format("{} {}: {:.2f} GB/s busbw, p50 {} µs", op, bytes_text(r->bytes), busbw, number(r->p50_us, 1))});
       lo = std::min(lo, x), hi = std::max(hi, x), top = std::max(top, busbw);
     }
     if (series.empty()) {
@@ -672,16 +664,14 @@ void communicators_section(Page& page, const json& latency, const std::map<uint6
     }
     page.add("<table class=\"latency\"><tr><th>op</th><th>size</th><th>calls</th><th>timing</th><th>p50 µs</th><th>p90 µs</th>"
              "<th>p99 µs</th><th>max µs</th><th>busbw GB/s</th><th>first calls</th><th>first call max µs</th></tr>");
-    for (const json* r : rows) {
-      std::string timing = str(*r, "timing");
+    for (const LatencyRow* r : rows)
       page.add(fmt::format(
           "<tr><td>{}</td><td class=n title=\"{} bytes\">{}</td><td class=n>{}</td><td>{}</td><td class=n>{}</td><td class=n>{}</td>"
           "<td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td></tr>",
-          esc(str(*r, "op")), (*r)["bytes"].get<uint64_t>(), bytes_text((*r)["bytes"].get<uint64_t>()), (*r)["calls"].get<uint64_t>(),
-          timing == "host" ? "host (enqueue time)" : esc(timing), number((*r)["p50_us"], 1), number((*r)["p90_us"], 1),
-          number((*r)["p99_us"], 1), number((*r)["max_us"], 1), number((*r)["busbw_gbps"], 2),
-          (*r)["first_calls"]["samples"].get<uint64_t>(), number((*r)["first_calls"]["max_us"], 1)));
-    }
+          esc(trace::api_name(r->api)), r->bytes, bytes_text(r->bytes), r->calls,
+          r->timing == TimingSource::kHost ? "host (enqueue time)" : timing_name(r->timing), number(r->p50_us, 1),
+          number(r->p90_us, 1), number(r->p99_us, 1), number(r->max_us, 1), number(r->busbw_gbps, 2), r->first_call_samples,
+          number(r->first_call_max_us, 1)));
     page.add("</table></div>");
   }
 }
@@ -740,12 +730,11 @@ int run_html(const Options& options) {
     return 2;
   }
   std::map<uint64_t, std::string> names = comm_names(a.job);
-  bool hang_findings = false;
-  json hang = hang_json(a, hang_findings);
-  json latency = latency_json(a);
+  HangReport hang = hang_report(a);
+  LatencyTable latency = latency_table(a);
   json leaks = leaks_json(a.job, options.symbolize);
   std::vector<UntracedCopy> untraced = untraced_copies(a.job);
-  std::vector<LatenessMap> maps = lateness_maps(a, hang);
+  std::vector<LatenessMap> maps = lateness_maps(a, hang.detail);
 
   std::set<std::string> hosts;
   std::set<int> world_ranks;
@@ -761,7 +750,7 @@ int run_html(const Options& options) {
   page.add(fmt::format("<h1>ncclwatch report</h1><p class=\"sub\">{} process trace(s), {} rank(s) on {} host(s), {} communicator(s) "
                        "with ops</p>",
                        a.job.processes.size(), world_ranks.size(), hosts.size(), a.members.size()));
-  verdict_section(page, leaks, hang, untraced, hang_findings, names);
+  verdict_section(page, leaks, hang, untraced, names);
   std::map<std::string, std::string> op_colours;
   communicators_section(page, latency, names, op_colours);
   lateness_section(page, maps, names);
@@ -779,7 +768,7 @@ int run_html(const Options& options) {
                            still_alive));
     page.add("</p>" + live);
   }
-  environment_section(page, hang["environment"]);
+  environment_section(page, hang.detail["environment"]);
 
   page.add("<h2 id=\"traces\">Traces</h2><details><summary>");
   page.add(fmt::format("{} trace file(s); clock alignment: {}</summary><table><tr><th>host</th><th>pid</th><th>rank</th><th>file</th></tr>",
@@ -801,7 +790,7 @@ int run_html(const Options& options) {
   html += "</style></head><body>\n" + page.body + "\n</body></html>\n";
   if (!write_output_atomically(options.output, html)) return 2;
   bool leaky = !leaks["leaks"].empty();
-  bool findings = leaky || hang_findings || !untraced.empty();
+  bool findings = leaky || hang.findings || !untraced.empty();
   if (options.output != "-")
     std::printf("html: %zu trace(s), %s, written to %s\n", a.job.processes.size(), findings ? "findings" : "nothing found",
                 options.output.c_str());

@@ -1,5 +1,7 @@
 #include "op_model.h"
 
+#include "launch_table.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -16,88 +18,6 @@ namespace ncclwatch::report {
 namespace {
 
 using namespace trace;
-
-// Ops whose GPU timing has not arrived yet. The shim numbers launches in issue order and the
-// collector writes their timings soon after, so a window indexed by launch_id serves almost every
-// lookup; anything outside it goes to a map.
-// One op of a launch: a grouped launch spans several ops, maybe on several streams (one process
-// driving several GPUs), each stream timed on its own.
-struct LaunchOp {
-  uint64_t seq = 0;         // collectives only (0: send/recv)
-  uint64_t stream = 0;
-  uint64_t bytes = 0;
-  uint32_t rank_comm = 0;   // into ProcessOps::comms
-  int32_t rank = -1;
-  bool first_call = false;  // the rank's first of this op and size on this communicator
-};
-
-// Packed: the table holds up to 64k of these and every op record touches one.
-struct Launch {
-  bool valid = false;
-  uint16_t api = 0;
-  int32_t nranks = 0;
-  uint32_t nops = 0;
-  uint32_t streams_left = 0;  // streams whose timing has not come yet
-  int64_t host_begin = 0;     // monotonic
-  LaunchOp first;
-  std::vector<LaunchOp> more; // the further ops of a grouped launch
-};
-
-class LaunchTable {
- public:
-  static constexpr uint64_t kWindow = 1u << 16;
-
-  Launch* find(uint64_t id) {
-    if (id >= base_ && id - base_ < window_.size()) {
-      Launch& l = window_[id - base_];
-      return l.valid ? &l : nullptr;
-    }
-    auto it = far_.find(id);
-    return it == far_.end() ? nullptr : &it->second;
-  }
-
-  // The launch `id`, made valid; `fresh` says whether it was new.
-  Launch& insert(uint64_t id, bool& fresh) {
-    if (Launch* l = find(id)) {
-      fresh = false;
-      return *l;
-    }
-    fresh = true;
-    if (window_.empty()) base_ = id;
-    if (id >= base_ && id - base_ < window_.size() + 4096) {  // ids count up by one; a jump goes to the map
-      if (id - base_ >= window_.size()) window_.resize(id - base_ + 1);
-      // A timing that never came (the op never ran) must not pin the window: drop the oldest.
-      while (window_.size() > kWindow) pop_front();
-      Launch& l = window_[id - base_];
-      l = Launch{};
-      l.valid = true;
-      return l;
-    }
-    Launch& l = far_[id];
-    l = Launch{};
-    l.valid = true;
-    if (far_.size() > kWindow) far_.erase(far_.begin());
-    return l;
-  }
-
-  void erase(uint64_t id) {
-    if (id >= base_ && id - base_ < window_.size()) {
-      window_[id - base_].valid = false;
-      while (!window_.empty() && !window_.front().valid) pop_front();
-      return;
-    }
-    far_.erase(id);
-  }
-
- private:
-  void pop_front() {
-    window_.pop_front();
-    ++base_;
-  }
-  std::deque<Launch> window_;
-  uint64_t base_ = 0;
-  std::unordered_map<uint64_t, Launch> far_;
-};
 
 struct LatencyKeyHash {
   size_t operator()(const LatencyKey& k) const {
@@ -463,63 +383,6 @@ void merge_slots(CommOps& into, CommOps& from) {
 
 }  // namespace
 
-// ---------------------------------------------------------------------------------------------
-// Histogram
-
-size_t LatencyHistogram::bucket_of(uint64_t ns) {
-  if (ns < kLinear) return static_cast<size_t>(ns);
-  int exp = std::bit_width(ns) - 1;  // >= 7
-  if (exp > kMaxExp) return kBuckets - 1;
-  uint64_t sub = (ns >> (exp - kSubBits)) & ((1u << kSubBits) - 1);
-  return kLinear + static_cast<size_t>(exp - 7) * (1u << kSubBits) + static_cast<size_t>(sub);
-}
-
-uint64_t LatencyHistogram::bucket_low(size_t bucket) {
-  if (bucket < kLinear) return bucket;
-  size_t exp = (bucket - kLinear) / (1u << kSubBits) + 7;
-  uint64_t sub = (bucket - kLinear) % (1u << kSubBits);
-  return (uint64_t{1} << exp) + (sub << (exp - kSubBits));
-}
-
-uint64_t LatencyHistogram::bucket_width(size_t bucket) {
-  if (bucket < kLinear) return 1;
-  size_t exp = (bucket - kLinear) / (1u << kSubBits) + 7;
-  return uint64_t{1} << (exp - kSubBits);
-}
-
-void LatencyHistogram::add(int64_t ns) {
-  if (ns < 0) ns = 0;
-  ++counts_[bucket_of(static_cast<uint64_t>(ns))];
-  ++count_;
-  sum_ += static_cast<double>(ns);
-  max_ = std::max(max_, ns);
-  min_ = std::min(min_, ns);
-}
-
-void LatencyHistogram::merge(const LatencyHistogram& other) {
-  for (size_t i = 0; i < kBuckets; ++i) counts_[i] += other.counts_[i];
-  count_ += other.count_;
-  sum_ += other.sum_;
-  max_ = std::max(max_, other.max_);
-  min_ = std::min(min_, other.min_);
-}
-
-int64_t LatencyHistogram::percentile(double p) const {
-  if (!count_) return 0;
-  // The rank of the sample wanted, 1-based (nearest-rank definition).
-  uint64_t want = static_cast<uint64_t>(std::ceil(p / 100.0 * static_cast<double>(count_)));
-  want = std::clamp<uint64_t>(want, 1, count_);
-  uint64_t seen = 0;
-  for (size_t i = 0; i < kBuckets; ++i) {
-    seen += counts_[i];
-    if (seen >= want) {
-      int64_t mid = static_cast<int64_t>(bucket_low(i) + bucket_width(i) / 2);
-      return std::clamp(mid, min_, max_);
-    }
-  }
-  return max_;
-}
-
 const char* timing_name(TimingSource t) {
   switch (t) {
     case TimingSource::kGpu: return "gpu";
@@ -683,63 +546,6 @@ JobAnalysis analyze_job(const std::vector<std::string>& inputs, const AnalysisOp
     std::sort(list.begin(), list.end(),
               [&](const MemberRef& x, const MemberRef& y) { return a.member(x).rank < a.member(y).rank; });
   return a;
-}
-
-// ---------------------------------------------------------------------------------------------
-// NCCL facts
-
-size_t datatype_size(uint8_t datatype) {
-  switch (datatype) {
-    case 0: case 1: case 10: case 11: return 1;  // int8, uint8, fp8 e4m3, fp8 e5m2
-    case 6: case 9: return 2;                     // half, bfloat16
-    case 2: case 3: case 7: return 4;             // int32, uint32, float
-    case 4: case 5: case 8: return 8;             // int64, uint64, double
-    default: return 0;
-  }
-}
-
-const char* datatype_name(uint8_t datatype) {
-  static constexpr const char* names[] = {"int8",    "uint8",    "int32",    "uint32",   "int64",     "uint64",
-                                          "float16", "float32",  "float64",  "bfloat16", "float8e4m3", "float8e5m2"};
-  return datatype < std::size(names) ? names[datatype] : "unknown";
-}
-
-const char* redop_name(int32_t redop) {
-  switch (redop) {
-    case -1: return "none";
-    case 0: return "sum";
-    case 1: return "prod";
-    case 2: return "max";
-    case 3: return "min";
-    case 4: return "avg";
-    default: return "custom";
-  }
-}
-
-uint64_t bytes_of(Api api, uint64_t count, uint8_t datatype, int32_t nranks) {
-  uint64_t element = datatype_size(datatype);
-  uint64_t n = nranks > 0 ? static_cast<uint64_t>(nranks) : 1;
-  switch (api) {
-    case Api::kAllGather:      // count is the sendcount: the receive buffer holds n of them
-    case Api::kReduceScatter:  // count is the recvcount: the send buffer holds n of them
-    case Api::kAlltoAll:       // count goes to each peer
-    case Api::kGather:
-    case Api::kScatter: return count * n * element;
-    default: return count * element;
-  }
-}
-
-double busbw_factor(Api api, int32_t nranks) {
-  double n = nranks > 0 ? nranks : 1;
-  switch (api) {
-    case Api::kAllReduce: return 2.0 * (n - 1) / n;
-    case Api::kAllGather:
-    case Api::kReduceScatter:
-    case Api::kAlltoAll:
-    case Api::kGather:
-    case Api::kScatter: return (n - 1) / n;
-    default: return 1.0;  // broadcast, reduce, send/recv, grouped launches
-  }
 }
 
 }  // namespace ncclwatch::report

@@ -105,35 +105,32 @@ void write_communicators(const JobAnalysis& a, m::TextWriter& out) {
 }
 
 void write_latency(const JobAnalysis& a, m::TextWriter& out) {
-  json rows = latency_json(a)["rows"];
-  auto labels_of = [](const json& r) {
-    return std::tuple{r["comm"].get<std::string>(), r["op"].get<std::string>(), std::to_string(r["bytes"].get<uint64_t>()),
-                      r["timing"].get<std::string>()};
+  LatencyTable table = latency_table(a);
+  auto labels_of = [](const LatencyRow& r) {
+    return std::tuple{hex_id(r.comm_id), std::string(trace::api_name(r.api)), std::to_string(r.bytes),
+                      std::string(timing_name(r.timing))};
   };
   out.family(m::kOpLatency);
-  for (const json& r : rows) {
-    if (r["p50_us"].is_null()) continue;  // only first calls: no steady state
+  for (const LatencyRow& r : table.rows) {
+    if (!r.p50_us) continue;  // only first calls: no steady state
     auto [comm, op, bytes, timing] = labels_of(r);
-    for (auto [quantile, key] : {std::pair{"0.5", "p50_us"}, {"0.9", "p90_us"}, {"0.99", "p99_us"}})
-      out.sample({{"comm", comm}, {"op", op}, {"bytes", bytes}, {"timing", timing}, {"quantile", quantile}},
-                 r[key].get<double>() / 1e6);
-    double samples = r["samples"].get<double>();
-    out.sample({{"comm", comm}, {"op", op}, {"bytes", bytes}, {"timing", timing}},
-               r["mean_us"].get<double>() * samples / 1e6, "_sum");
+    for (auto [quantile, value] : {std::pair{"0.5", *r.p50_us}, {"0.9", *r.p90_us}, {"0.99", *r.p99_us}})
+      out.sample({{"comm", comm}, {"op", op}, {"bytes", bytes}, {"timing", timing}, {"quantile", quantile}}, value / 1e6);
+    double samples = static_cast<double>(r.samples);
+    out.sample({{"comm", comm}, {"op", op}, {"bytes", bytes}, {"timing", timing}}, *r.mean_us * samples / 1e6, "_sum");
     out.sample({{"comm", comm}, {"op", op}, {"bytes", bytes}, {"timing", timing}}, samples, "_count");
   }
   out.family(m::kOpBusBandwidth);
-  for (const json& r : rows) {
-    if (r["busbw_gbps"].is_null()) continue;
+  for (const LatencyRow& r : table.rows) {
+    if (!r.busbw_gbps) continue;
     auto [comm, op, bytes, timing] = labels_of(r);
-    out.sample({{"comm", comm}, {"op", op}, {"bytes", bytes}}, r["busbw_gbps"].get<double>() * 1e9);
+    out.sample({{"comm", comm}, {"op", op}, {"bytes", bytes}}, *r.busbw_gbps * 1e9);
   }
   out.family(m::kFirstCallMax);
-  for (const json& r : rows) {
-    if (r["first_calls"]["max_us"].is_null()) continue;
+  for (const LatencyRow& r : table.rows) {
+    if (!r.first_call_max_us) continue;
     auto [comm, op, bytes, timing] = labels_of(r);
-    out.sample({{"comm", comm}, {"op", op}, {"bytes", bytes}, {"timing", timing}},
-               r["first_calls"]["max_us"].get<double>() / 1e6);
+    out.sample({{"comm", comm}, {"op", op}, {"bytes", bytes}, {"timing", timing}}, *r.first_call_max_us / 1e6);
   }
 }
 

@@ -52,27 +52,15 @@ int run_summary(const Options& options) {
   for (const CommOps& c : a.comms) comm_ids.insert(c.comm_id);
   comm_ids.erase(0);
   bool leaks = leaked_ranks + open_resources > 0;
-  bool hang_findings = false;
-  json hang = hang_json(a, hang_findings);
-  json latency = latency_json(a);
+  HangReport hang = hang_report(a);
+  LatencyTable latency = latency_table(a);
 
   // The slowest ops: latency rows by their worst steady-state time (first calls are set-up).
-  std::vector<json> rows;
-  for (const json& r : latency["rows"])
-    if (!r["max_us"].is_null()) rows.push_back(r);
-  std::sort(rows.begin(), rows.end(), [](const json& x, const json& y) { return x["max_us"].get<double>() > y["max_us"].get<double>(); });
+  std::vector<const LatencyRow*> rows;
+  for (const LatencyRow& r : latency.rows)
+    if (r.max_us) rows.push_back(&r);
+  std::sort(rows.begin(), rows.end(), [](const LatencyRow* x, const LatencyRow* y) { return *x->max_us > *y->max_us; });
   if (rows.size() > 5) rows.resize(5);
-  size_t mismatched_seqs = 0, missing = 0, absent = 0, stalls = 0, divergences = 0;
-  std::vector<std::string> stragglers;  // hang's own words, so both reports say the same
-  for (const json& c : hang["comms"]) {
-    for (const json& r : c["stragglers"]["ranks"])
-      if (r["finding"].get<bool>()) stragglers.push_back(r["text"].get<std::string>());
-    mismatched_seqs += c["mismatched_seqs"].get<size_t>();
-    missing += c["missing"].size();
-    absent += c["absent_count"].get<size_t>();
-    stalls += c["stall_records"].get<size_t>();
-    divergences += c["divergence"].size();
-  }
   // Which NCCL copies the traces cover, grouped across processes.
   struct LibraryUse {
     std::string version, status, how;
@@ -94,14 +82,14 @@ int run_summary(const Options& options) {
   std::vector<UntracedCopy> untraced = untraced_copies(job);
 
   std::string first_look;
-  if (hang_findings) first_look = hang["verdict"].get<std::string>();
+  if (hang.findings) first_look = hang.verdict;
   else if (leaks) first_look = "leaks: run `ncclwatch-report leaks`";
   else if (!untraced.empty())
     first_look = "not traced: " + untraced.front().path + " (" + untraced.front().reason + "): its NCCL calls are in no trace";
-  else if (!stragglers.empty() || !hang["environment"].empty()) first_look = hang["verdict"].get<std::string>();
+  else if (!hang.stragglers.empty() || !hang.environment_keys.empty()) first_look = hang.verdict;
   else first_look = "nothing: no leak, hang or mismatch found";
   // A copy we could not trace is a finding: "no leaks" cannot be vouched for.
-  bool findings = leaks || hang_findings || !untraced.empty();
+  bool findings = leaks || hang.findings || !untraced.empty();
 
   if (options.json) {
     json out = {{"traces", job.processes.size()},
@@ -114,15 +102,20 @@ int run_summary(const Options& options) {
                 {"unreleased_resources", open_resources},
                 {"processes_without_final_record", killed},
                 {"lost_records", lost},
-                {"mismatched_seqs", mismatched_seqs},
-                {"missing", missing},
-                {"absent_ranks", absent},
-                {"stall_records", stalls},
-                {"divergences", divergences},
-                {"stragglers", stragglers},
-                {"slowest_ops", rows},
-                {"environment", hang["environment"]},
-                {"verdict", hang["verdict"]},
+                {"mismatched_seqs", hang.mismatched_seqs},
+                {"missing", hang.missing_ranks},
+                {"absent_ranks", hang.absent_ranks},
+                {"init_never_returned", hang.init_hung_ranks},
+                {"stall_records", hang.stall_records},
+                {"divergences", hang.divergences},
+                {"stragglers", hang.stragglers},
+                {"slowest_ops", [&] {
+                   json list = json::array();
+                   for (const LatencyRow* r : rows) list.push_back(to_json(*r));
+                   return list;
+                 }()},
+                {"environment", hang.detail["environment"]},
+                {"verdict", hang.verdict},
                 {"first_look", first_look}};
     json nccl = json::array();
     for (const auto& [path, use] : libraries)
@@ -151,23 +144,29 @@ int run_summary(const Options& options) {
                leaked_ids.size(), open_resources);
   else
     fmt::print("  no leaks: every communicator and resource was released\n");
-  if (mismatched_seqs) fmt::print("  MISMATCHES: ranks passed different arguments to {} collective(s) — run `ncclwatch-report hang`\n", mismatched_seqs);
-  if (missing || absent) fmt::print("  HANG: {} rank(s) stopped short, {} rank(s) left no trace — run `ncclwatch-report hang`\n", missing, absent);
-  if (divergences) fmt::print("  {} rank(s) departed from their peers' program\n", divergences);
-  if (stalls) fmt::print("  {} stall record(s) from the watchdog\n", stalls);
-  for (const std::string& s : stragglers) fmt::print("  STRAGGLER: {}\n", s);
-  for (const json& e : hang["environment"]) fmt::print("  environment differs across ranks: {}\n", e["key"].get<std::string>());
+  if (hang.mismatched_seqs)
+    fmt::print("  MISMATCHES: ranks passed different arguments to {} collective(s) — run `ncclwatch-report hang`\n",
+               hang.mismatched_seqs);
+  if (hang.init_hung_ranks)
+    fmt::print("  HANG: {} rank(s) entered a communicator's creation and never returned — run `ncclwatch-report hang`\n",
+               hang.init_hung_ranks);
+  if (hang.missing_ranks || hang.absent_ranks)
+    fmt::print("  HANG: {} rank(s) stopped short, {} rank(s) left no trace — run `ncclwatch-report hang`\n", hang.missing_ranks,
+               hang.absent_ranks);
+  if (hang.divergences) fmt::print("  {} rank(s) departed from their peers' program\n", hang.divergences);
+  if (hang.stall_records) fmt::print("  {} stall record(s) from the watchdog\n", hang.stall_records);
+  for (const std::string& s : hang.stragglers) fmt::print("  STRAGGLER: {}\n", s);
+  for (const std::string& key : hang.environment_keys) fmt::print("  environment differs across ranks: {}\n", key);
   if (!rows.empty()) {
     fmt::print("  slowest ops:\n");
-    for (const json& r : rows)
-      fmt::print("    {} {} B on comm {}: max {:.1f} us, p50 {:.1f} us ({}, {} calls){}\n", r["op"].get<std::string>(),
-                 r["bytes"].get<uint64_t>(), r["comm"].get<std::string>(), r["max_us"].get<double>(),
-                 r["p50_us"].get<double>(), r["timing"].get<std::string>() == "host" ? "host enqueue" : r["timing"].get<std::string>(),
-                 r["calls"].get<uint64_t>(),
+    for (const LatencyRow* r : rows)
+      fmt::print("    {} {} B on comm {}: max {:.1f} us, p50 {:.1f} us ({}, {} calls){}\n", trace::api_name(r->api), r->bytes,
+                 hex_id(r->comm_id), *r->max_us, *r->p50_us,
+                 r->timing == TimingSource::kHost ? "host enqueue" : timing_name(r->timing), r->calls,
                  // a first call worth naming: slower than any steady one (NCCL's connection set-up)
-                 r["first_calls"]["max_us"].is_null() || r["first_calls"]["max_us"].get<double>() <= r["max_us"].get<double>()
+                 !r->first_call_max_us || *r->first_call_max_us <= *r->max_us
                      ? ""
-                     : fmt::format("; first call up to {:.1f} ms (set-up)", r["first_calls"]["max_us"].get<double>() / 1e3));
+                     : fmt::format("; first call up to {:.1f} ms (set-up)", *r->first_call_max_us / 1e3));
   }
   fmt::print("  look first at: {}\n", first_look);
   return findings ? 1 : 0;

@@ -1,0 +1,39 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace ncclwatch::report {
+
+// Log-linear histogram of durations in ns: exact below 128 ns, then 64 sub-buckets per power of
+// two (1.6% resolution) up to about 39 hours. Fixed size, mergeable, exact max.
+class LatencyHistogram {
+ public:
+  static constexpr int kSubBits = 6;
+  static constexpr int kLinear = 128;
+  static constexpr int kMaxExp = 47;
+  static constexpr size_t kBuckets = kLinear + (kMaxExp - 6) * (1 << kSubBits);
+
+  void add(int64_t ns);
+  void merge(const LatencyHistogram& other);
+  uint64_t count() const { return count_; }
+  int64_t max() const { return max_; }
+  int64_t min() const { return min_; }
+  double mean() const { return count_ ? sum_ / static_cast<double>(count_) : 0.0; }
+  int64_t percentile(double p) const;  // p in [0, 100]; the bucket's midpoint, clamped to [min, max]
+
+  static size_t bucket_of(uint64_t ns);
+  static uint64_t bucket_low(size_t bucket);
+  static uint64_t bucket_width(size_t bucket);
+
+ private:
+  std::vector<uint32_t> counts_ = std::vector<uint32_t>(kBuckets, 0);
+  uint64_t count_ = 0;
+  double sum_ = 0;  // ns; a double keeps 15 digits, plenty for a mean
+  int64_t max_ = 0;
+  int64_t min_ = std::numeric_limits<int64_t>::max();
+};
+
+}  // namespace ncclwatch::report
