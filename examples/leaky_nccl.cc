@@ -1,5 +1,6 @@
 // A plain C++ NCCL program with a classic leak: it creates a world communicator, splits it,
-// runs an all-reduce on each, destroys the split, and forgets the world communicator.
+// runs an all-reduce on each, destroys the split, and forgets the world communicator. Between,
+// a sweep of all-reduces from 4 KiB to 16 MiB on the world communicator gives `latency` its rows.
 // One process per GPU; ranks meet through a file (NCCLWATCH_TEST_RENDEZVOUS) — run it with
 // tests/launcher/mprun.py, as scripts/demo does:
 //     ncclwatch run -- python3 tests/launcher/mprun.py -n 2 -- build/examples/leaky_nccl
@@ -45,10 +46,14 @@ int main() {
 
   // Device memory from NCCL's allocator keeps this example free of the CUDA runtime.
   float* data = nullptr;
-  const size_t count = 1 << 20;
-  CHECK(ncclMemAlloc(reinterpret_cast<void**>(&data), count * sizeof(float)));
+  const size_t count = 1 << 20, largest = 4 << 20;
+  CHECK(ncclMemAlloc(reinterpret_cast<void**>(&data), largest * sizeof(float)));
   CHECK(ncclAllReduce(data, data, count, ncclFloat, ncclSum, world, nullptr));
   CHECK(ncclAllReduce(data, data, count, ncclFloat, ncclSum, pairs, nullptr));
+  for (size_t n = 1 << 10; n <= largest; n <<= 4)  // 4 KiB, 64 KiB, 1 MiB, 16 MiB of floats
+    for (int i = 0; i < 20; ++i) CHECK(ncclAllReduce(data, data, n, ncclFloat, ncclSum, world, nullptr));
+  // The all-reduces run asynchronously: they must be done before their buffer is freed.
+  if (cuCtxSynchronize() != CUDA_SUCCESS) return 1;
 
   CHECK(ncclCommFinalize(pairs));
   CHECK(ncclCommDestroy(pairs));

@@ -43,7 +43,9 @@ class Collector {
         drain_rings();
         busy = poll(*cu);
       }
-      std::this_thread::sleep_for(std::chrono::microseconds(busy ? 500 : 2000));
+      g_idle.store(!busy, std::memory_order_release);
+      g_cycles.fetch_add(1, std::memory_order_acq_rel);
+      std::this_thread::sleep_for(std::chrono::microseconds(g_hurry.load(std::memory_order_relaxed) ? 100 : busy ? 500 : 2000));
     }
   }
 
@@ -75,6 +77,7 @@ class Collector {
           break;
         }
         last_progress_[stream] = monotonic_ns();
+        g_completed.fetch_add(1, std::memory_order_relaxed);
         if (status == CUDA_SUCCESS) {
           note_completed(front.name);
           if (front.events->timed) write_timing(cu, front);

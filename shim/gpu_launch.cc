@@ -213,8 +213,22 @@ void end_timed_launch(TimedLaunch launch, uint64_t stream, uint64_t launch_id, C
   }
 }
 
-void stop_gpu_timer() noexcept {
+void stop_gpu_timer(bool let_running_finish) noexcept {
   if (!gpu::g_collector_started.load(std::memory_order_acquire)) return;
+  if (let_running_finish && !gpu::g_stop.load(std::memory_order_acquire)) {
+    // A full collector cycle that began after this point sees every launch pushed before it.
+    gpu::g_hurry.store(true, std::memory_order_relaxed);
+    uint64_t first_cycle = gpu::g_cycles.load(std::memory_order_acquire) + 2;
+    int64_t start = monotonic_ns(), last_progress = start;
+    uint64_t completed = gpu::g_completed.load(std::memory_order_relaxed);
+    for (;;) {
+      int64_t now = monotonic_ns();
+      if (gpu::g_cycles.load(std::memory_order_acquire) >= first_cycle && gpu::g_idle.load(std::memory_order_acquire)) break;
+      if (uint64_t c = gpu::g_completed.load(std::memory_order_relaxed); c != completed) completed = c, last_progress = now;
+      if (now - last_progress > int64_t{kExitQuietMs} * 1000000 || now - start > int64_t{kExitDrainMs} * 1000000) break;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
   gpu::g_stop.store(true, std::memory_order_release);
   // Wait (bounded) until the collector is outside any CUDA call; it makes no further ones.
   for (int i = 0; i < 200; ++i) {
@@ -235,6 +249,8 @@ void gpu_timer_after_fork_in_child() noexcept {
   t_thread.gpu = nullptr;
   gpu::g_collector_started.store(false, std::memory_order_relaxed);
   gpu::g_stop.store(false, std::memory_order_relaxed);
+  gpu::g_hurry.store(false, std::memory_order_relaxed);
+  gpu::g_idle.store(true, std::memory_order_relaxed);
 }
 
 }  // namespace ncclwatch

@@ -79,6 +79,12 @@ std::vector<LaunchThread*> launch_threads();
 
 inline std::atomic<bool> g_collector_started{false};
 inline std::atomic<bool> g_stop{false};
+// The collector's cycles (drain the rings, poll the streams), whether the last one left nothing
+// pending, and launches completed so far: what a normal exit waits on (stop_gpu_timer).
+inline std::atomic<uint64_t> g_cycles{0};
+inline std::atomic<bool> g_idle{true};
+inline std::atomic<uint64_t> g_completed{0};
+inline std::atomic<bool> g_hurry{false};  // an exit waits: poll without pausing
 // Held by the collector around its CUDA calls; stop_gpu_timer() waits for it, so no CUDA call of
 // ours runs while the process tears CUDA down.
 inline std::mutex g_cuda_mutex;

@@ -66,8 +66,14 @@ inline TimedLaunch begin_timed_launch(uint64_t stream, CommTrack* track, uint64_
 void end_timed_launch(TimedLaunch launch, uint64_t stream, uint64_t launch_id, CommTrack* track, uint64_t seq,
                       trace::Api api, uint32_t ops, int64_t enqueued_ns, int64_t returned_ns) noexcept;
 
-// Stops the collector before CUDA may be torn down (exit). Bounded wait; idempotent.
-void stop_gpu_timer() noexcept;
+// Stops the collector before CUDA may be torn down (exit). With `let_running_finish` (a normal
+// exit), the launches still running first get a bounded while to complete, so that the ops a
+// program issued just before exiting keep their timings: until none is left, or none completed
+// for kExitQuietMs, at most kExitDrainMs in all. A launch still running then is a real finding
+// (it never completed). Idempotent.
+inline constexpr int kExitQuietMs = 250;
+inline constexpr int kExitDrainMs = 2000;
+void stop_gpu_timer(bool let_running_finish = false) noexcept;
 void gpu_timer_after_fork_in_child() noexcept;
 
 }  // namespace ncclwatch

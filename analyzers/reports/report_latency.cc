@@ -207,10 +207,12 @@ int run_latency(const Options& options) {
     return 0;
   }
   auto shown = [&](const std::optional<double>& v, int precision) { return v ? cell(v, precision) : std::string("-"); };
+  // A communicator by the name the application gave it, else by its id.
+  auto label = [](const std::string& name, uint64_t id) { return name.empty() ? hex_id(id) : name; };
   fmt::print("{:<16} {:<18} {:>12} {:>6} {:>8} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {}\n", "comm", "op", "bytes",
              "ranks", "calls", "p50 us", "p90 us", "p99 us", "max us", "algbw", "busbw", "1st max us", "timing");
   for (const LatencyRow& r : table.rows)
-    fmt::print("{:<16} {:<18} {:>12} {:>6} {:>8} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {}\n", hex_id(r.comm_id),
+    fmt::print("{:<16} {:<18} {:>12} {:>6} {:>8} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {}\n", label(r.name, r.comm_id),
                trace::api_name(r.api), r.bytes, r.nranks, r.calls, shown(r.p50_us, 1), shown(r.p90_us, 1),
                shown(r.p99_us, 1), shown(r.max_us, 1), shown(r.algbw_gbps, 2), shown(r.busbw_gbps, 2),
                shown(r.first_call_max_us, 1), r.timing == TimingSource::kHost ? "host (enqueue time)" : timing_name(r.timing));
@@ -219,7 +221,7 @@ int run_latency(const Options& options) {
   if (!table.communicators.empty()) {
     fmt::print("\n{:<16} {:>6} {:>12} {:>12} {:>14}\n", "comm", "ranks", "init p50 ms", "init max ms", "destroy max ms");
     for (const CommLifetimes& c : table.communicators)
-      fmt::print("{:<16} {:>6} {:>12.1f} {:>12.1f} {:>14}\n", hex_id(c.comm_id), c.nranks, c.init_ms_p50, c.init_ms_max,
+      fmt::print("{:<16} {:>6} {:>12.1f} {:>12.1f} {:>14}\n", label(c.name, c.comm_id), c.nranks, c.init_ms_p50, c.init_ms_max,
                  shown(c.destroy_ms_max, 1));
   }
   return 0;

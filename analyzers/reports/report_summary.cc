@@ -161,7 +161,7 @@ int run_summary(const Options& options) {
     fmt::print("  slowest ops:\n");
     for (const LatencyRow* r : rows)
       fmt::print("    {} {} B on comm {}: max {:.1f} us, p50 {:.1f} us ({}, {} calls){}\n", trace::api_name(r->api), r->bytes,
-                 hex_id(r->comm_id), *r->max_us, *r->p50_us,
+                 r->name.empty() ? hex_id(r->comm_id) : fmt::format("\"{}\" ({})", r->name, hex_id(r->comm_id)), *r->max_us, *r->p50_us,
                  r->timing == TimingSource::kHost ? "host enqueue" : timing_name(r->timing), r->calls,
                  // a first call worth naming: slower than any steady one (NCCL's connection set-up)
                  !r->first_call_max_us || *r->first_call_max_us <= *r->max_us

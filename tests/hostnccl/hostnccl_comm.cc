@@ -46,16 +46,19 @@ void detach_all_at_exit() {
   for (CommState* c : comms) c->detach();
 }
 
+// Registered when the library loads, so that it runs after the exit handlers of everything
+// that started later (the shim's among them), as a real driver's teardown comes after them:
+// work still queued at exit keeps running until then.
+__attribute__((constructor)) void detach_at_exit_once_loaded() {
+  atexit(detach_all_at_exit);
+  pthread_atfork(nullptr, nullptr, forget_after_fork);
+}
+
 }  // namespace
 
 CommState::CommState(uint64_t t, int n, int r, int dev)
     : tag(t), nranks(n), rank(r), device(dev), send_seq(size_t(n)), recv_seq(size_t(n)),
       ctl(std::make_unique<Ctl>(t)) {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    atexit(detach_all_at_exit);
-    pthread_atfork(nullptr, nullptr, forget_after_fork);
-  });
   std::lock_guard<std::mutex> g(live().mu);
   live().comms.insert(this);
 }

@@ -227,6 +227,48 @@ def launcher_runs_a_job_and_keeps_its_status():
 
 
 
+def ops_issued_just_before_exit_keep_their_timings():
+    # 40 all-reduces of 1 MiB, then exit without waiting for them: a normal exit gives the launches
+    # still running a bounded while to finish, so each keeps its GPU timing and none is reported
+    # as never completed.
+    job = Job([app("collectives_app"), "exit-in-flight"], nranks=2, env={"NCCLWATCH_SAMPLE": "1"})
+    for rank, r in enumerate(job.run()):
+        check(r.returncode == 0, f"rank {rank}: {r.returncode} {r.stderr}")
+    for trace in job.traces():
+        out = subprocess.run([REPORT, "dump", trace], capture_output=True, text=True, check=True).stdout
+        recs = [json.loads(line) for line in out.splitlines()]
+        timed = {r["launch_id"] for r in recs if r.get("type") == "op" and r["op"] == "ncclAllReduce"}
+        timings = {r["launch_id"] for r in recs if r.get("type") == "gpu_timing"}
+        check(len(timed) == 40 and timed <= timings, f"{trace}: {len(timed - timings)} of {len(timed)} launches lost their timing")
+    code, hang, _ = job.report("hang", "--json")
+    check(all(not c["incomplete"] for c in hang["comms"]), f"no op never completed: {hang['verdict']}")
+
+
+def demo_job_leaks_and_fills_the_latency_table():
+    # The README's main job (scripts/demo): examples/leaky_nccl on 2 ranks through the launcher,
+    # every launch GPU-timed. It must leak the world communicator and nothing else, and give one
+    # GPU-timed row per size of its all-reduce sweep, with a bandwidth.
+    job = Job([], nranks=1, preload=False)
+    out_dir = os.path.join(job.tmp, "demo")
+    cmd = [os.path.join(ROOT, "scripts", "ncclwatch"), "run", "--dir", out_dir, "--",
+           "python3", os.path.join(ROOT, "tests", "launcher", "mprun.py"), "-n", "2", "--",
+           os.path.join(BUILD, "examples", "leaky_nccl")]
+    env = dict(job.env, NCCLWATCH_SHIM=os.path.join(BUILD, "shim", "libncclwatch.so"), NCCLWATCH_SAMPLE="1")
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+    check(proc.returncode == 0 and proc.stdout.count("done (the world communicator is never destroyed)") == 2,
+          f"{proc.returncode} {proc.stdout} {proc.stderr[-2000:]}")
+    code, leaks, _ = job.report("leaks", "--json", paths=[out_dir])
+    check(code == 1 and {(c["name"], c["state"]) for c in leaks["leaks"]} == {("world", "leaked")} and
+          len(leaks["leaks"]) == 2, f"only world leaks, on both ranks: {leaks['leaks']}")
+    code, latency, _ = job.report("latency", "--json", paths=[out_dir])
+    world = {r["bytes"]: r for r in latency["rows"] if r.get("name") == "world" and r["op"] == "ncclAllReduce"}
+    check(sorted(world) == [4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20], sorted(world))
+    for size in (4 << 10, 64 << 10, 1 << 20, 16 << 20):
+        r = world[size]
+        check(r["timing"] == "gpu" and r["calls"] == 20 and r["busbw_gbps"] is not None and r["busbw_gbps"] > 0, r)
+    check(world[4 << 20]["calls"] == 1, world[4 << 20])  # the first all-reduce, before the sweep
+
+
 def launcher_refuses_bad_arguments():
     launcher = os.path.join(ROOT, "scripts", "ncclwatch")
     def run(*args):
@@ -245,6 +287,7 @@ def launcher_refuses_bad_arguments():
 if __name__ == "__main__":
     main({f.__name__: f for f in [
         async_straggler_lateness_is_the_injected_sleep, clean_job_has_no_false_straggler, several_hosts_give_the_same_answers,
-        launcher_refuses_bad_arguments,
+        launcher_refuses_bad_arguments, demo_job_leaks_and_fills_the_latency_table,
+        ops_issued_just_before_exit_keep_their_timings,
         count_mismatch_and_missing_rank, skip_names_the_divergence_stretch, straggler_is_named, one_process_driving_two_ranks_is_not_a_hang,
         latency_table_from_gpu_events, timeline_has_one_slice_per_op, launcher_runs_a_job_and_keeps_its_status]})

@@ -282,6 +282,15 @@ int straggler(bool sync, int ops) {
   return 0;
 }
 
+// 40 all-reduces of 1 MiB, then exit at once: no synchronize, no destroy. Their work is still
+// running when the process exits.
+int exit_in_flight() {
+  ncclComm_t world = init_world("world");
+  static float data[1 << 18];
+  for (int i = 0; i < 40; ++i) CHECK(ncclAllReduce(data, data, 1 << 18, ncclFloat, ncclSum, world, nullptr));
+  return 0;
+}
+
 // N one-element all-reduces: the instruction-count benchmark runs this under callgrind.
 int bench(int n) {
   ncclComm_t world = init_world("world");
@@ -353,6 +362,7 @@ int main(int argc, char** argv) {
   if (scenario == "straggler-async") return straggler(false, 30);
   if (scenario == "one-process-two-ranks") return one_process_two_ranks();
   if (scenario == "config-variants") return config_variants();
+  if (scenario == "exit-in-flight") return exit_in_flight();
   std::fprintf(stderr, "usage: collectives_app mixed|skip [ms]|capture|late-peer|bench N\n");
   return 2;
 }
