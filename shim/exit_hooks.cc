@@ -177,9 +177,9 @@ bool finish_process(ExitReason reason, int signal, bool wait) {
 // Registered at the first NCCL call, so it runs before the static destructors of objects built
 // earlier: a destroy from such a destructor counts as "at exit".
 void on_exit_began() {
-  // CUDA may be torn down by handlers that run after this one: the collector stops first, once
-  // the launches still running had their bounded while to finish (their timings are kept).
-  stop_gpu_timer(true);
+  // CUDA may be torn down by handlers that run after this one: the collector stops first (it was
+  // told at the start of exit, gpu_collector.cc, to let the launches still running finish).
+  stop_gpu_timer();
   mark_exit_began(ExitReason::kNormal, 0);
 }
 

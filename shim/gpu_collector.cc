@@ -11,12 +11,14 @@
 #include "config.h"
 #include "gpu_clock_refs.h"
 #include "gpu_state.h"
+#include "gpu_timer.h"
 #include "gpu_watchdog.h"
 #include "notices.h"
 #include "trace_writer.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <set>
@@ -144,6 +146,10 @@ void start_collector() noexcept {
     // static destructors (a function-local static here would be destroyed under its feet).
     auto* collector = new Collector();
     start_background_thread("ncclwatch-gpu", [collector] { collector->run(); });
+    // Registered now, after CUDA is up (a launch is being timed), so that at a normal exit it runs
+    // before CUDA's own exit handlers tear the contexts down: the launches still running get
+    // their while to finish, with the driver still there to say when they do.
+    atexit([] { stop_gpu_timer(true); });
   } catch (...) {
     notice_once(Notice::kCollectorFailed, "ncclwatch: cannot start the GPU timing thread; ops are recorded untimed");
   }

@@ -67,7 +67,8 @@ void end_timed_launch(TimedLaunch launch, uint64_t stream, uint64_t launch_id, C
                       trace::Api api, uint32_t ops, int64_t enqueued_ns, int64_t returned_ns) noexcept;
 
 // Stops the collector before CUDA may be torn down (exit). With `let_running_finish` (a normal
-// exit), the launches still running first get a bounded while to complete, so that the ops a
+// exit, from a handler registered when the collector starts), the launches still running first
+// get a bounded while to complete, so that the ops a
 // program issued just before exiting keep their timings: until none is left, or none completed
 // for kExitQuietMs, at most kExitDrainMs in all. A launch still running then is a real finding
 // (it never completed). Idempotent.

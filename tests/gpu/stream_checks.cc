@@ -5,6 +5,9 @@
 //   stream_checks capture   all-reduces captured into a CUDA graph after eager ones: capture
 //                           must succeed with the same graph nodes as without the shim, and the
 //                           graph must replay. Prints "graph nodes N".
+//   stream_checks exit      a host function holds the stream 0.1 s in front of 200 all-reduces,
+//                           then the program returns: no synchronize, no destroy. Under the shim
+//                           every launch must still get its GPU timing (NCCLWATCH_SAMPLE=1).
 // Build: nvcc -O2 -o stream_checks stream_checks.cc -lnccl
 #include "cuda_check.h"
 
@@ -44,6 +47,11 @@ int main(int argc, char** argv) {
     CK(cudaStreamSynchronize(stream));
     sleep(1);  // the watchdog sees the stall resolve
     std::printf("stall done\n");
+  } else if (mode == "exit") {
+    CK(cudaLaunchHostFunc(stream, [](void*) { usleep(100000); }, nullptr));
+    for (int i = 0; i < 200; ++i) all_reduce();
+    std::printf("exiting with 200 all-reduces queued\n");
+    return 0;  // no synchronize, no destroy: the work is still running at exit
   } else {
     for (int i = 0; i < 5; ++i) all_reduce();
     // As PyTorch and nccl-tests do before a capture: the stream is drained first.

@@ -42,6 +42,22 @@ captured = [o for o in ops if o["flags"] & 1]  # kOpCaptured
 print("captured seqs:", [o["seq"] for o in captured], "timed among them:", [o["seq"] for o in captured if o["flags"] & 2])
 sys.exit(0 if [o["seq"] for o in captured] == [6, 7, 8] and not any(o["flags"] & 2 for o in captured) else 1)
 PY
+start=$(date +%s.%N)
+NCCLWATCH_SAMPLE=1 NCCLWATCH_DIR="$dir/exit" LD_PRELOAD="$SHIM" timeout 120 "$dir/stream_checks" exit >"$dir/exit.out" 2>&1
+status=$?
+took=$(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f}')" "$start" "$(date +%s.%N)")
+echo "exit run: exit $status in $took s: $(cat "$dir/exit.out" | head -3)"
+report dump "$dir/exit" >"$dir/exit.jsonl" 2>/dev/null
+expect "work still running at a normal exit keeps its timings (200 of 200)" python3 - "$dir/exit.jsonl" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+launches = {r["launch_id"] for r in recs if r.get("type") == "op"}
+timed = {r["launch_id"] for r in recs if r.get("type") == "gpu_timing"}
+print("launches", len(launches), "with timing", len(launches & timed))
+sys.exit(0 if len(launches) == 200 and launches <= timed else 1)
+PY
+expect "the program still exits 0" test "$status" -eq 0
+
 if python3 -c 'import torch' 2>/dev/null; then
   NCCLWATCH_DIR="$dir/torch-graph" LD_PRELOAD="$SHIM" timeout 120 torchrun --nproc-per-node 1 "$ROOT/tests/gpu/torch_graph.py" \
     >"$dir/torch-graph.out" 2>&1
