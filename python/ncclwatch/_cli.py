@@ -1,0 +1,24 @@
+"""The `ncclwatch` command of the Python package: the launcher (scripts/ncclwatch) installed inside
+the package, run with the package's shim and report tool."""
+import os
+import sys
+
+from . import report_path, shim_path
+
+
+def main():
+    launcher = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "ncclwatch")
+    if not os.path.exists(launcher):  # a source tree: the launcher of its scripts/
+        launcher = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "ncclwatch")
+    env = dict(os.environ)
+    try:
+        env.setdefault("NCCLWATCH_SHIM", shim_path())
+        env["PATH"] = os.path.dirname(report_path()) + os.pathsep + env.get("PATH", "")
+    except FileNotFoundError as e:
+        print(f"ncclwatch: {e}", file=sys.stderr)
+        return 2
+    os.execve(launcher, [launcher] + sys.argv[1:], env)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""pip install of a clean clone in a fresh virtual environment: the wheel holds the loader, the shim,
+the report tool and the launcher; its `ncclwatch run` traces a stand-in job, and ncclwatch.load
+reads exactly what its `ncclwatch-report dump` reads. Skipped (77) where PyPI cannot be reached."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ["NCCLWATCH_BUILD_DIR"]
+
+
+def run(cmd, **kw):
+    p = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if p.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)}: exit {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    return p
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="ncclwatch-wheel-")
+    try:
+        source = os.path.join(tmp, "clone")
+        run(["git", "clone", "-q", ROOT, source])
+        venv = os.path.join(tmp, "venv")
+        run([sys.executable, "-m", "venv", venv])
+        pip = [os.path.join(venv, "bin", "python"), "-m", "pip", "--disable-pip-version-check", "-q"]
+        if subprocess.run(pip + ["install", "numpy", "pandas"], capture_output=True, timeout=600).returncode != 0:
+            print("skipped: numpy and pandas could not be installed from PyPI here")
+            raise SystemExit(77)
+        run(pip + ["install", source], timeout=900)
+        bin_dir = os.path.join(venv, "bin")
+        python = os.path.join(bin_dir, "python")
+        where = json.loads(run([python, "-c", "import json, ncclwatch; print(json.dumps([ncclwatch.shim_path(), "
+                                              "ncclwatch.report_path()]))"], cwd=tmp).stdout)
+        site = os.path.join(venv, "lib")
+        assert all(p.startswith(site) and os.path.exists(p) for p in where), f"installed inside the venv: {where}"
+        shim, report = where
+        version = run([os.path.join(bin_dir, "ncclwatch"), "--version"]).stdout
+        assert "ncclwatch" in version, version
+        assert run([python, "-m", "ncclwatch", "--version"]).stdout == version
+
+        # The installed launcher on a stand-in job (the main build's example and stand-in NCCL).
+        traces = os.path.join(tmp, "traces")
+        env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(BUILD, "tests", "hostnccl"), NCCLWATCH_SAMPLE="1",
+                   PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""))
+        env.pop("NCCLWATCH_SHIM", None)
+        env.pop("NCCLWATCH_REPORT", None)
+        job = run(["ncclwatch", "run", "--dir", traces, "--", sys.executable, os.path.join(ROOT, "tests", "launcher", "mprun.py"),
+                   "-n", "2", "--", os.path.join(BUILD, "examples", "leaky_nccl")], env=env, cwd=tmp, timeout=180)
+        assert "1 communicator(s) never destroyed" in job.stderr and "ncclwatch summary" in job.stderr, job.stderr[-2000:]
+        files = sorted(os.path.join(traces, f) for f in os.listdir(traces) if f.endswith(".nwt"))
+        assert len(files) == 2, files
+        dumped = 0
+        for f in files:
+            records = [json.loads(line) for line in run([report, "dump", f]).stdout.splitlines()]
+            dumped += sum(1 for r in records if r.get("type") == "op" and r["op"] != "ncclGroupEnd")
+        loaded = json.loads(run([python, "-c", "import json, sys, ncclwatch; j = ncclwatch.load(sys.argv[1]); "
+                                               "print(json.dumps([len(j.ops), int(j.ops.gpu_us.notna().sum()), len(j.problems)]))",
+                                 traces], cwd=tmp).stdout)
+        assert loaded[0] == dumped > 0 and loaded[1] == dumped and loaded[2] == 0, (loaded, dumped)
+        print(f"wheel: installed, {len(files)} traces, {dumped} ops loaded, each GPU-timed")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
