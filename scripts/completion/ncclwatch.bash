@@ -1,0 +1,48 @@
+# Bash completion for ncclwatch-report and ncclwatch, read from their own --help texts (the one
+# source of their commands and options): source this file, or install it where bash-completion
+# looks (meson install puts it in share/bash-completion/completions).
+
+# Words of a --help text: the subcommands (the "Subcommands:" block) or the options (--long and -s
+# forms of the "Options:" block, and any --word the text shows).
+_ncclwatch_help_words() {
+  local kind=$1; shift
+  "$@" --help 2>/dev/null | awk -v kind="$kind" '
+    /^Subcommands:/ { block = "sub"; next }
+    /^Options:/ { block = "opt"; next }
+    /^[^ ]/ { block = "" }
+    kind == "sub" && block == "sub" && $1 ~ /^[a-z]/ { print $1 }
+    kind == "opt" { for (i = 1; i <= NF; i++) if ($i ~ /^-/) { n = split($i, forms, ","); for (k = 1; k <= n; k++) {
+                      w = forms[k]; sub(/[^-a-z0-9].*$/, "", w); if (w ~ /^--?[a-z]/) print w } } }' | sort -u
+}
+
+_ncclwatch_report() {
+  local cur=${COMP_WORDS[COMP_CWORD]} tool=${COMP_WORDS[0]} sub="" i
+  for ((i = 1; i < COMP_CWORD; i++)); do
+    case ${COMP_WORDS[i]} in -*) ;; *) if _ncclwatch_help_words sub "$tool" | grep -qx -- "${COMP_WORDS[i]}"; then sub=${COMP_WORDS[i]}; break; fi ;; esac
+  done
+  if [[ $cur == -* ]]; then
+    if [ -n "$sub" ]; then COMPREPLY=($(compgen -W "$(_ncclwatch_help_words opt "$tool" "$sub")" -- "$cur"))
+    else COMPREPLY=($(compgen -W "$(_ncclwatch_help_words opt "$tool")" -- "$cur")); fi
+  elif [ -z "$sub" ]; then
+    COMPREPLY=($(compgen -W "$(_ncclwatch_help_words sub "$tool")" -- "$cur") $(compgen -f -- "$cur"))
+  else
+    COMPREPLY=($(compgen -f -- "$cur"))
+  fi
+}
+
+# ncclwatch run [--dir DIR] [--on-leak MODE] -- CMD: after "--", the command's own completion.
+_ncclwatch_launcher() {
+  local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} i
+  for ((i = 1; i < COMP_CWORD; i++)); do
+    if [ "${COMP_WORDS[i]}" = "--" ]; then COMPREPLY=($(compgen -c -- "$cur")); return; fi
+  done
+  case $prev in
+    --dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+    --on-leak) COMPREPLY=($(compgen -W "warn fail off" -- "$cur")); return ;;
+  esac
+  if [ "$COMP_CWORD" -eq 1 ]; then COMPREPLY=($(compgen -W "run --version --help" -- "$cur")); return; fi
+  COMPREPLY=($(compgen -W "$("${COMP_WORDS[0]}" --help 2>/dev/null | grep -o -- '--[a-z-]*' | sort -u) --" -- "$cur"))
+}
+
+complete -F _ncclwatch_report ncclwatch-report
+complete -F _ncclwatch_launcher ncclwatch
