@@ -6,8 +6,11 @@ anything else is skipped 8 bytes at a time up to the next committed header.
 Times are each process's CLOCK_MONOTONIC in ns, as recorded: on one host they compare directly;
 across hosts, `ncclwatch-report` aligns them (processes.start_* give each file's wall-clock anchor).
 """
+import json
 import os
 import struct
+import subprocess
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -142,7 +145,7 @@ def _frame(array, drop=()):
     return pd.DataFrame({name: array[name] for name in array.dtype.names if name not in drop})
 
 
-def load(paths):
+def load(paths, symbolize=True):
     """Reads trace files (or job folders) into a Job with these DataFrames:
 
     ops        one row per collective, point-to-point or one-sided call (group ends left out):
@@ -157,6 +160,12 @@ def load(paths):
                signal, python_finalizing or "" when the process left no final record), signal,
                lost_records
     env        one row per setting the process recorded (file, key, value): NCCL_*, versions
+    comms      one row per communicator instance (a rank of a communicator in a process): comm_id,
+               name, rank, nranks, api, state (destroyed, leaked, released_at_exit, init_hung, ...),
+               parent, created_at (the call site), init_ms, host, pid, file. End states follow rules
+               kept in one place, the report tool's: these rows are `ncclwatch-report leaks --json`'s
+               (symbolize=False skips symbolizing the call sites; None when the tool is not found)
+    leaks      the communicators and resources never released, as `leaks` lists them
     problems   what could not be read: file, problem
     """
     problems = []
@@ -197,11 +206,34 @@ def load(paths):
                           "lost_records": int(end["lost_records"][0]) if len(end) else 0})
         for offset in by_type.get(tf.RECORD_TYPE["process"], []):
             env.extend({"file": path, "key": k, "value": v} for k, v in _strings(data, offset).items())
-    return Job(ops=_ops_table(ops, timings), calls=_calls_table(calls), stalls=_stalls_table(stalls),
+    comms, leaks = _lifecycles([p["file"] for p in processes], symbolize)
+    return Job(ops=_ops_table(ops, timings), calls=_calls_table(calls), stalls=_stalls_table(stalls), comms=comms, leaks=leaks,
                processes=pd.DataFrame(processes, columns=["file", "host", "pid", "ppid", "start_wall_ns", "start_mono_ns",
                                                          "ended", "signal", "lost_records"]),
                env=pd.DataFrame(env, columns=["file", "key", "value"]),
                problems=pd.DataFrame(problems, columns=["file", "problem"]))
+
+
+def _lifecycles(files, symbolize):
+    """The report tool's communicators and leaks of these files (its end-state rules are the ones
+    the exit alert uses too: not written again here)."""
+    if not files:
+        return pd.DataFrame(), pd.DataFrame()
+    from . import report_path
+    try:
+        tool = report_path()
+    except FileNotFoundError as e:
+        warnings.warn(f"ncclwatch.load: no comms or leaks tables: {e}")
+        return None, None
+    args = [tool, "leaks", "--json"] + ([] if symbolize else ["--no-symbols"]) + files
+    out = subprocess.run(args, capture_output=True, text=True)
+    if out.returncode not in (0, 1) or not out.stdout.startswith("{"):
+        warnings.warn(f"ncclwatch.load: no comms or leaks tables: {tool} exited {out.returncode}: {out.stderr.strip()[:300]}")
+        return None, None
+    report = json.loads(out.stdout)
+    rename = {"comm": "comm_id", "trace": "file"}
+    return (pd.DataFrame(report["communicators"]).rename(columns=rename),
+            pd.DataFrame(report["leaks"]).rename(columns=rename))
 
 
 def _hex(values):

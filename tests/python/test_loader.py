@@ -84,6 +84,11 @@ def tables_match_dump():
             proc = loaded.processes[loaded.processes["file"] == trace].iloc[0]
             check(proc["ended"] == "normal" and proc["pid"] == next(r for r in records if r["type"] == "file_header")["pid"],
                   proc)
+        # Communicators and their end states: the report tool's, one row per rank instance.
+        creations = sum(1 for t in job.traces() for r in dump(t) if r.get("type") == "call_end" and
+                        r["op"].startswith(("ncclCommInit", "ncclCommSplit")) and r["result"] == 0)
+        check(len(loaded.comms) == creations > 0 and set(loaded.comms["file"]) <= set(job.traces()),
+              f"{len(loaded.comms)} comms, {creations} creations")
         # Sizes as nccl-tests counts them, the same as `latency` rows.
         code, latency, _ = job.report("latency", "--json")
         sizes = {(r["op"], r["bytes"]) for r in latency["rows"]}
