@@ -182,22 +182,18 @@ def load(paths, symbolize=True):
             continue
         host = header["host"].split(b"\0", 1)[0].decode("utf-8", "replace")
         pid = int(header["pid"])
-        o = _frame(_table(data, by_type.get(tf.RECORD_TYPE["op"], []), tf.OP_RECORD))
-        o.insert(0, "file", path)
-        o.insert(1, "host", host)
-        o.insert(2, "pid", pid)
-        ops.append(o)
-        t = _frame(_table(data, by_type.get(tf.RECORD_TYPE["gpu_timing"], []), tf.GPU_TIMING_RECORD))
-        t.insert(0, "file", path)
-        timings.append(t)
-        for kind in ("call_begin", "call_end"):
-            c = _frame(_table(data, by_type.get(tf.RECORD_TYPE[kind], []), tf.API_EVENT))
-            c.insert(0, "file", path)
-            c.insert(1, "event", kind)
-            calls.append(c)
-        s = _frame(_table(data, by_type.get(tf.RECORD_TYPE["stall"], []), tf.STALL_RECORD))
-        s.insert(0, "file", path)
-        stalls.append(s)
+
+        def records(kind, dtype, **first_columns):
+            """The file's records of one kind as a DataFrame, led by `first_columns`."""
+            frame = _frame(_table(data, by_type.get(tf.RECORD_TYPE[kind], []), dtype))
+            for position, (name, value) in enumerate({"file": path, **first_columns}.items()):
+                frame.insert(position, name, value)
+            return frame
+
+        ops.append(records("op", tf.OP_RECORD, host=host, pid=pid))
+        timings.append(records("gpu_timing", tf.GPU_TIMING_RECORD))
+        calls.extend(records(kind, tf.API_EVENT, event=kind) for kind in ("call_begin", "call_end"))
+        stalls.append(records("stall", tf.STALL_RECORD))
         end = _table(data, by_type.get(tf.RECORD_TYPE["process_end"], [])[-1:], tf.EXIT_RECORD)
         processes.append({"file": path, "host": host, "pid": pid, "ppid": int(header["ppid"]),
                           "start_wall_ns": int(header["start_wall_ns"]), "start_mono_ns": int(header["start_mono_ns"]),
