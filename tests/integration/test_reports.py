@@ -234,6 +234,10 @@ def ops_issued_just_before_exit_keep_their_timings():
     job = Job([app("collectives_app"), "exit-in-flight"], nranks=2, env={"NCCLWATCH_SAMPLE": "1"})
     for rank, r in enumerate(job.run()):
         check(r.returncode == 0, f"rank {rank}: {r.returncode} {r.stderr}")
+    if SANITIZED:
+        # Under ThreadSanitizer an all-reduce of the stand-in can take longer than the 250 ms
+        # without progress after which the exit stops waiting (by design): the plain build checks.
+        return
     for trace in job.traces():
         out = subprocess.run([REPORT, "dump", trace], capture_output=True, text=True, check=True).stdout
         recs = [json.loads(line) for line in out.splitlines()]
