@@ -12,7 +12,13 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ["NCCLWATCH_BUILD_DIR"]
 
 
+# The installed package must find its own shim and report tool: settings that name others (a
+# developer's shell, a test harness) are left out of everything run here.
+CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("NCCLWATCH_SHIM", "NCCLWATCH_REPORT")}
+
+
 def run(cmd, **kw):
+    kw.setdefault("env", CLEAN_ENV)
     p = subprocess.run(cmd, capture_output=True, text=True, **kw)
     if p.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)}: exit {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
@@ -44,10 +50,8 @@ def main():
 
         # The installed launcher on a stand-in job (the main build's example and stand-in NCCL).
         traces = os.path.join(tmp, "traces")
-        env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(BUILD, "tests", "hostnccl"), NCCLWATCH_SAMPLE="1",
+        env = dict(CLEAN_ENV, LD_LIBRARY_PATH=os.path.join(BUILD, "tests", "hostnccl"), NCCLWATCH_SAMPLE="1",
                    PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""))
-        env.pop("NCCLWATCH_SHIM", None)
-        env.pop("NCCLWATCH_REPORT", None)
         job = run(["ncclwatch", "run", "--dir", traces, "--", sys.executable, os.path.join(ROOT, "tests", "launcher", "mprun.py"),
                    "-n", "2", "--", os.path.join(BUILD, "examples", "leaky_nccl")], env=env, cwd=tmp, timeout=180)
         assert "1 communicator(s) never destroyed" in job.stderr and "ncclwatch summary" in job.stderr, job.stderr[-2000:]
