@@ -68,10 +68,9 @@ void end_timed_launch(TimedLaunch launch, uint64_t stream, uint64_t launch_id, C
 
 // Stops the collector before CUDA may be torn down (exit). With `let_running_finish` (a normal
 // exit, from a handler registered when the collector starts), the launches still running first
-// get a bounded while to complete, so that the ops a
-// program issued just before exiting keep their timings: until none is left, or none completed
-// for kExitQuietMs, at most kExitDrainMs in all. A launch still running then is a real finding
-// (it never completed). Idempotent.
+// get a bounded while to complete, so that ops issued just before exiting keep their timings:
+// until none is left, or none completed for kExitQuietMs, at most kExitDrainMs in all. A launch
+// still running then is a real finding (it never completed). Idempotent.
 inline constexpr int kExitQuietMs = 250;
 inline constexpr int kExitDrainMs = 2000;
 void stop_gpu_timer(bool let_running_finish = false) noexcept;
