@@ -1,13 +1,17 @@
 // Wrappers for collectives, point-to-point calls and groups: the shim's hot path. Each call gets
-// its sequence number and one OpRecord; GPU events bracket each launch (an ungrouped call, or
-// the outermost ncclGroupEnd, per stream). No lock, no allocation in the steady state.
+// its sequence number, one compact record in the trace's ring and a count in its totals; GPU
+// events bracket each launch (an ungrouped call, or the outermost ncclGroupEnd, per stream). No
+// lock, no allocation in the steady state.
 #include "clock.h"
 #include "comm_table.h"
 #include "gpu_timer.h"
+#include "op_ring.h"
 #include "recorder.h"
-#include "trace_writer.h"
+#include "trace_refs.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 
 namespace ncclwatch {
 namespace {
@@ -19,8 +23,11 @@ using trace::Api;
 std::atomic<uint64_t> g_next_thread_prefix{1};
 
 uint64_t new_launch_id() {
-  if (t_thread.launch_id_prefix == 0)
-    t_thread.launch_id_prefix = g_next_thread_prefix.fetch_add(1, std::memory_order_relaxed) << 40;
+  if (t_thread.launch_id_prefix == 0) {
+    uint64_t prefix = g_next_thread_prefix.fetch_add(1, std::memory_order_relaxed);
+    write_thread_ref(prefix, current_tid());
+    t_thread.launch_id_prefix = prefix << trace::kLaunchPrefixShift;
+  }
   return t_thread.launch_id_prefix | ++t_thread.launches;
 }
 
@@ -47,30 +54,33 @@ struct OpArgs {
   uint16_t flags = 0;  // trace::kOp* the call itself implies (kOpCollConfig)
 };
 
-void write_op_record(const OpArgs& a, const CommTrack* track, uint64_t seq, uint64_t launch_id, int64_t begin_ns,
+inline void write_op_record(const OpArgs& a, uint32_t comm_index, uint64_t seq, uint64_t launch_id, int64_t begin_ns,
                      int64_t end_ns, ncclResult_t result, uint16_t flags) noexcept {
-  RecordSlot slot = reserve_record(sizeof(trace::OpRecord));
-  if (!slot) return;
-  auto* rec = slot.as<trace::OpRecord>();
-  rec->comm_id = track ? track->id : 0;
-  rec->comm = as_u64(a.comm);
-  rec->seq = seq;
-  rec->count = a.count;
-  rec->stream = as_u64(a.stream);
-  rec->host_begin_ns = begin_ns;
-  rec->host_end_ns = end_ns;
-  rec->launch_id = launch_id;
-  rec->tid = current_tid();
-  rec->api = static_cast<uint16_t>(a.api);
-  rec->result = static_cast<int16_t>(result);
-  rec->peer = a.peer;
-  rec->rank = track ? track->rank : -1;
-  rec->nranks = track ? track->nranks : -1;
-  rec->datatype = static_cast<uint8_t>(a.datatype);
-  rec->group_depth = static_cast<uint8_t>(t_thread.group.depth > 255 ? 255 : t_thread.group.depth);
-  rec->flags = flags;
-  rec->redop = a.redop;
-  slot.commit(trace::RecordType::kCollective);
+  RingSlotClaim claim = claim_ring_slot();
+  if (!claim) return;
+  trace::CompactOp& op = claim.slot()->op;
+  op.seq = seq;
+  op.count = a.count;
+  op.host_begin_ns = begin_ns;
+  op.launch_id = launch_id;
+  // Unsigned: the clock never runs backwards between the two readings.
+  uint64_t duration = static_cast<uint64_t>(end_ns - begin_ns);
+  if (duration > UINT32_MAX) [[unlikely]] {
+    duration = std::min<uint64_t>(duration / 1000, UINT32_MAX);
+    flags |= trace::kCompactDurationMicros;
+  }
+  op.host_duration = static_cast<uint32_t>(duration);
+  op.comm_index = comm_index;
+  op.peer = a.peer;
+  op.redop = static_cast<int16_t>(std::min(a.redop, INT16_MAX));  // >= -1
+  op.stream_index = stream_ref_index(as_u64(a.stream));
+  op.api = static_cast<uint8_t>(a.api);
+  op.result = static_cast<int8_t>(result);  // ncclResult_t: 0 to 8
+  op.datatype = static_cast<uint8_t>(a.datatype);
+  op.group_depth = static_cast<uint8_t>(std::min(t_thread.group.depth, 255));
+  op.flags = flags;
+  op.reserved = 0;
+  claim.commit(trace::RingKind::kOp);
 }
 
 // The shape of every op wrapper: sequence, time the launch (ungrouped), call, record.
@@ -99,12 +109,15 @@ template <class Call> ncclResult_t run_op(const OpArgs& a, Call&& call) noexcept
 
   int64_t end_ns = monotonic_ns();
   uint16_t flags = a.flags | (captured ? trace::kOpCaptured : 0) | (a.in_place ? trace::kOpInPlace : 0);
+  uint32_t comm_index = comm_ref_index(track, as_u64(a.comm));
+  trace::OpTotalsEntry* totals = op_totals_entry(comm_index, a.api, a.count, static_cast<uint8_t>(a.datatype), begin_ns);
+  count_op_call(totals, begin_ns, end_ns - begin_ns);
   if (timed) {
     end_timed_launch(timed, stream, launch_id, track, trace::is_point_to_point(a.api) ? 0 : seq, a.api, 1, begin_ns,
-                     end_ns);
+                     end_ns, totals);
     if (timed.timed) flags |= trace::kOpTimed;
   }
-  write_op_record(a, track, seq, launch_id, begin_ns, end_ns, result, flags);
+  write_op_record(a, comm_index, seq, launch_id, begin_ns, end_ns, result, flags);
   return result;
 }
 
@@ -315,20 +328,25 @@ template <class Call> ncclResult_t end_group(Api api, Call&& call) noexcept {
   }
   ncclResult_t result = call();
   int64_t end_ns = monotonic_ns();
+  CommTrack* first = t_thread.group.nstreams ? t_thread.group.streams[0].track : nullptr;
+  uint32_t comm_index = comm_ref_index(first, first ? first->handle : 0);
+  trace::OpTotalsEntry* totals = op_totals_entry(comm_index, api, t_thread.group.ops, ncclInt8, begin_ns);
+  count_op_call(totals, begin_ns, end_ns - begin_ns);
   // The group end's record says whether a GPU timing of its launch follows (kOpTimed) and names
   // the communicator of its first op, so analyzers can wait for the timing and attribute it.
   uint16_t flags = 0;
   for (int i = 0; launches && i < t_thread.group.nstreams; ++i) {
     const OpenGroup::StreamUse& use = t_thread.group.streams[i];
+    // The GPU time of a one-stream group is the group's; of several streams, no stream's alone.
     end_timed_launch(timed[i], use.stream, t_thread.group.launch_id, use.track,
-                     trace::is_point_to_point(use.api) ? 0 : use.seq, use.api, use.ops, begin_ns, end_ns);
+                     trace::is_point_to_point(use.api) ? 0 : use.seq, use.api, use.ops, begin_ns, end_ns,
+                     t_thread.group.nstreams == 1 ? totals : nullptr);
     if (timed[i].timed) flags |= trace::kOpTimed;
   }
   t_thread.group.depth = 0;
-  const CommTrack* first = t_thread.group.nstreams ? t_thread.group.streams[0].track : nullptr;
   OpArgs args{api, first ? reinterpret_cast<ncclComm_t>(first->handle) : nullptr, nullptr, t_thread.group.ops, ncclInt8,
               -1, -1, false};
-  write_op_record(args, first, 0, t_thread.group.launch_id, begin_ns, end_ns, result, flags);
+  write_op_record(args, comm_index, 0, t_thread.group.launch_id, begin_ns, end_ns, result, flags);
   return result;
 }
 }  // namespace

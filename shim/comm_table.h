@@ -40,6 +40,8 @@ struct CommTrack {
   CommTrack* published_before = nullptr;
   // Point-to-point seqs per peer: [peer] sends, [nranks + peer] receives; allocated on first use.
   std::atomic<std::atomic<uint64_t>*> p2p{nullptr};
+  // Its CommRef index in the trace (trace_refs.cc); 0 until its first op.
+  std::atomic<uint32_t> trace_index{0};
 
   // The next seq of a send to (or receive from) `peer`; 0 when the peer is out of range.
   uint64_t next_p2p_seq(int peer, bool receive) noexcept;

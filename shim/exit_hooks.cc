@@ -9,10 +9,12 @@
 #include "library_census.h"
 #include "live_metrics.h"
 #include "notices.h"
+#include "op_ring.h"
 #include "process_info.h"
 #include "registry.h"
 #include "resolver.h"
 #include "thread_state.h"
+#include "trace_refs.h"
 #include "trace_writer.h"
 
 #include <dlfcn.h>
@@ -246,6 +248,8 @@ void after_fork_in_child() {
   comm_table_after_fork_in_child();
   gpu_timer_after_fork_in_child();
   trace_writer_after_fork_in_child();
+  op_ring_after_fork_in_child();
+  trace_refs_after_fork_in_child();
   callsite_after_fork_in_child();
   process_info_after_fork_in_child();
   notices_after_fork_in_child();

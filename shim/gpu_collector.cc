@@ -14,6 +14,7 @@
 #include "gpu_timer.h"
 #include "gpu_watchdog.h"
 #include "notices.h"
+#include "op_ring.h"
 #include "trace_writer.h"
 
 #include <algorithm>
@@ -117,17 +118,21 @@ class Collector {
     if (cu.event_elapsed(&begin_ms, ref.event, ev.start) != CUDA_SUCCESS ||
         cu.event_elapsed(&end_ms, ref.event, ev.end) != CUDA_SUCCESS)
       return;
-    RecordSlot slot = reserve_record(sizeof(trace::GpuTimingRecord));
-    if (!slot) return;
-    auto* rec = slot.as<trace::GpuTimingRecord>();
-    rec->launch_id = launch.name.launch_id;
-    rec->stream = launch.stream;
-    rec->gpu_begin_ns = ref.host_ns + static_cast<int64_t>(static_cast<double>(begin_ms) * 1e6);
-    rec->gpu_end_ns = ref.host_ns + static_cast<int64_t>(static_cast<double>(end_ms) * 1e6);
-    rec->clock_error_ns = ref.error_ns;
-    rec->ops = launch.ops;
-    rec->flags = trace::kTimingHasBegin;
-    slot.commit(trace::RecordType::kGpuTiming);
+    int64_t begin_ns = ref.host_ns + static_cast<int64_t>(static_cast<double>(begin_ms) * 1e6);
+    int64_t end_ns = ref.host_ns + static_cast<int64_t>(static_cast<double>(end_ms) * 1e6);
+    count_op_gpu_time(launch.name.totals, end_ns - begin_ns);
+    RingSlotClaim claim = claim_ring_slot();
+    if (!claim) return;
+    trace::CompactTiming& rec = claim.slot()->timing;
+    rec.launch_id = launch.name.launch_id;
+    rec.stream = launch.stream;
+    rec.gpu_begin_ns = begin_ns;
+    rec.gpu_end_ns = end_ns;
+    rec.clock_error_ns = ref.error_ns;
+    rec.ops = launch.ops;
+    rec.flags = trace::kTimingHasBegin;
+    rec.reserved = 0;
+    claim.commit(trace::RingKind::kGpuTiming);
   }
 
   std::map<uint64_t, std::deque<Launch>> queues_;  // per stream, in launch order

@@ -34,6 +34,7 @@ struct LaunchName {
   uint64_t seq = 0;
   int64_t enqueued_ns = 0;
   uint16_t api = 0;
+  trace::OpTotalsEntry* totals = nullptr;  // where its GPU time counts (a launch of one op kind)
 };
 
 // A launch with events, as the collector learns of it. Stream order makes its end event cover

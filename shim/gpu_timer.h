@@ -64,7 +64,8 @@ inline TimedLaunch begin_timed_launch(uint64_t stream, CommTrack* track, uint64_
 // `track`/`seq`/`api` name the last op of the launch on this stream (completion, stall reports);
 // `returned_ns`: when the call returns to the application (bursts are measured from it).
 void end_timed_launch(TimedLaunch launch, uint64_t stream, uint64_t launch_id, CommTrack* track, uint64_t seq,
-                      trace::Api api, uint32_t ops, int64_t enqueued_ns, int64_t returned_ns) noexcept;
+                      trace::Api api, uint32_t ops, int64_t enqueued_ns, int64_t returned_ns,
+                      trace::OpTotalsEntry* totals) noexcept;
 
 // Stops the collector before CUDA may be torn down (exit). With `let_running_finish` (a normal
 // exit, from a handler registered when the collector starts), the launches still running first

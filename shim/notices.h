@@ -17,6 +17,7 @@ enum class Notice {
   kTooManyLibraries,
   kDlsymUnavailable,
   kMetricsWriteFailed,
+  kRingChunkFailed,
   kCount
 };
 

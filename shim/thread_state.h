@@ -48,6 +48,21 @@ struct OpenGroup {
   StreamUse streams[kMaxStreams];
 };
 
+// trace_refs.cc: the last stream interned, valid for the refs' generation (bumped at fork).
+struct StreamRefMemo {
+  uint64_t stream = 0;
+  uint32_t generation = 0;
+  uint16_t index = 0;
+};
+
+// op_ring.h: the totals entries the thread used last, by a hash of their key.
+inline constexpr int kTotalsMemoEntries = 4;
+struct TotalsMemo {
+  uint64_t key = 0;         // the entry's key, packed
+  void* entry = nullptr;
+  uint32_t generation = 0;  // 0: empty
+};
+
 struct ThreadState {
   int nccl_call_depth = 0;             // recorder.h: inside a wrapper (nested NCCL calls pass by)
   uint32_t tid = 0;                    // recorder.cc: gettid(), cached
@@ -57,6 +72,8 @@ struct ThreadState {
   OpenGroup group;                     // collectives.cc
   CommLookupMemo last_comm;            // comm_table.h
   TscScale tsc;                        // clock.h
+  StreamRefMemo last_stream;           // trace_refs.cc
+  TotalsMemo totals[kTotalsMemoEntries];  // op_ring.h
   gpu::LaunchThread* gpu = nullptr;    // gpu_launch.cc: this thread's rings and event pool
 };
 
@@ -73,6 +90,8 @@ inline void thread_state_after_fork_in_child() noexcept {
   t_thread.launches = 0;
   t_thread.group = OpenGroup{};
   t_thread.last_comm = CommLookupMemo{};
+  t_thread.last_stream = StreamRefMemo{};
+  for (TotalsMemo& memo : t_thread.totals) memo = TotalsMemo{};
 }
 
 }  // namespace ncclwatch

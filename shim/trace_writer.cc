@@ -41,6 +41,9 @@ struct Writer {
   std::atomic<uint64_t> mapped{0};       // bytes of the file mapped at base
   std::atomic<uint64_t> next{0};         // next free offset; only ever advanced within `mapped`
   std::atomic<uint64_t> lost{0};
+  // Bytes of the budget kept for the ring's and the totals' chunks not made yet: the history may
+  // not take them (it could otherwise starve the ring of a long run's newest ops).
+  std::atomic<uint64_t> held_back{0};
   std::string path;
 };
 
@@ -164,6 +167,8 @@ bool open_locked(Writer& w) {
   std::atomic_thread_fence(std::memory_order_release);
   std::memcpy(header->magic, kMagic, sizeof(kMagic));
   w.next.store(kHeaderBytes, std::memory_order_relaxed);
+  TraceBudget budget = trace_budget(cfg.max_trace_bytes);
+  w.held_back.store(budget.ring_bytes() + budget.totals_bytes(), std::memory_order_relaxed);
   w.state.store(State::kOpen, std::memory_order_release);
   g_unfinished.store(false, std::memory_order_release);
   return true;
@@ -231,16 +236,22 @@ void say_trace_full(Writer& w, const char* why) {
 
 }  // namespace
 
-RecordSlot reserve_record(uint32_t size) noexcept {
-  Writer& w = writer();
-  if (!ensure_open(w)) {
-    count_lost(w);
-    return {};
-  }
+namespace {
+
+// `held_back`: bytes at the end of the budget this reservation may not use.
+RecordSlot reserve_within(Writer& w, uint32_t size, uint64_t held_back) noexcept {
   for (;;) {
-    if (std::byte* at = claim_mapped(w, size, kExitReserveBytes)) return RecordSlot(at, size);
+    if (std::byte* at = claim_mapped(w, size, kExitReserveBytes)) {
+      if (held_back == 0 || w.next.load(std::memory_order_relaxed) + kExitReserveBytes + held_back <= w.capacity)
+        return RecordSlot(at, size);
+      // Claimed into the held-back share: give the bytes back as padding, the record is lost.
+      RecordSlot(at, size).commit(RecordType::kPadding);
+      count_lost(w);
+      say_trace_full(w, "reached NCCLWATCH_MAX_MB for lifecycle records (the rest is kept for the newest ops)");
+      return {};
+    }
     uint64_t needed = w.next.load(std::memory_order_relaxed) + size + kExitReserveBytes;
-    if (needed > w.capacity) {
+    if (needed + held_back > w.capacity) {
       count_lost(w);
       say_trace_full(w, "reached NCCLWATCH_MAX_MB");
       return {};
@@ -258,6 +269,32 @@ RecordSlot reserve_record(uint32_t size) noexcept {
     }
   }
 }
+
+}  // namespace
+
+RecordSlot reserve_record(uint32_t size) noexcept {
+  Writer& w = writer();
+  if (!ensure_open(w)) {
+    count_lost(w);
+    return {};
+  }
+  return reserve_within(w, size, w.held_back.load(std::memory_order_relaxed));
+}
+
+RecordSlot reserve_chunk_record(uint32_t size) noexcept {
+  Writer& w = writer();
+  if (!ensure_open(w)) return {};
+  RecordSlot slot = reserve_within(w, size, 0);
+  if (slot) {
+    // The chunk now holds its share: release it for the history (never below zero).
+    uint64_t held = w.held_back.load(std::memory_order_relaxed);
+    while (!w.held_back.compare_exchange_weak(held, held > size ? held - size : 0, std::memory_order_relaxed)) {
+    }
+  }
+  return slot;
+}
+
+void count_lost_record() noexcept { count_lost(writer()); }
 
 RecordSlot reserve_exit_record(uint32_t size) noexcept {
   Writer& w = writer();
@@ -317,6 +354,7 @@ void trace_writer_after_fork_in_child() noexcept {
   w.mapped.store(0, std::memory_order_relaxed);
   w.next.store(0, std::memory_order_relaxed);
   w.lost.store(0, std::memory_order_relaxed);
+  w.held_back.store(0, std::memory_order_relaxed);
   w.path.clear();
   w.state.store(State::kClosed, std::memory_order_release);
 }

@@ -32,6 +32,13 @@ class RecordSlot {
 // record is lost (no file, disk full, size limit): it is counted and said once.
 RecordSlot reserve_record(uint32_t size) noexcept;
 
+// For the ring's chunks and the totals table: may use the share of NCCLWATCH_MAX_MB that ordinary
+// records leave for them. Empty when it does not fit; the caller counts what it loses.
+RecordSlot reserve_chunk_record(uint32_t size) noexcept;
+
+// Counts one record lost (written nowhere) in the process's lost-record total.
+void count_lost_record() noexcept;
+
 // For the exit records: from the reserve every ordinary record leaves free, so it works when the
 // trace is full. Async-signal-safe: no lock, no allocation; never opens the file. When the file
 // was created but has no header yet, it is removed instead (unlink is its only system call).

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <limits>
+#include <optional>
 
 namespace ncclwatch::report {
 namespace {
@@ -40,13 +42,18 @@ bool known_type(uint16_t type) {
   return false;
 }
 
+uint32_t max_record_bytes(uint16_t type) {
+  bool chunk = type == static_cast<uint16_t>(RecordType::kRingChunk) || type == static_cast<uint16_t>(RecordType::kOpTotals);
+  return chunk ? kMaxChunkRecordBytes : kMaxRecordBytes;
+}
+
 // A header that a writer committed: plausible size, commit mark, fits in the file.
 bool plausible_header(const std::byte* base, uint64_t offset, uint64_t file_size) {
   if (offset + sizeof(RecordHeader) > file_size) return false;
   uint32_t size = load_u32(base + offset);
   uint32_t word = load_u32(base + offset + 4);
-  return (word >> 16) == kCommitMark && size >= sizeof(RecordHeader) && size % 8 == 0 && size <= kMaxRecordBytes &&
-         offset + size <= file_size;
+  return (word >> 16) == kCommitMark && size >= sizeof(RecordHeader) && size % 8 == 0 &&
+         size <= max_record_bytes(static_cast<uint16_t>(word & 0xffff)) && offset + size <= file_size;
 }
 
 // The next offset at or after `from` holding a committed header, or file_size.
@@ -143,6 +150,313 @@ void ImplausibleValues::report(const std::string& path, std::vector<TraceProblem
   problems.push_back(trace_problem(path, what, false));
 }
 
+namespace {
+
+// Steps through the records from `offset`, handing each committed one to `visit` (false stops);
+// counts holes, torn records and corrupt spans. Returns false when `visit` stopped it.
+template <class Visit>
+bool scan_records(const Mapping& map, uint64_t offset, ReadStats& stats, uint64_t& corrupt_spans, Visit&& visit) {
+  uint64_t file_size = map.size;
+  while (offset + sizeof(RecordHeader) <= file_size) {
+    uint32_t size = load_u32(map.data + offset);
+    uint32_t word = load_u32(map.data + offset + 4);
+    if (plausible_header(map.data, offset, file_size)) {
+      uint16_t type = static_cast<uint16_t>(word & 0xffff);
+      if (known_type(type) && type != static_cast<uint16_t>(RecordType::kPadding)) {
+        if (!visit(RecordView{static_cast<RecordType>(type), map.data + offset, size, offset})) return false;
+      }
+      offset += size;
+      continue;
+    }
+    if (word == 0 && size >= sizeof(RecordHeader) && size % 8 == 0 && size <= kMaxChunkRecordBytes &&
+        offset + size <= file_size) {
+      // Reserved and sized but never committed: its writer died mid-record. Step over it.
+      ++stats.torn_records;
+      offset += size;
+      continue;
+    }
+    uint64_t next = resync(map.data, offset + 8, file_size);
+    bool all_zero = true;
+    for (uint64_t at = offset; at < next && all_zero; at += 8) all_zero = load_u32(map.data + at) == 0 && load_u32(map.data + at + 4) == 0;
+    if (!all_zero) ++corrupt_spans;
+    if (next < file_size) stats.skipped_bytes += next - offset;
+    offset = next;
+  }
+  return true;
+}
+
+// When a history record was written, for placing the ring's records among them; none for the
+// records without a time (modules, libraries' strings have one).
+std::optional<int64_t> record_time(const RecordView& r) {
+  switch (r.type) {
+    case RecordType::kCallBegin:
+    case RecordType::kCallEnd:
+      if (auto* e = r.as<ApiEvent>()) return e->time_ns;
+      break;
+    case RecordType::kProcess:
+    case RecordType::kLibrary:
+    case RecordType::kNotice:
+      if (auto* e = r.as<StringsRecord>()) return e->time_ns;
+      break;
+    case RecordType::kExitBegin:
+    case RecordType::kProcessEnd:
+      if (auto* e = r.as<ExitRecord>()) return e->time_ns;
+      break;
+    case RecordType::kLost:
+      if (auto* e = r.as<LostRecord>()) return e->time_ns;
+      break;
+    case RecordType::kStall:
+      if (auto* e = r.as<StallRecord>()) return e->time_ns;
+      break;
+    case RecordType::kCollective:
+      if (auto* e = r.as<OpRecord>()) return e->host_end_ns;
+      break;
+    case RecordType::kGpuTiming:
+      if (auto* e = r.as<GpuTimingRecord>()) return e->gpu_end_ns;
+      break;
+    case RecordType::kCommRef:
+      if (auto* e = r.as<CommRefRecord>()) return e->time_ns;
+      break;
+    case RecordType::kStreamRef:
+      if (auto* e = r.as<StreamRefRecord>()) return e->time_ns;
+      break;
+    case RecordType::kThreadRef:
+      if (auto* e = r.as<ThreadRefRecord>()) return e->time_ns;
+      break;
+    default: break;
+  }
+  return std::nullopt;
+}
+
+// What a first pass over a format-4 file learns: where the ring's chunks are, the names its
+// slots refer to, the totals tables.
+class RingIndex {
+ public:
+  struct Chunk {
+    const RingSlot* slots = nullptr;
+    uint64_t offset = 0;  // of the first slot in the file
+  };
+
+  static bool is_storage(const RecordView& r) {
+    return r.type == RecordType::kRingChunk || r.type == RecordType::kOpTotals;
+  }
+
+  void note(const RecordView& r, const std::string& path, std::vector<TraceProblem>& problems) {
+    switch (r.type) {
+      case RecordType::kRingChunk: note_chunk(r, path, problems); break;
+      case RecordType::kOpTotals:
+        if (auto* t = r.as<OpTotalsRecord>()) {
+          uint64_t fits = (r.size - std::min<uint64_t>(r.size, kOpTotalsHeaderBytes)) / sizeof(OpTotalsEntry);
+          totals_.push_back({reinterpret_cast<const OpTotalsEntry*>(r.data + kOpTotalsHeaderBytes),
+                             std::min<uint64_t>(t->entries, fits)});
+        }
+        break;
+      case RecordType::kCommRef:
+        if (auto* c = r.as<CommRefRecord>(); c && c->index > 0 && c->index < kMaxRefs) {
+          if (comms_.size() <= c->index) comms_.resize(c->index + 1);
+          comms_[c->index] = *c;
+        }
+        break;
+      case RecordType::kStreamRef:
+        if (auto* c = r.as<StreamRefRecord>(); c && c->index > 0 && c->index <= 0xffff) {
+          if (streams_.size() <= c->index) streams_.resize(c->index + 1);
+          streams_[c->index] = c->stream;
+        }
+        break;
+      case RecordType::kThreadRef:
+        if (auto* c = r.as<ThreadRefRecord>(); c && c->launch_prefix < kMaxRefs) {
+          if (threads_.size() <= c->launch_prefix) threads_.resize(c->launch_prefix + 1);
+          threads_[c->launch_prefix] = c->tid;
+        }
+        break;
+      default: break;
+    }
+  }
+
+  // The newest slot written, and so the window of the last ring_slots indices.
+  void find_window(ReadStats& stats) {
+    if (chunks_.empty()) return;
+    bool any = false;
+    for (uint64_t position = 0; position < ring_slots_; ++position) {
+      const RingSlot* slot = slot_at(position);
+      if (!slot) continue;
+      uint64_t stamp = slot->stamp;
+      if (!valid(stamp, position)) continue;
+      newest_ = std::max(newest_, ring_stamp_index(stamp));
+      any = true;
+    }
+    if (!any) {
+      chunks_.clear();
+      return;
+    }
+    oldest_ = newest_ + 1 > ring_slots_ ? newest_ + 1 - ring_slots_ : 0;
+    for (uint64_t i = oldest_; i <= newest_; ++i) {
+      const RingSlot* slot = slot_at(i % ring_slots_);
+      if (slot && valid(slot->stamp, i % ring_slots_) && ring_stamp_index(slot->stamp) == i) ++kept_;
+    }
+    stats.ring_slots = ring_slots_;
+    stats.ring_written = newest_ + 1;
+    stats.ring_kept = kept_;
+  }
+
+  bool empty() const { return chunks_.empty(); }
+
+  // A slot as the full record it stands for, in `out`; false when it holds none.
+  bool expand(uint64_t index, RecordView& out) {
+    uint64_t position = index % ring_slots_;
+    const RingSlot* slot = slot_at(position);
+    if (!slot || !valid(slot->stamp, position) || ring_stamp_index(slot->stamp) != index) return false;
+    uint64_t offset = chunks_[position / chunk_slots_].offset + (position % chunk_slots_) * kRingSlotBytes;
+    if (ring_stamp_kind(slot->stamp) == RingKind::kOp) {
+      const CompactOp& c = slot->op;
+      OpRecord& o = op_;
+      o = OpRecord{};
+      o.h = {sizeof(OpRecord), static_cast<uint16_t>(RecordType::kCollective), kCommitMark};
+      if (c.comm_index && c.comm_index < comms_.size() && comms_[c.comm_index].index) {
+        const CommRefRecord& ref = comms_[c.comm_index];
+        o.comm_id = ref.comm_id;
+        o.comm = ref.comm;
+        o.rank = ref.rank;
+        o.nranks = ref.nranks;
+      } else {
+        o.rank = o.nranks = -1;
+      }
+      o.seq = c.seq;
+      o.count = c.count;
+      o.stream = c.stream_index < streams_.size() ? streams_[c.stream_index] : 0;
+      o.host_begin_ns = c.host_begin_ns;
+      uint64_t duration = c.flags & kCompactDurationMicros ? uint64_t{c.host_duration} * 1000 : c.host_duration;
+      o.host_end_ns = wrap_add(c.host_begin_ns, static_cast<int64_t>(duration));
+      o.launch_id = c.launch_id;
+      uint64_t prefix = c.launch_id >> kLaunchPrefixShift;
+      o.tid = prefix < threads_.size() ? threads_[prefix] : 0;
+      o.api = c.api;
+      o.result = c.result;
+      o.peer = c.peer;
+      o.datatype = c.datatype;
+      o.group_depth = c.group_depth;
+      o.flags = c.flags & ~kCompactDurationMicros;
+      o.redop = c.redop;
+      out = RecordView{RecordType::kCollective, reinterpret_cast<const std::byte*>(&op_), sizeof(OpRecord), offset};
+      return true;
+    }
+    const CompactTiming& c = slot->timing;
+    GpuTimingRecord& t = timing_;
+    t = GpuTimingRecord{};
+    t.h = {sizeof(GpuTimingRecord), static_cast<uint16_t>(RecordType::kGpuTiming), kCommitMark};
+    t.launch_id = c.launch_id;
+    t.stream = c.stream;
+    t.gpu_begin_ns = c.gpu_begin_ns;
+    t.gpu_end_ns = c.gpu_end_ns;
+    t.clock_error_ns = c.clock_error_ns;
+    t.ops = c.ops;
+    t.flags = c.flags;
+    out = RecordView{RecordType::kGpuTiming, reinterpret_cast<const std::byte*>(&timing_), sizeof(GpuTimingRecord), offset};
+    return true;
+  }
+
+  uint64_t oldest() const { return oldest_; }
+  uint64_t newest() const { return newest_; }
+
+  std::vector<OpTotalsRow> totals_rows() const {
+    std::vector<OpTotalsRow> rows;
+    for (const auto& [entries, n] : totals_) {
+      for (uint64_t i = 0; i < n; ++i) {
+        const OpTotalsEntry& e = entries[i];
+        bool overflow = i == 0;
+        if (overflow ? e.calls == 0 : !e.ready) continue;
+        OpTotalsRow row{};
+        row.h = {sizeof(OpTotalsRow), static_cast<uint16_t>(RecordType::kOpTotals), kCommitMark};
+        row.rank = row.nranks = -1;
+        if (!overflow && e.comm_index && e.comm_index < comms_.size() && comms_[e.comm_index].index) {
+          const CommRefRecord& ref = comms_[e.comm_index];
+          row.comm_id = ref.comm_id;
+          row.comm = ref.comm;
+          row.rank = ref.rank;
+          row.nranks = ref.nranks;
+        }
+        row.count = e.count;
+        row.api = e.api;
+        row.datatype = e.datatype;
+        row.overflow = overflow;
+        row.calls = e.calls;
+        row.host_ns = e.host_ns;
+        row.gpu_timed = e.gpu_timed;
+        row.gpu_ns = e.gpu_ns;
+        row.first_ns = e.first_ns;
+        row.last_ns = e.last_ns;
+        std::memcpy(row.gpu_histogram, e.gpu_histogram, sizeof(row.gpu_histogram));
+        rows.push_back(row);
+      }
+    }
+    return rows;
+  }
+
+ private:
+  static constexpr uint64_t kMaxRefs = 1u << 24;
+
+  void note_chunk(const RecordView& r, const std::string& path, std::vector<TraceProblem>& problems) {
+    auto* c = r.as<RingChunkRecord>();
+    if (!c) return;
+    bool fits = c->slots > 0 && uint64_t{kRingChunkHeaderBytes} + uint64_t{c->slots} * kRingSlotBytes <= r.size;
+    bool agrees = chunks_.empty() ? c->ring_slots > 0 && c->ring_slots % c->slots == 0 && c->ring_slots / c->slots <= kMaxRingChunks
+                                  : c->ring_slots == ring_slots_ && c->slots == chunk_slots_;
+    if (!fits || !agrees || uint64_t{c->ordinal} * c->slots >= c->ring_slots) {
+      problems.push_back(trace_problem(path, "ring chunk at offset " + std::to_string(r.offset) +
+                                                 " disagrees with the ring's size; its ops are left out", false));
+      return;
+    }
+    if (chunks_.empty()) {
+      ring_slots_ = c->ring_slots;
+      chunk_slots_ = c->slots;
+      chunks_.resize(ring_slots_ / chunk_slots_);
+    }
+    chunks_[c->ordinal] = {reinterpret_cast<const RingSlot*>(r.data + kRingChunkHeaderBytes),
+                           r.offset + kRingChunkHeaderBytes};
+  }
+
+  const RingSlot* slot_at(uint64_t position) const {
+    const Chunk& chunk = chunks_[position / chunk_slots_];
+    return chunk.slots ? chunk.slots + position % chunk_slots_ : nullptr;
+  }
+
+  bool valid(uint64_t stamp, uint64_t position) const {
+    RingKind kind = ring_stamp_kind(stamp);
+    return stamp != 0 && (kind == RingKind::kOp || kind == RingKind::kGpuTiming) &&
+           ring_stamp_index(stamp) % ring_slots_ == position;
+  }
+
+  uint64_t ring_slots_ = 0;
+  uint64_t chunk_slots_ = 0;
+  std::vector<Chunk> chunks_;
+  uint64_t oldest_ = 0, newest_ = 0, kept_ = 0;
+  std::vector<std::pair<const OpTotalsEntry*, uint64_t>> totals_;
+  std::vector<CommRefRecord> comms_;
+  std::vector<uint64_t> streams_;
+  std::vector<uint32_t> threads_;
+  OpRecord op_{};
+  GpuTimingRecord timing_{};
+};
+
+// The ring's window, oldest first, each slot expanded.
+class RingCursor {
+ public:
+  explicit RingCursor(RingIndex& ring) : ring_(ring), next_(ring.oldest()) {}
+  bool next(RecordView& out) {
+    while (next_ <= ring_.newest()) {
+      if (ring_.expand(next_++, out)) return true;
+    }
+    return false;
+  }
+  static int64_t time_of(const RecordView& r) { return record_time(r).value_or(0); }
+
+ private:
+  RingIndex& ring_;
+  uint64_t next_;
+};
+
+}  // namespace
+
 bool read_trace(const std::string& path, const RecordVisitor& visit, FileHeader& header, ReadStats& stats,
                 std::vector<TraceProblem>& problems) {
   return read_trace_until(
@@ -197,34 +511,59 @@ bool read_trace_until(const std::string& path, const StoppableVisitor& visit, Fi
   if (header.header_bytes < sizeof(FileHeader) || header.header_bytes > file_size || header.header_bytes % 8)
     return fail("invalid header size " + std::to_string(header.header_bytes));
 
-  uint64_t offset = header.header_bytes;
   uint64_t corrupt_spans = 0;
-  while (offset + sizeof(RecordHeader) <= file_size) {
-    uint32_t size = load_u32(map.data + offset);
-    uint32_t word = load_u32(map.data + offset + 4);
-    if (plausible_header(map.data, offset, file_size)) {
-      uint16_t type = static_cast<uint16_t>(word & 0xffff);
-      if (known_type(type) && type != static_cast<uint16_t>(RecordType::kPadding)) {
-        ++stats.records;
-        if (!visit(RecordView{static_cast<RecordType>(type), map.data + offset, size, offset})) return true;
-      }
-      offset += size;
-      continue;
-    }
-    if (word == 0 && size >= sizeof(RecordHeader) && size % 8 == 0 && size <= kMaxRecordBytes &&
-        offset + size <= file_size) {
-      // Reserved and sized but never committed: its writer died mid-record. Step over it.
-      ++stats.torn_records;
-      offset += size;
-      continue;
-    }
-    uint64_t next = resync(map.data, offset + 8, file_size);
-    bool all_zero = true;
-    for (uint64_t at = offset; at < next && all_zero; at += 8) all_zero = load_u32(map.data + at) == 0 && load_u32(map.data + at + 4) == 0;
-    if (!all_zero) ++corrupt_spans;
-    if (next < file_size) stats.skipped_bytes += next - offset;
-    offset = next;
+  RingIndex ring;
+  auto deliver = [&](const RecordView& r) {
+    ++stats.records;
+    return visit(r);
+  };
+  if (header.version >= 4) {
+    ReadStats first_pass;
+    uint64_t ignored = 0;
+    scan_records(map, header.header_bytes, first_pass, ignored, [&](const RecordView& r) {
+      ring.note(r, path, problems);
+      return true;
+    });
+    ring.find_window(stats);
   }
+  bool finished = true;
+  if (ring.empty()) {
+    finished = scan_records(map, header.header_bytes, stats, corrupt_spans, [&](const RecordView& r) {
+      return ring.is_storage(r) || deliver(r);
+    });
+  } else {
+    // The ring's records, in the order written, each before the first other record later than it.
+    RingCursor cursor(ring);
+    RecordView op{};
+    bool have_op = cursor.next(op);
+    int64_t history_time = std::numeric_limits<int64_t>::min();
+    finished = scan_records(map, header.header_bytes, stats, corrupt_spans, [&](const RecordView& r) {
+      if (ring.is_storage(r)) return true;
+      history_time = std::max(history_time, record_time(r).value_or(history_time));
+      while (have_op && RingCursor::time_of(op) < history_time) {
+        if (!deliver(op)) return false;
+        have_op = cursor.next(op);
+      }
+      return deliver(r);
+    });
+    while (finished && have_op) {
+      if (!deliver(op)) {
+        finished = false;
+        break;
+      }
+      have_op = cursor.next(op);
+    }
+  }
+  if (finished) {
+    for (const OpTotalsRow& row : ring.totals_rows()) {
+      RecordView r{RecordType::kOpTotals, reinterpret_cast<const std::byte*>(&row), sizeof(row), 0};
+      if (!deliver(r)) {
+        finished = false;
+        break;
+      }
+    }
+  }
+  if (!finished) return true;
   if (corrupt_spans)
     problems.push_back(trace_problem(path,
                                      std::to_string(corrupt_spans) + " corrupt span(s) skipped (" +

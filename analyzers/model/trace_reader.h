@@ -37,6 +37,35 @@ struct ReadStats {
   uint64_t records = 0;
   uint64_t skipped_bytes = 0;  // holes and corrupt spans stepped over
   uint64_t torn_records = 0;   // reserved but never committed (the writer died mid-record)
+  // The ring of recent ops and GPU timings (format 4): its positions (0: the file has none), the
+  // records written to it over the run, and those still in it, delivered in the order written.
+  uint64_t ring_slots = 0;
+  uint64_t ring_written = 0;
+  uint64_t ring_kept = 0;
+  uint64_t overwritten() const { return ring_written > ring_kept ? ring_written - ring_kept : 0; }
+};
+
+// What the reader hands on for each entry of a file's op totals table (trace::OpTotalsEntry),
+// as a record of type kOpTotals, after every other record: the communicator resolved, the
+// counters as the process left them. Entry 0 (keys that found no room) has `overflow` set.
+struct OpTotalsRow {
+  trace::RecordHeader h;
+  uint64_t comm_id;
+  uint64_t comm;
+  int32_t rank;
+  int32_t nranks;
+  uint64_t count;
+  uint16_t api;
+  uint8_t datatype;
+  uint8_t overflow;
+  uint32_t reserved;
+  uint64_t calls;
+  uint64_t host_ns;
+  uint64_t gpu_timed;
+  uint64_t gpu_ns;
+  int64_t first_ns;
+  int64_t last_ns;
+  uint32_t gpu_histogram[trace::kTotalsBuckets];
 };
 
 struct TraceProblem {
@@ -84,7 +113,9 @@ class ImplausibleValues {
   uint64_t count_ = 0;
 };
 
-// Maps `path` and calls `visit` for every committed record, in file order. Returns false when
+// Maps `path` and calls `visit` for every committed record, in file order; the ring's ops and GPU
+// timings (format 4) as full OpRecords and GpuTimingRecords, in the order written, each placed
+// among the other records by its time; then one OpTotalsRow per totals entry. Returns false when
 // the file cannot be used at all, a file that holds no record included (its process died before
 // recording anything); problems (fatal or not) are appended to `problems`. The header's host is
 // handed on as valid UTF-8 (cut at a character boundary to fit its field).
