@@ -46,6 +46,7 @@ struct ThreadAggregate {
   std::vector<CommOps> comms;
   std::unordered_map<LatencyKey, uint32_t, LatencyKeyHash> latency_index;
   std::vector<LatencyBucket> latency;
+  std::map<RunTotalsKey, RunTotals> run_totals;
 
   uint32_t comm(uint64_t id) {
     auto [it, inserted] = comm_index.try_emplace(id, static_cast<uint32_t>(comms.size()));
@@ -100,6 +101,9 @@ class OpScanner {
         break;
       case RecordType::kStall:
         if (const auto* s = r.as<StallRecord>()) on_stall(r, *s);
+        break;
+      case RecordType::kOpTotals:
+        if (const auto* t = r.as<OpTotalsRow>()) on_totals(*t, r);
         break;
       default: break;
     }
@@ -210,25 +214,33 @@ class OpScanner {
     c.nranks = std::max(c.nranks, o.nranks);
     uint64_t seq = o.seq;
     ++agg_.slot_budget;  // this op may take a slot of its own
-    if (seq > c.slots.size()) {
-      uint64_t growth = seq - c.slots.size();
-      // seqs grow by one: a jump past the slack, or past what the ops folded so far justify, is garbage
-      if (seq > kMaxTrackedSeqs || growth > kSlotSlack || growth > agg_.slot_budget) {
-        ++c.untracked_seqs;
-        implausible_.note(fmt::format("seq {} on comm {:016x}, {} past the highest seen ({}), left out of the "
-                                      "cross-rank matching",
-                                      seq, o.comm_id, growth, c.slots.size()),
-                          r);
-        return;
-      }
-      agg_.slot_budget -= growth;
-      c.slots.resize(seq);
-    }
     if (seq == 0) {
       ++c.untracked_seqs;
       return;
     }
-    SeqSlot& slot = c.slots[seq - 1];
+    if (c.slots.empty()) c.first_seq = seq;
+    uint64_t end = c.first_seq + c.slots.size();  // one past the last slot
+    if (seq < c.first_seq || seq >= end) {
+      // Seqs grow by one: a jump past the slack, or past what the ops folded so far justify, is
+      // garbage. (Before the first slot: another rank's window reaching further back.)
+      uint64_t growth = seq < c.first_seq ? c.first_seq - seq : seq - end + 1;
+      if (c.slots.size() + growth > kMaxTrackedSeqs || growth > kSlotSlack || growth > agg_.slot_budget) {
+        ++c.untracked_seqs;
+        implausible_.note(fmt::format("seq {} on comm {:016x}, {} away from the seqs seen ({} to {}), left out of the "
+                                      "cross-rank matching",
+                                      seq, o.comm_id, growth, c.first_seq, end - 1),
+                          r);
+        return;
+      }
+      agg_.slot_budget -= growth;
+      if (seq < c.first_seq) {
+        c.slots.insert(c.slots.begin(), growth, SeqSlot{});
+        c.first_seq = seq;
+      } else {
+        c.slots.resize(c.slots.size() + growth);
+      }
+    }
+    SeqSlot& slot = *c.slot(seq);
     OpSignature sig{o.count, o.redop, o.peer, o.api, o.datatype};
     if (slot.issued == 0) {
       slot.ref = sig;
@@ -283,8 +295,8 @@ class OpScanner {
         RankComm& rc = out_.comms[op.rank_comm];
         rc.timed_done_seq = std::max(rc.timed_done_seq, op.seq);
         CommOps& c = agg_.comms[rc.comm_index];
-        if (has_begin && op.seq <= c.slots.size())
-          c.slots[op.seq - 1].gpu.note(wrap_add(g.gpu_begin_ns, out_.clock_offset), rc.rank);
+        if (SeqSlot* slot = c.slot(op.seq); slot && has_begin)
+          slot->gpu.note(wrap_add(g.gpu_begin_ns, out_.clock_offset), rc.rank);
       }
     };
     finish(l->first);
@@ -303,6 +315,23 @@ class OpScanner {
     }
     if (l->streams_left <= 1) launches_.erase(g.launch_id);
     else --l->streams_left;
+  }
+
+  void on_totals(const OpTotalsRow& t, const RecordView& r) {
+    out_.total_calls += t.calls;
+    Api api = static_cast<Api>(t.api);
+    if (t.overflow || !(is_collective(api) || is_point_to_point(api))) return;
+    int32_t nranks = implausible_.nranks(t.nranks, r);
+    RunTotals& run = agg_.run_totals[{t.comm_id, bytes_of(api, t.count, t.datatype, nranks), nranks, t.api}];
+    run.calls += t.calls;
+    int32_t rank = implausible_.rank(t.rank, r);
+    if (rank >= 0) note_rank(run.ranks, rank);
+    run.gpu_timed += t.gpu_timed;
+    run.gpu_ns += t.gpu_ns;
+    for (int b = 0; b < kTotalsBuckets; ++b) run.gpu_histogram[b] += t.gpu_histogram[b];
+    int64_t first = wrap_add(t.first_ns, out_.clock_offset), last = wrap_add(t.last_ns, out_.clock_offset);
+    if (t.first_ns && (!run.first_ns || first < run.first_ns)) run.first_ns = first;
+    if (t.last_ns) run.last_ns = std::max(run.last_ns, last);
   }
 
   void on_stall(const RecordView& r, const StallRecord& s) {
@@ -362,17 +391,26 @@ void merge_slots(CommOps& into, CommOps& from) {
   into.nranks = std::max(into.nranks, from.nranks);
   into.untracked_mismatches += from.untracked_mismatches;
   into.untracked_seqs += from.untracked_seqs;
-  if (into.slots.size() < from.slots.size()) into.slots.resize(from.slots.size());
+  if (from.slots.empty()) return;
+  if (into.slots.empty()) into.first_seq = from.first_seq;
+  // Both spans in one: the earlier start, the later end.
+  if (from.first_seq < into.first_seq) {
+    into.slots.insert(into.slots.begin(), into.first_seq - from.first_seq, SeqSlot{});
+    into.first_seq = from.first_seq;
+  }
+  uint64_t end = std::max(into.first_seq + into.slots.size(), from.first_seq + from.slots.size());
+  into.slots.resize(end - into.first_seq);
   for (size_t i = 0; i < from.slots.size(); ++i) {
     const SeqSlot& b = from.slots[i];
     if (b.issued == 0) continue;
-    SeqSlot& a = into.slots[i];
+    uint64_t seq = from.seq_at(i);
+    SeqSlot& a = *into.slot(seq);
     if (a.issued == 0) {
       a = b;
       continue;
     }
     // The other thread's reference ranks differ from ours: they become a group of their own.
-    if (!(a.ref == b.ref)) add_deviant(into, i + 1, b.ref, b.ref_origin, true, {});
+    if (!(a.ref == b.ref)) add_deviant(into, seq, b.ref, b.ref_origin, true, {});
     a.issued += b.issued;
     a.host.merge(b.host);
     a.gpu.merge(b.gpu);
@@ -383,11 +421,41 @@ void merge_slots(CommOps& into, CommOps& from) {
 
 }  // namespace
 
+void RunTotals::merge(const RunTotals& o) {
+  calls += o.calls;
+  std::vector<int32_t> both;
+  std::set_union(ranks.begin(), ranks.end(), o.ranks.begin(), o.ranks.end(), std::back_inserter(both));
+  ranks = std::move(both);
+  gpu_timed += o.gpu_timed;
+  gpu_ns += o.gpu_ns;
+  for (int b = 0; b < kTotalsBuckets; ++b) gpu_histogram[b] += o.gpu_histogram[b];
+  if (o.first_ns && (!first_ns || o.first_ns < first_ns)) first_ns = o.first_ns;
+  last_ns = std::max(last_ns, o.last_ns);
+}
+
+std::optional<double> RunTotals::gpu_percentile_ns(double pct) const {
+  uint64_t n = 0;
+  for (uint64_t c : gpu_histogram) n += c;
+  if (n == 0) return std::nullopt;
+  uint64_t want = std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(pct / 100.0 * static_cast<double>(n))));
+  uint64_t seen = 0;
+  for (int b = 0; b < kTotalsBuckets; ++b) {
+    seen += gpu_histogram[b];
+    if (seen >= want) {
+      double lo = totals_bucket_floor_ns(b);
+      double hi = b + 1 < kTotalsBuckets ? totals_bucket_floor_ns(b + 1) : lo * 1.5;
+      return std::sqrt(lo * hi);
+    }
+  }
+  return std::nullopt;
+}
+
 const char* timing_name(TimingSource t) {
   switch (t) {
     case TimingSource::kGpu: return "gpu";
     case TimingSource::kHost: return "host";
     case TimingSource::kHostToGpuEnd: return "host_to_gpu_end";
+    case TimingSource::kGpuRunHistogram: return "gpu_run_histogram";
   }
   return "unknown";
 }
@@ -425,8 +493,9 @@ const CommOps* JobAnalysis::comm(uint64_t comm_id) const {
 std::vector<std::pair<OpSignature, std::vector<int32_t>>> JobAnalysis::signature_groups(const CommOps& c,
                                                                                          uint64_t seq) const {
   std::vector<std::pair<OpSignature, std::vector<int32_t>>> out;
-  if (seq == 0 || seq > c.slots.size() || c.slots[seq - 1].issued == 0) return out;
-  const SeqSlot& slot = c.slots[seq - 1];
+  const SeqSlot* found = c.slot(seq);
+  if (!found || found->issued == 0) return out;
+  const SeqSlot& slot = *found;
   std::vector<SignatureGroup> groups;
   if (auto it = c.deviants.find(seq); it != c.deviants.end()) groups = it->second;
   // Ranks listed explicitly, per reader thread; every other rank of a thread passed that thread's
@@ -539,6 +608,12 @@ JobAnalysis analyze_job(const std::vector<std::string>& inputs, const AnalysisOp
       it->second.ranks = std::move(both);
     }
   for (auto& [key, b] : buckets) a.latency.push_back(std::move(b));
+  for (ThreadAggregate& agg : aggregates)
+    for (auto& [key, run] : agg.run_totals) {
+      auto [it, inserted] = a.run_totals.try_emplace(key);
+      if (inserted) it->second = std::move(run);
+      else it->second.merge(run);
+    }
 
   for (size_t p = 0; p < a.ops.size(); ++p)
     for (size_t c = 0; c < a.ops[p].comms.size(); ++c) a.members[a.ops[p].comms[c].comm_id].push_back({p, c});

@@ -19,8 +19,10 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace ncclwatch::report {
@@ -90,19 +92,30 @@ struct SeqSlot {
   uint8_t ref_origin = 0;
 };
 
-inline constexpr size_t kMaxTrackedSeqs = size_t{1} << 24;       // slots per communicator
+inline constexpr size_t kMaxTrackedSeqs = size_t{1} << 24;       // slots per communicator (a span of seqs)
 inline constexpr size_t kMaxMismatchedSeqs = 10000;              // seqs with details, per communicator
 
 struct CommOps {
   uint64_t comm_id = 0;
   int32_t nranks = 0;
-  std::vector<SeqSlot> slots;                                  // index seq - 1
+  // Seqs from first_seq on: a trace whose ring wrapped keeps only its newest ops, so a
+  // communicator's seqs need not start at 1.
+  uint64_t first_seq = 1;
+  std::vector<SeqSlot> slots;                                  // index seq - first_seq
   std::map<uint64_t, std::vector<SignatureGroup>> deviants;    // seq -> differing groups
   uint64_t untracked_mismatches = 0;                           // beyond kMaxMismatchedSeqs
   uint64_t untracked_seqs = 0;                                 // ops beyond kMaxTrackedSeqs or with garbage seqs
+
+  const SeqSlot* slot(uint64_t seq) const {
+    return seq >= first_seq && seq - first_seq < slots.size() ? &slots[seq - first_seq] : nullptr;
+  }
+  SeqSlot* slot(uint64_t seq) { return const_cast<SeqSlot*>(std::as_const(*this).slot(seq)); }
+  uint64_t seq_at(size_t index) const { return first_seq + index; }
 };
 
-enum class TimingSource : uint8_t { kGpu = 0, kHost = 1, kHostToGpuEnd = 2 };
+// kGpuRunHistogram: no call of the row in the ring's window; its figures come from the whole run's
+// GPU histogram (op totals, half-octave resolution).
+enum class TimingSource : uint8_t { kGpu = 0, kHost = 1, kHostToGpuEnd = 2, kGpuRunHistogram = 3 };
 const char* timing_name(TimingSource t);
 
 struct LatencyKey {
@@ -143,6 +156,29 @@ struct LatencyBucket {
   FirstCalls first_calls;
   std::vector<int32_t> ranks;    // which ranks contributed, sorted (calls = samples / ranks)
   uint64_t samples() const { return hist.count() + first_calls.count; }
+};
+
+// What the op totals (format 4) say about one (communicator, op, size) over the whole run, the
+// ring's window or not, summed over the ranks that counted it.
+struct RunTotalsKey {
+  uint64_t comm_id = 0;
+  uint64_t bytes = 0;
+  int32_t nranks = 0;
+  uint16_t api = 0;
+  auto operator<=>(const RunTotalsKey&) const = default;
+};
+struct RunTotals {
+  uint64_t calls = 0;               // all ranks
+  std::vector<int32_t> ranks;       // that counted it, sorted
+  uint64_t gpu_timed = 0;           // launches of this op alone with a GPU timing
+  uint64_t gpu_ns = 0;
+  std::array<uint64_t, trace::kTotalsBuckets> gpu_histogram{};
+  int64_t first_ns = 0, last_ns = 0;  // aligned; first and latest call seen on any rank
+  uint64_t calls_per_rank() const { return ranks.empty() ? calls : (calls + ranks.size() - 1) / ranks.size(); }
+  // The GPU time under which `pct` % of the timed calls fell, at the histogram's resolution (half
+  // an octave: the middle of the bucket); none without GPU-timed calls.
+  std::optional<double> gpu_percentile_ns(double pct) const;
+  void merge(const RunTotals& o);
 };
 
 // Adds `rank` to a sorted list of distinct ranks: sized by the ranks seen, not by their values.
@@ -197,6 +233,7 @@ struct ProcessOps {
   std::vector<StallEvent> stalls;
   uint64_t op_records = 0;
   uint64_t timing_records = 0;
+  uint64_t total_calls = 0;      // ops the totals counted (0: the trace has none, format < 4)
   uint64_t orphan_timings = 0;   // timings of launches never seen
   int64_t clock_offset = 0;      // aligned = monotonic + clock_offset
 
@@ -223,6 +260,7 @@ struct JobAnalysis {
   std::vector<ProcessOps> ops;          // parallel to job.processes
   std::vector<CommOps> comms;           // merged over threads, by comm_id
   std::vector<LatencyBucket> latency;   // merged, sorted by key
+  std::map<RunTotalsKey, RunTotals> run_totals;  // the whole run's op counts (format 4)
   std::map<uint64_t, std::vector<MemberRef>> members;  // comm_id -> its ranks' entries, by rank
   uint64_t records = 0;                 // records read in the main pass
 

@@ -360,7 +360,7 @@ HangReport hang_report(const JobAnalysis& a) {
         ++l.times_last;
         l.total_ns += static_cast<double>(late);
         l.hist.add(late);
-        worst.emplace_back(late, i + 1);
+        worst.emplace_back(late, ops->seq_at(i));
         if (worst.size() > 64) {
           std::nth_element(worst.begin(), worst.begin() + 9, worst.end(), std::greater<>());
           worst.resize(10);
@@ -371,7 +371,7 @@ HangReport hang_report(const JobAnalysis& a) {
     std::sort(worst.begin(), worst.end(), std::greater<>());
     if (worst.size() > 10) worst.resize(10);
     for (const auto& [late, seq] : worst) {
-      const SeqSlot& s = ops->slots[seq - 1];
+      const SeqSlot& s = *ops->slot(seq);
       stragglers["worst"].push_back({{"seq", seq}, {"rank", on_gpu ? s.gpu.last_rank : s.host.last_rank}, {"late_ms", late / 1e6}});
     }
     // The op's own time: the longest of the communicator's fastest GPU-timed calls (a call waits
@@ -524,6 +524,8 @@ HangReport hang_report(const JobAnalysis& a) {
   if (!report.environment_keys.empty())
     verdict += fmt::format(". Also: ranks run with different {}", fmt::join(report.environment_keys, ", "));
   out["verdict"] = verdict;
+  // Seqs, arrivals and mismatches are judged on the ops kept: say which when a ring wrapped.
+  out["window"] = op_window(a).to_json();
   report.verdict = verdict;
   report.detail = std::move(out);
   return report;
@@ -619,6 +621,8 @@ int run_hang(const Options& options) {
     return findings ? 1 : 0;
   }
   fmt::print("verdict: {}\n", out["verdict"].get<std::string>());
+  if (!out["window"]["complete"].get<bool>())
+    fmt::print("judged on the ops kept: {}\n", out["window"]["text"].get<std::string>());
   for (const json& c : out["comms"]) {
     fmt::print("\ncomm {}{} ({} ranks): last seq issued {}, completed by every rank {}\n", c["comm"].get<std::string>(),
                c.contains("name") ? " \"" + c["name"].get<std::string>() + "\"" : "", c["nranks"].get<int>(),

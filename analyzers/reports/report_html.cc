@@ -210,6 +210,7 @@ struct LatenessMap {
   uint64_t comm_id = 0;
   int32_t nranks = 0;
   size_t ranks_present = 0;
+  uint64_t first_seq = 1;  // the seqs shown: first_seq on (a wrapped ring keeps the newest)
   uint64_t seqs = 0;
   size_t bins = 0;
   bool on_gpu = false;                 // GPU start times (else host enqueue times), aligned
@@ -218,9 +219,11 @@ struct LatenessMap {
   std::vector<std::atomic<int64_t>> earliest;  // per seq
   std::vector<std::atomic<int64_t>> late;      // rows x bins; -1: no sample
 
-  size_t bin_of(uint64_t seq) const { return static_cast<size_t>((seq - 1) * bins / seqs); }
-  uint64_t bin_first(size_t bin) const { return (bin * seqs + bins - 1) / bins + 1; }
-  uint64_t bin_last(size_t bin) const { return ((bin + 1) * seqs + bins - 1) / bins; }
+  bool shows(uint64_t seq) const { return seq >= first_seq && seq - first_seq < seqs; }
+  size_t index_of(uint64_t seq) const { return static_cast<size_t>(seq - first_seq); }
+  size_t bin_of(uint64_t seq) const { return static_cast<size_t>((seq - first_seq) * bins / seqs); }
+  uint64_t bin_first(size_t bin) const { return (bin * seqs + bins - 1) / bins + first_seq; }
+  uint64_t bin_last(size_t bin) const { return ((bin + 1) * seqs + bins - 1) / bins + first_seq - 1; }
   int row_of(int32_t rank) const {
     auto it = std::lower_bound(rows.begin(), rows.end(), rank);
     return it != rows.end() && *it == rank ? static_cast<int>(it - rows.begin()) : -1;
@@ -269,7 +272,7 @@ class StartScanner {
     if (!is_collective(static_cast<Api>(o.api)) || o.rank < 0 || o.rank >= kMaxPlausibleRanks) return;
     for (size_t m = 0; m < maps_.size(); ++m) {
       LatenessMap& map = maps_[m];
-      if (map.comm_id != o.comm_id || o.seq == 0 || o.seq > map.seqs) continue;
+      if (map.comm_id != o.comm_id || !map.shows(o.seq)) continue;
       if (!map.on_gpu) {
         note_(map, o.seq, o.rank, wrap_add(o.host_begin_ns, offset_));
         continue;
@@ -315,6 +318,7 @@ std::vector<LatenessMap> lateness_maps(const JobAnalysis& a, const json& hang) {
     LatenessMap& map = maps[i];
     map.comm_id = busiest[i].second;
     const CommOps& ops = *a.comm(map.comm_id);
+    map.first_seq = ops.first_seq;
     map.seqs = ops.slots.size();
     map.bins = std::min<size_t>(kMaxHeatmapBins, map.seqs);
     std::vector<int32_t> present;
@@ -366,10 +370,10 @@ std::vector<LatenessMap> lateness_maps(const JobAnalysis& a, const json& hang) {
       read_trace(a.files[i], [&](const RecordView& r) { scanner.add(r); }, header, stats, ignored);
     });
   };
-  pass([](LatenessMap& map, uint64_t seq, int32_t, int64_t t) { atomic_min(map.earliest[seq - 1], t); });
+  pass([](LatenessMap& map, uint64_t seq, int32_t, int64_t t) { atomic_min(map.earliest[map.index_of(seq)], t); });
   pass([](LatenessMap& map, uint64_t seq, int32_t rank, int64_t t) {
     int row = map.row_of(rank);
-    int64_t first = map.earliest[seq - 1].load(std::memory_order_relaxed);
+    int64_t first = map.earliest[map.index_of(seq)].load(std::memory_order_relaxed);
     if (row < 0 || first == std::numeric_limits<int64_t>::max()) return;
     atomic_max(map.late[static_cast<size_t>(row) * map.bins + map.bin_of(seq)], std::max<int64_t>(0, wrap_sub(t, first)));
   });
@@ -689,9 +693,10 @@ void lateness_section(Page& page, const std::vector<LatenessMap>& maps, const st
                          map.on_gpu ? "GPU start times (launches the shim GPU-timed)"
                                     : "host enqueue times (no collective of it was GPU-timed on every rank)"));
     if (map.bins < map.seqs)
-      page.add(fmt::format(" Seqs 1–{} in {} bins; each cell shows its bin's largest lateness.", map.seqs, map.bins));
+      page.add(fmt::format(" Seqs {}–{} in {} bins; each cell shows its bin's largest lateness.", map.first_seq,
+                           map.first_seq + map.seqs - 1, map.bins));
     else
-      page.add(fmt::format(" Seqs 1–{}, one column each.", map.seqs));
+      page.add(fmt::format(" Seqs {}–{}, one column each.", map.first_seq, map.first_seq + map.seqs - 1));
     if (map.rows.size() < map.ranks_present)
       page.add(fmt::format(" <b>Showing {} of {} ranks</b> (stragglers and the latest arrivals first, then the lowest ranks).",
                            map.rows.size(), map.ranks_present));

@@ -21,6 +21,7 @@
 #include <iostream>
 #include <set>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 namespace ncclwatch::report {
@@ -98,8 +99,44 @@ LatencyTable latency_table(const JobAnalysis& a) {
       row.first_call_max_us = us(static_cast<double>(b.first_calls.max));
       row.first_call_mean_us = us(b.first_calls.mean());
     }
+    row.window_calls = row.calls;
     table.rows.push_back(std::move(row));
   }
+
+  // Calls over the whole run, from the op totals: a row's ring window may hold only the newest.
+  std::set<RunTotalsKey> counted;
+  for (LatencyRow& row : table.rows) {
+    RunTotalsKey key{row.comm_id, row.bytes, row.nranks, static_cast<uint16_t>(row.api)};
+    auto it = a.run_totals.find(key);
+    if (it == a.run_totals.end() || !counted.insert(key).second) continue;
+    row.calls = std::max(row.window_calls, it->second.calls_per_rank());
+  }
+  // Sizes the window holds no call of: their counts, and the run's GPU histogram where it has one.
+  for (const auto& [key, run] : a.run_totals) {
+    if (counted.count(key)) continue;
+    LatencyRow row;
+    row.comm_id = key.comm_id;
+    if (auto n = names.find(key.comm_id); n != names.end()) row.name = n->second;
+    row.api = static_cast<Api>(key.api);
+    row.bytes = key.bytes;
+    row.nranks = key.nranks;
+    row.calls = run.calls_per_rank();
+    row.timing = TimingSource::kHost;
+    if (run.gpu_timed) {
+      row.timing = TimingSource::kGpuRunHistogram;
+      row.ranks_timed = run.ranks.size();
+      row.timed_calls = row.ranks_timed ? (run.gpu_timed + row.ranks_timed - 1) / row.ranks_timed : run.gpu_timed;
+      row.p50_us = us(*run.gpu_percentile_ns(50));
+      row.p90_us = us(*run.gpu_percentile_ns(90));
+      row.p99_us = us(*run.gpu_percentile_ns(99));
+      row.mean_us = us(static_cast<double>(run.gpu_ns) / static_cast<double>(run.gpu_timed));
+    }
+    table.rows.push_back(std::move(row));
+  }
+  std::stable_sort(table.rows.begin(), table.rows.end(), [](const LatencyRow& x, const LatencyRow& y) {
+    return std::tie(x.comm_id, x.api, x.bytes) < std::tie(y.comm_id, y.api, y.bytes);
+  });
+  table.window = op_window(a);
 
   // Creation and destruction times per communicator, across its ranks.
   struct Times {
@@ -144,6 +181,7 @@ json to_json(const LatencyRow& r) {
               {"bytes", r.bytes},
               {"nranks", r.nranks},
               {"calls", r.calls},
+              {"calls_in_window", r.window_calls},
               {"timed_calls", r.timed_calls},
               {"samples", r.samples},
               {"ranks_timed", r.ranks_timed},
@@ -176,6 +214,7 @@ json to_json(const LatencyTable& table) {
   }
   return {{"rows", rows},
           {"communicators", comms},
+          {"window", table.window.to_json()},
           {"size_convention", kSizeConvention},
           {"steady_state", kSteadyState}};
 }
@@ -217,6 +256,10 @@ int run_latency(const Options& options) {
                shown(r.p99_us, 1), shown(r.max_us, 1), shown(r.algbw_gbps, 2), shown(r.busbw_gbps, 2),
                shown(r.first_call_max_us, 1), r.timing == TimingSource::kHost ? "host (enqueue time)" : timing_name(r.timing));
   if (table.rows.empty()) fmt::print("(no timed collectives in these traces)\n");
+  if (table.window.partial())
+    fmt::print("{}: calls count the whole run; percentiles come from the ops kept (gpu_run_histogram rows: from the "
+               "whole run's GPU histogram, to half an octave)\n",
+               table.window.text());
   fmt::print("bandwidths in GB/s, GPU-timed rows only; {}\n{}\n", kSizeConvention, kSteadyState);
   if (!table.communicators.empty()) {
     fmt::print("\n{:<16} {:>6} {:>12} {:>12} {:>14}\n", "comm", "ranks", "init p50 ms", "init max ms", "destroy max ms");

@@ -115,6 +115,7 @@ int run_summary(const Options& options) {
                    return list;
                  }()},
                 {"environment", hang.detail["environment"]},
+                {"window", latency.window.to_json()},
                 {"verdict", hang.verdict},
                 {"first_look", first_look}};
     json nccl = json::array();
@@ -139,6 +140,7 @@ int run_summary(const Options& options) {
   }
   if (killed) fmt::print("  {} process(es) ended without a final record (killed or crashed)\n", killed);
   if (lost) fmt::print("  {} record(s) were lost while tracing\n", lost);
+  if (latency.window.partial()) fmt::print("  {}\n", latency.window.text());
   if (leaks)
     fmt::print("  LEAKS: {} communicator(s) never destroyed, {} resource(s) never released — run `ncclwatch-report leaks`\n",
                leaked_ids.size(), open_resources);

@@ -4,6 +4,7 @@
 
 #include "job_model.h"
 #include "op_model.h"
+#include "op_window.h"
 
 #include <nlohmann/json.hpp>
 
@@ -104,7 +105,8 @@ struct LatencyRow {
   trace::Api api = trace::Api::kUnknown;
   uint64_t bytes = 0;  // nccl-tests' size (bytes_of)
   int32_t nranks = 0;
-  uint64_t calls = 0;        // per rank, GPU-timed or not
+  uint64_t calls = 0;        // per rank, GPU-timed or not; over the whole run where op totals say
+  uint64_t window_calls = 0; // per rank, in the traces' op records (fewer once a ring wrapped)
   uint64_t timed_calls = 0;  // per rank, with this row's timing
   uint64_t samples = 0;      // steady-state samples, all ranks
   size_t ranks_timed = 0;
@@ -123,6 +125,7 @@ struct CommLifetimes {
   std::optional<double> destroy_ms_p50, destroy_ms_max;
 };
 struct LatencyTable {
+  OpWindow window;
   std::vector<LatencyRow> rows;
   std::vector<CommLifetimes> communicators;
 };

@@ -73,22 +73,27 @@ def _records(data, path, problems):
         return None, None
     unpack = _HEADER.unpack_from
     commit = tf.COMMIT_MARK << 16
+    # Ring chunks and op totals may be larger than other records.
+    chunk_words = {commit | tf.RECORD_TYPE["ring_chunk"], commit | tf.RECORD_TYPE["op_totals"]}
 
     def plausible(at):
         if at + 8 > size:
             return False
         n, word = unpack(data, at)
-        return word & 0xFFFF0000 == commit and 8 <= n <= tf.MAX_RECORD_BYTES and n % 8 == 0 and at + n <= size
+        return (word & 0xFFFF0000 == commit and 8 <= n and n % 8 == 0 and at + n <= size and
+                n <= (tf.MAX_CHUNK_RECORD_BYTES if word in chunk_words else tf.MAX_RECORD_BYTES))
 
     skipped = torn = 0
-    # The loop runs once per record: op and timing records (nearly all of them) take the first branch.
+    # The loop runs once per record: in files before format 4, op and timing records (nearly all of
+    # them) take the first branch.
     lists = {kind: [] for kind in tf.RECORD_TYPES if kind != 1}
     op_word, timing_word = commit | tf.RECORD_TYPE["op"], commit | tf.RECORD_TYPE["gpu_timing"]
     ops_append, timings_append = lists[tf.RECORD_TYPE["op"]].append, lists[tf.RECORD_TYPE["gpu_timing"]].append
     limit = tf.MAX_RECORD_BYTES
     while offset + 8 <= size:
         n, word = unpack(data, offset)
-        if 8 <= n <= limit and not n & 7 and offset + n <= size:
+        if 8 <= n and not n & 7 and offset + n <= size and (n <= limit or word in chunk_words and
+                                                            n <= tf.MAX_CHUNK_RECORD_BYTES):
             if word == op_word:
                 ops_append(offset)
                 offset += n
@@ -102,7 +107,7 @@ def _records(data, path, problems):
                     lists[word & 0xFFFF].append(offset)
                 offset += n
                 continue
-        if word == 0 and 8 <= n <= tf.MAX_RECORD_BYTES and n % 8 == 0 and offset + n <= size:
+        if word == 0 and 8 <= n <= tf.MAX_CHUNK_RECORD_BYTES and n % 8 == 0 and offset + n <= size:
             torn += 1  # reserved, never committed: its writer died mid-record
             offset += n
             continue
@@ -123,14 +128,23 @@ def _records(data, path, problems):
     return by_type, header
 
 
+def _gather(words, offsets, dtype):
+    """The `dtype` items at byte `offsets` (multiples of 8) as one structured array: gathered as
+    rows of 8-byte words, then seen as the dtype."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    rows = words[(offsets // 8)[:, None] + np.arange(dtype.itemsize // 8)]
+    return np.ascontiguousarray(rows).view(dtype).reshape(len(offsets))
+
+
 def _table(data, offsets, dtype):
-    """The records at `offsets` as one structured array (each cut to the dtype's size). Records
-    are 8-byte aligned: gathered as rows of 8-byte words, then seen as the dtype."""
-    if not offsets:
+    """The records at `offsets` as one structured array (each cut to the dtype's size). A record
+    shorter than the dtype is left out, as the C++ reader leaves it out."""
+    if not len(offsets):
         return np.zeros(0, dtype)
     words = np.frombuffer(data, "<u8", count=len(data) // 8)
-    rows = words[(np.asarray(offsets, dtype=np.int64) // 8)[:, None] + np.arange(dtype.itemsize // 8)]
-    return np.ascontiguousarray(rows).view(dtype).reshape(len(offsets))
+    offsets = np.asarray(offsets, dtype=np.int64)
+    offsets = offsets[(words[offsets // 8] & 0xFFFFFFFF) >= dtype.itemsize]
+    return _gather(words, offsets, dtype)
 
 
 def _strings(data, offset):

@@ -7,14 +7,16 @@ import re
 import numpy as np
 
 MAGIC = b"NCCLWTCH"
-FORMAT_VERSION = 3          # kVersion
+FORMAT_VERSION = 4          # kVersion
 OLDEST_READABLE_FORMAT = 2  # kOldestReadableFormat
 COMMIT_MARK = 0xC0DE
 MAX_RECORD_BYTES = 1 << 20
+MAX_CHUNK_RECORD_BYTES = 1 << 30  # ring_chunk and op_totals records may be this large
 HEADER_BYTES = 4096
 
 RECORD_TYPES = {1: "padding", 2: "process", 3: "library", 4: "module", 5: "call_begin", 6: "call_end",
-                7: "exit_begin", 8: "process_end", 9: "lost", 10: "notice", 11: "op", 12: "gpu_timing", 13: "stall"}
+                7: "exit_begin", 8: "process_end", 9: "lost", 10: "notice", 11: "op", 12: "gpu_timing", 13: "stall",
+                14: "ring_chunk", 15: "op_totals", 16: "comm_ref", 17: "stream_ref", 18: "thread_ref"}
 RECORD_TYPE = {name: value for value, name in RECORD_TYPES.items()}
 
 
@@ -52,6 +54,54 @@ EXIT_RECORD = _struct([("time_ns", "<i8", 8), ("reason", "<u4", 16), ("signal", 
                        ("live_resources", "<u4", 28), ("lost_records", "<u8", 32)], 40)
 
 STRINGS_RECORD = _struct([("time_ns", "<i8", 8), ("bytes", "<u4", 16)], 24)
+
+LOST_RECORD = _struct([("time_ns", "<i8", 8), ("count", "<u8", 16)], 24)
+
+# Retention (format 4): ops and GPU timings in a ring of 64-byte slots spread over ring_chunk
+# records, counts of the whole run in an op_totals table, and the Ref records the slots point to.
+RING_SLOT_BYTES = 64
+RING_CHUNK_HEADER_BYTES = 64  # slots start this far into a ring_chunk record
+MAX_RING_CHUNKS = 4096
+OP_TOTALS_HEADER_BYTES = 64   # entries start this far into an op_totals record
+TOTALS_BUCKETS = 46
+LAUNCH_PREFIX_SHIFT = 40      # launch_id >> this: the prefix a ThreadRef names
+RING_WRITING, RING_OP, RING_GPU_TIMING = 0, 1, 2  # a slot stamp's low byte: (index + 1) << 8 | kind
+COMPACT_DURATION_MICROS = 1 << 15  # CompactOp.flags: host_duration counts microseconds
+
+RING_CHUNK_RECORD = _struct([("ring_slots", "<u8", 8), ("ordinal", "<u4", 16), ("slots", "<u4", 20)], 56)
+
+COMPACT_OP = _struct([("seq", "<u8", 0), ("count", "<u8", 8), ("host_begin_ns", "<i8", 16), ("launch_id", "<u8", 24),
+                      ("host_duration", "<u4", 32), ("comm_index", "<u4", 36), ("peer", "<i4", 40), ("redop", "<i2", 44),
+                      ("stream_index", "<u2", 46), ("api", "u1", 48), ("result", "i1", 49), ("datatype", "u1", 50),
+                      ("group_depth", "u1", 51), ("flags", "<u2", 52)], 56)
+
+COMPACT_TIMING = _struct([("launch_id", "<u8", 0), ("stream", "<u8", 8), ("gpu_begin_ns", "<i8", 16),
+                          ("gpu_end_ns", "<i8", 24), ("clock_error_ns", "<i8", 32), ("ops", "<u4", 40),
+                          ("flags", "<u4", 44)], 56)
+
+# The slot's body is a union: `op` and `timing` overlay the same bytes, the stamp's kind says which.
+RING_SLOT = _struct([("stamp", "<u8", 0), ("op", COMPACT_OP, 8), ("timing", COMPACT_TIMING, 8)], 64)
+
+OP_TOTALS_RECORD = _struct([("entries", "<u4", 8)], 56)
+
+OP_TOTALS_ENTRY = _struct([("key", "<u8", 0), ("count", "<u8", 8), ("comm_index", "<u4", 16), ("api", "<u2", 20),
+                           ("datatype", "u1", 22), ("ready", "u1", 23), ("calls", "<u8", 24), ("host_ns", "<u8", 32),
+                           ("gpu_timed", "<u8", 40), ("gpu_ns", "<u8", 48), ("first_ns", "<i8", 56),
+                           ("last_ns", "<i8", 64), ("gpu_histogram", ("<u4", (TOTALS_BUCKETS,)), 72)], 256)
+
+
+def totals_bucket_floor_ns(bucket):
+    """The shortest GPU time op totals' histogram bucket `bucket` counts (half-octaves from 1 us;
+    bucket 0 also counts shorter ones, the last one longer ones)."""
+    return 1024.0 * 2 ** (bucket // 2) * (1.5 if bucket % 2 else 1)
+
+
+COMM_REF_RECORD = _struct([("time_ns", "<i8", 8), ("comm_id", "<u8", 16), ("comm", "<u8", 24), ("index", "<u4", 32),
+                           ("rank", "<i4", 36), ("nranks", "<i4", 40)], 48)
+
+STREAM_REF_RECORD = _struct([("time_ns", "<i8", 8), ("stream", "<u8", 16), ("index", "<u4", 24)], 32)
+
+THREAD_REF_RECORD = _struct([("time_ns", "<i8", 8), ("launch_prefix", "<u8", 16), ("tid", "<u4", 24)], 32)
 
 # OpRecord.flags, GpuTimingRecord.flags
 OP_CAPTURED, OP_TIMED, OP_IN_PLACE, OP_COLL_CONFIG = 1, 2, 4, 8

@@ -2,6 +2,7 @@
 timings from CUDA events, the stall watchdog, and CUDA-graph capture."""
 import collections
 import json
+import os
 import subprocess
 
 from harness import REPORT, Job, app, check, main
@@ -136,22 +137,34 @@ def sampling_times_the_first_launches_of_each_shape():
               f"{len(data['timings'])} GPU timings")
 
 
-def full_trace_costs_records_not_the_job():
-    # NCCLWATCH_MAX_MB=1 stands in for a full disk: the file cannot grow past its first chunk.
+def small_budget_keeps_the_newest_ops():
+    # NCCLWATCH_MAX_MB=1: a ring of 12,288 records for ops and GPU timings. 30,000 all-reduces wrap
+    # it: the newest are kept in full, every call is counted, no lifecycle record is lost.
     job = Job([app("collectives_app"), "bench", "30000"], nranks=1, env={"NCCLWATCH_MAX_MB": "1"}, timeout=120)
     r = job.run()[0]
     check(r.returncode == 0, f"exit {r.returncode}: {r.stderr}")
-    check(r.stderr.count("reached NCCLWATCH_MAX_MB") == 1, f"said once: {r.stderr!r}")
+    check("NCCLWATCH_MAX_MB" not in r.stderr, f"a wrapped ring loses nothing: {r.stderr!r}")
+    trace = job.traces()[0]
+    check(os.path.getsize(trace) <= 1 << 20, f"the trace keeps to its budget: {os.path.getsize(trace)} bytes")
     code, summary, _ = job.report("summary", "--json")
-    check(summary["lost_records"] > 20000, f"lost records counted: {summary.get('lost_records')}")
-    ops = [x for x in records(job.traces()[0]) if x["type"] == "op"]
-    check([o["seq"] for o in ops] == list(range(1, len(ops) + 1)) and len(ops) > 5000, "what fit is intact")
-    # The destroy's record was lost with the rest, but the exit record (from its reserve) says
-    # nothing was alive: no false leak from a full trace.
-    check(summary["processes_without_final_record"] == 0, f"the full trace still ends: {summary}")
+    check(summary["lost_records"] == 0, f"nothing lost: {summary.get('lost_records')}")
+    window = summary["window"]
+    check(not window["complete"] and window["ops_counted"] == 30000 and window["processes_wrapped"] == 1,
+          f"the window is named: {window}")
+    ops = [x for x in records(trace) if x["type"] == "op"]
+    seqs = [o["seq"] for o in ops]
+    check(seqs == list(range(30001 - len(seqs), 30001)) and len(seqs) > 10000,
+          f"the newest ops, in order, none missing: {len(seqs)} from seq {seqs[:1]}")
+    check(window["ops_kept"] == len(ops), f"ops kept {window['ops_kept']} == {len(ops)} read")
+    code, latency, _ = job.report("latency", "--json")
+    rows = [row for row in latency["rows"] if row["op"] == "ncclAllReduce"]
+    check(len(rows) == 1 and rows[0]["calls"] == 30000 and rows[0]["calls_in_window"] == len(ops),
+          f"latency counts every call: {rows}")
+    code, hang, _ = job.report("hang", "--json")
+    check(code == 0 and hang["comms"][0]["last_seq_issued"] == 30000, f"hang judges the window: {hang['verdict']}")
     code, leaks, err = job.report("leaks", "--json", "--no-symbols")
-    check(code == 0 and leaks["leaks"] == [], f"a full trace must not make leaks: exit {code} {leaks} {err}")
-    check([c["state"] for c in leaks["communicators"]] == ["release_unrecorded"], f"{leaks['communicators']}")
+    check(code == 0 and leaks["leaks"] == [], f"no false leak: exit {code} {leaks} {err}")
+    check([c["state"] for c in leaks["communicators"]] == ["destroyed"], f"the destroy was kept: {leaks['communicators']}")
 
 
 def watchdog_names_the_pending_seq():
@@ -242,5 +255,5 @@ if __name__ == "__main__":
         sequence_numbers_agree_on_2_ranks, sequence_numbers_agree_on_3_ranks, sequence_numbers_agree_on_4_ranks,
         config_variants_are_their_collectives, gpu_time_comes_from_events, sampling_times_the_first_launches_of_each_shape, watchdog_names_the_pending_seq,
         watchdog_in_a_burst_names_the_first_unconfirmed_launch, newer_api_is_recorded, capture_survives_the_collector_polling,
-        full_trace_costs_records_not_the_job,
+        small_budget_keeps_the_newest_ops,
         captured_stream_gets_no_event]})

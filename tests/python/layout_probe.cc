@@ -51,10 +51,59 @@ int main() {
                                    FIELD(ExitRecord, lost_records)}}};
   out["StringsRecord"] = {{"size", sizeof(trace::StringsRecord)},
                           {"fields", {FIELD(StringsRecord, time_ns), FIELD(StringsRecord, bytes)}}};
+  out["LostRecord"] = {{"size", sizeof(trace::LostRecord)},
+                       {"fields", {FIELD(LostRecord, time_ns), FIELD(LostRecord, count)}}};
+  // Retention (format 4).
+  out["RingChunkRecord"] = {{"size", sizeof(trace::RingChunkRecord)},
+                            {"fields", {FIELD(RingChunkRecord, ring_slots), FIELD(RingChunkRecord, ordinal),
+                                        FIELD(RingChunkRecord, slots)}}};
+  out["RingSlot"] = {{"size", sizeof(trace::RingSlot)},
+                     {"fields", {FIELD(RingSlot, stamp), FIELD(RingSlot, op), FIELD(RingSlot, timing)}}};
+  out["CompactOp"] = {{"size", sizeof(trace::CompactOp)},
+                      {"fields", {FIELD(CompactOp, seq), FIELD(CompactOp, count), FIELD(CompactOp, host_begin_ns),
+                                  FIELD(CompactOp, launch_id), FIELD(CompactOp, host_duration), FIELD(CompactOp, comm_index),
+                                  FIELD(CompactOp, peer), FIELD(CompactOp, redop), FIELD(CompactOp, stream_index),
+                                  FIELD(CompactOp, api), FIELD(CompactOp, result), FIELD(CompactOp, datatype),
+                                  FIELD(CompactOp, group_depth), FIELD(CompactOp, flags)}}};
+  out["CompactTiming"] = {{"size", sizeof(trace::CompactTiming)},
+                          {"fields", {FIELD(CompactTiming, launch_id), FIELD(CompactTiming, stream),
+                                      FIELD(CompactTiming, gpu_begin_ns), FIELD(CompactTiming, gpu_end_ns),
+                                      FIELD(CompactTiming, clock_error_ns), FIELD(CompactTiming, ops),
+                                      FIELD(CompactTiming, flags)}}};
+  out["OpTotalsRecord"] = {{"size", sizeof(trace::OpTotalsRecord)}, {"fields", {FIELD(OpTotalsRecord, entries)}}};
+  out["OpTotalsEntry"] = {{"size", sizeof(trace::OpTotalsEntry)},
+                          {"fields", {FIELD(OpTotalsEntry, key), FIELD(OpTotalsEntry, count), FIELD(OpTotalsEntry, comm_index),
+                                      FIELD(OpTotalsEntry, api), FIELD(OpTotalsEntry, datatype), FIELD(OpTotalsEntry, ready),
+                                      FIELD(OpTotalsEntry, calls), FIELD(OpTotalsEntry, host_ns),
+                                      FIELD(OpTotalsEntry, gpu_timed), FIELD(OpTotalsEntry, gpu_ns),
+                                      FIELD(OpTotalsEntry, first_ns), FIELD(OpTotalsEntry, last_ns),
+                                      FIELD(OpTotalsEntry, gpu_histogram)}}};
+  out["CommRefRecord"] = {{"size", sizeof(trace::CommRefRecord)},
+                          {"fields", {FIELD(CommRefRecord, time_ns), FIELD(CommRefRecord, comm_id), FIELD(CommRefRecord, comm),
+                                      FIELD(CommRefRecord, index), FIELD(CommRefRecord, rank), FIELD(CommRefRecord, nranks)}}};
+  out["StreamRefRecord"] = {{"size", sizeof(trace::StreamRefRecord)},
+                            {"fields", {FIELD(StreamRefRecord, time_ns), FIELD(StreamRefRecord, stream),
+                                        FIELD(StreamRefRecord, index)}}};
+  out["ThreadRefRecord"] = {{"size", sizeof(trace::ThreadRefRecord)},
+                            {"fields", {FIELD(ThreadRefRecord, time_ns), FIELD(ThreadRefRecord, launch_prefix),
+                                        FIELD(ThreadRefRecord, tid)}}};
   out["constants"] = {{"version", trace::kVersion}, {"oldest_readable", trace::kOldestReadableFormat},
                       {"header_bytes", trace::kHeaderBytes}, {"commit_mark", trace::kCommitMark},
                       {"max_record_bytes", trace::kMaxRecordBytes}, {"op_timed", trace::kOpTimed},
-                      {"op_captured", trace::kOpCaptured}, {"timing_has_begin", trace::kTimingHasBegin}};
+                      {"op_captured", trace::kOpCaptured}, {"timing_has_begin", trace::kTimingHasBegin},
+                      {"max_chunk_record_bytes", trace::kMaxChunkRecordBytes},
+                      {"ring_slot_bytes", trace::kRingSlotBytes},
+                      {"ring_chunk_header_bytes", trace::kRingChunkHeaderBytes},
+                      {"op_totals_header_bytes", trace::kOpTotalsHeaderBytes},
+                      {"max_ring_chunks", trace::kMaxRingChunks},
+                      {"totals_buckets", trace::kTotalsBuckets},
+                      {"launch_prefix_shift", trace::kLaunchPrefixShift},
+                      {"compact_duration_micros", trace::kCompactDurationMicros},
+                      {"ring_kinds", {static_cast<int>(trace::RingKind::kWriting), static_cast<int>(trace::RingKind::kOp),
+                                      static_cast<int>(trace::RingKind::kGpuTiming)}}};
+  json floors = json::array();
+  for (int b = 0; b < trace::kTotalsBuckets; ++b) floors.push_back(trace::totals_bucket_floor_ns(b));
+  out["totals_bucket_floor_ns"] = floors;
   json types = json::object();
 #define RECORD_TYPE(Id, value, name) types[std::to_string(value)] = name;
   NCCLWATCH_RECORD_TYPES(RECORD_TYPE)

@@ -27,7 +27,11 @@ def layout_matches_the_cpp_header():
                                       check=True).stdout)
     dtypes = {"FileHeader": tf.FILE_HEADER, "OpRecord": tf.OP_RECORD, "GpuTimingRecord": tf.GPU_TIMING_RECORD,
               "ApiEvent": tf.API_EVENT, "StallRecord": tf.STALL_RECORD, "ExitRecord": tf.EXIT_RECORD,
-              "StringsRecord": tf.STRINGS_RECORD}
+              "StringsRecord": tf.STRINGS_RECORD, "LostRecord": tf.LOST_RECORD, "RingChunkRecord": tf.RING_CHUNK_RECORD,
+              "RingSlot": tf.RING_SLOT, "CompactOp": tf.COMPACT_OP, "CompactTiming": tf.COMPACT_TIMING,
+              "OpTotalsRecord": tf.OP_TOTALS_RECORD, "OpTotalsEntry": tf.OP_TOTALS_ENTRY,
+              "CommRefRecord": tf.COMM_REF_RECORD, "StreamRefRecord": tf.STREAM_REF_RECORD,
+              "ThreadRefRecord": tf.THREAD_REF_RECORD}
     for struct, dtype in dtypes.items():
         want = probe[struct]
         check(dtype.itemsize == want["size"], f"{struct}: size {dtype.itemsize}, the header says {want['size']}")
@@ -39,6 +43,15 @@ def layout_matches_the_cpp_header():
     check((tf.FORMAT_VERSION, tf.OLDEST_READABLE_FORMAT, tf.HEADER_BYTES, tf.COMMIT_MARK, tf.MAX_RECORD_BYTES) ==
           (c["version"], c["oldest_readable"], c["header_bytes"], c["commit_mark"], c["max_record_bytes"]), c)
     check((tf.OP_TIMED, tf.OP_CAPTURED, tf.TIMING_HAS_BEGIN) == (c["op_timed"], c["op_captured"], c["timing_has_begin"]), c)
+    check((tf.MAX_CHUNK_RECORD_BYTES, tf.RING_SLOT_BYTES, tf.RING_CHUNK_HEADER_BYTES, tf.OP_TOTALS_HEADER_BYTES,
+           tf.MAX_RING_CHUNKS, tf.TOTALS_BUCKETS, tf.LAUNCH_PREFIX_SHIFT, tf.COMPACT_DURATION_MICROS,
+           [tf.RING_WRITING, tf.RING_OP, tf.RING_GPU_TIMING]) ==
+          (c["max_chunk_record_bytes"], c["ring_slot_bytes"], c["ring_chunk_header_bytes"], c["op_totals_header_bytes"],
+           c["max_ring_chunks"], c["totals_buckets"], c["launch_prefix_shift"], c["compact_duration_micros"],
+           c["ring_kinds"]), c)
+    check(tf.OP_TOTALS_ENTRY["gpu_histogram"].shape == (tf.TOTALS_BUCKETS,), "the histogram has every bucket")
+    check([tf.totals_bucket_floor_ns(b) for b in range(tf.TOTALS_BUCKETS)] == probe["totals_bucket_floor_ns"],
+          probe["totals_bucket_floor_ns"])
     check({str(k): v for k, v in tf.RECORD_TYPES.items()} == probe["record_types"], probe["record_types"])
     check({str(k): v[0] for k, v in tf.APIS.items()} == probe["apis"], "API table")
     check(tf.COUNT_PER_RANK == set(probe["count_per_rank"]), probe["count_per_rank"])
