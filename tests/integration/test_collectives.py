@@ -3,9 +3,11 @@ timings from CUDA events, the stall watchdog, and CUDA-graph capture."""
 import collections
 import json
 import os
+import signal
 import subprocess
+import time
 
-from harness import REPORT, Job, app, check, main
+from harness import REPORT, SANITIZED, Job, app, check, main
 
 
 def records(trace):
@@ -167,6 +169,52 @@ def small_budget_keeps_the_newest_ops():
     check([c["state"] for c in leaks["communicators"]] == ["destroyed"], f"the destroy was kept: {leaks['communicators']}")
 
 
+def soak_keeps_the_hang_in_a_small_trace():
+    # Two ranks, 10 million all-reduces each (400,000 under a sanitizer) under a 2 MiB budget, a
+    # side communicator made and destroyed every 100,000; then rank 1 stops, rank 0's next
+    # all-reduce waits for it, and both are killed. The traces keep the hang, every lifecycle
+    # record and a count of every call.
+    n = 400_000 if SANITIZED else 10_000_000
+    job = Job([app("collectives_app"), "soak", str(n)], nranks=2,
+              env={"NCCLWATCH_MAX_MB": "2", "NCCLWATCH_STALL_SEC": "0.5", "HOSTNCCL_LOCAL_OPS": str(n)})
+    started = time.monotonic()
+    job.start()
+    job.wait_for_files(["soak.0", "soak.1"], timeout=300)
+    issued_s = time.monotonic() - started
+    time.sleep(1.5)  # the watchdog's stall record, 0.5 s after the last launch
+    job.signal_all(signal.SIGKILL)
+    traces = job.traces()
+    sizes = [os.path.getsize(t) for t in traces]
+    check(len(traces) == 2 and max(sizes) <= 2 << 20, f"two traces within the budget: {sizes}")
+
+    started = time.monotonic()
+    code, hang, err = job.report("hang", "--json")
+    read_s = time.monotonic() - started
+    check(code == 1, f"hang: exit {code} {err}")
+    world = hang["comms"][0]
+    check(world["last_seq_issued"] == n + 1 and [m["rank"] for m in world["missing"]] == [1]
+          and world["missing"][0]["first_missing_seq"] == n + 1, f"the stall named from the kept window: {world['verdict']}")
+    check(not hang["window"]["complete"] and hang["window"]["ops_counted"] == 2 * n + 1, f"{hang['window']}")
+
+    code, latency, _ = job.report("latency", "--json")
+    calls = {row["bytes"]: row["calls"] for row in latency["rows"] if row["op"] == "ncclAllReduce"}
+    check(calls == {4: n // 2, 1024: n // 2, 28: 1}, f"every call counted: {calls}")
+    code, leaks, _ = job.report("leaks", "--json", "--no-symbols")
+    states = collections.Counter(c["state"] for c in leaks["communicators"])
+    check(states == {"destroyed": 2 * (n // 100_000), "leaked": 2},
+          f"every lifecycle record kept: {states}")
+    kept = [[x for x in records(t) if x["type"] == "op"] for t in traces]
+    last_seqs = sorted(ops[-1]["seq"] for ops in kept)
+    check(last_seqs == [n, n + 1], f"each rank's newest op kept: {last_seqs}")
+    for ops in kept:
+        seqs = [o["seq"] for o in ops]
+        check(seqs == list(range(seqs[0], seqs[0] + len(seqs))), "the window has no gap")
+    records_read = hang["window"]["ring_records_kept"]
+    print(f"{2 * n:,} all-reduces on 2 ranks in {issued_s:.1f} s; traces {sizes[0] / 2**20:.1f} and "
+          f"{sizes[1] / 2**20:.1f} MiB (64 bytes per op in the ring, {records_read:,} kept); "
+          f"hang read them in {read_s:.2f} s ({records_read / read_s / 1e6:.1f} M ring records/s)")
+
+
 def watchdog_names_the_pending_seq():
     job = Job([app("collectives_app"), "skip", "3500"], nranks=2, env={"NCCLWATCH_STALL_SEC": "1"})
     results = job.run()
@@ -256,4 +304,5 @@ if __name__ == "__main__":
         config_variants_are_their_collectives, gpu_time_comes_from_events, sampling_times_the_first_launches_of_each_shape, watchdog_names_the_pending_seq,
         watchdog_in_a_burst_names_the_first_unconfirmed_launch, newer_api_is_recorded, capture_survives_the_collector_polling,
         small_budget_keeps_the_newest_ops,
+        soak_keeps_the_hang_in_a_small_trace,
         captured_stream_gets_no_event]})

@@ -1,7 +1,7 @@
 // A multi-process NCCL program issuing collectives, groups and point-to-point calls, run under
 // the preloaded shim by tests/integration/test_collectives.py.
 //   collectives_app mixed|skip|skip-burst|shapes|newer-api|capture|capture-while-polled|late-peer|bench N|bench-driver-calls N|count-mismatch|skip-interleaved|straggler|straggler-async|
-//                   one-process-two-ranks|config-variants
+//                   one-process-two-ranks|config-variants|soak N
 #include "hostcuda.h"
 #include "check.h"
 #include "nccl_api.h"  // the *Config collectives of NCCL 2.31
@@ -301,6 +301,31 @@ int bench(int n) {
   return 0;
 }
 
+// A long run in miniature: `n` all-reduces of two sizes on one stream, a side communicator made
+// and destroyed every 100,000 of them; then rank 1 stops while rank 0 issues one more (7 floats)
+// that waits for it forever. Each rank marks "soak.<rank>" in the rendezvous folder when it got
+// there; the test kills them. (Run with HOSTNCCL_LOCAL_OPS=n: the bulk completes without the stand-in's exchange.)
+int soak(long n) {
+  int rank = test_rank();
+  ncclComm_t world = init_world("world");
+  CUstream stream = nullptr;
+  cuStreamCreate(&stream, 0);
+  static float data[256];
+  for (long i = 1; i <= n; ++i) {
+    CHECK(ncclAllReduce(data, data, i % 2 ? 1 : 256, ncclFloat, ncclSum, world, stream));
+    if (i % 100000 == 0) {
+      ncclComm_t side = nullptr;
+      CHECK(ncclCommSplit(world, 0, rank, &side, nullptr));
+      CHECK(ncclCommDestroy(side));
+    }
+  }
+  cuStreamSynchronize(stream);
+  if (rank == 0) CHECK(ncclAllReduce(data, data, 7, ncclFloat, ncclSum, world, stream));
+  std::string there = std::string(std::getenv("NCCLWATCH_TEST_RENDEZVOUS")) + "/soak." + std::to_string(rank);
+  if (FILE* f = std::fopen(there.c_str(), "w")) std::fclose(f);
+  for (;;) sleep_ms(1000);
+}
+
 // One process driving two ranks of one communicator (ncclCommInitAll), as JAX and CuPy do on
 // the GPUs of one host: grouped all-reduces, one stream per rank.
 int one_process_two_ranks() {
@@ -354,6 +379,7 @@ int main(int argc, char** argv) {
   if (scenario == "capture-while-polled") return capture_while_polled();
   if (scenario == "capture") return capture();
   if (scenario == "late-peer") return late_peer();
+  if (scenario == "soak") return soak(argc > 2 ? std::atol(argv[2]) : 1000000);
   if (scenario == "bench") return bench(argc > 2 ? std::atoi(argv[2]) : 1000);
   if (scenario == "bench-driver-calls") return bench_driver_calls(argc > 2 ? std::atoi(argv[2]) : 10000);
   if (scenario == "count-mismatch") return count_mismatch();
