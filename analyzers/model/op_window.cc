@@ -12,13 +12,14 @@ std::string clock_text(int64_t wall_ns) {
   std::time_t t = static_cast<std::time_t>(wall_ns / 1000000000);
   std::tm tm{};
   gmtime_r(&t, &tm);
-  return fmt::format("{:02}:{:02}:{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec);
+  return fmt::format("{:02}:{:02}:{:02}.{}", tm.tm_hour, tm.tm_min, tm.tm_sec, wall_ns % 1000000000 / 100000000);
 }
 
 std::string duration_text(double s) {
   if (s >= 7200) return fmt::format("{:.1f} h", s / 3600);
   if (s >= 120) return fmt::format("{:.1f} min", s / 60);
-  return fmt::format("{:.1f} s", s);
+  if (s >= 1) return fmt::format("{:.1f} s", s);
+  return fmt::format("{:.0f} ms", s * 1e3);
 }
 
 // 412003118 -> "412,003,118"

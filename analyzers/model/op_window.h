@@ -24,7 +24,7 @@ struct OpWindow {
   int64_t window_begin_ns = 0;  // the latest first kept op among the wrapped processes
 
   bool partial() const { return wrapped > 0; }
-  // One sentence, e.g. "ops kept from 02:13:05 to 02:18:05 UTC of a 51.0 h run (the newest of each
+  // One sentence, e.g. "ops kept from 02:13:05.2 to 02:18:05.9 UTC of a 51.0 h run (the newest of each
   // process); 412,003,118 earlier ops are counted in the totals only"; "" when nothing was
   // overwritten.
   std::string text() const;

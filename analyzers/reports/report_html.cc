@@ -755,6 +755,7 @@ int run_html(const Options& options) {
   page.add(fmt::format("<h1>ncclwatch report</h1><p class=\"sub\">{} process trace(s), {} rank(s) on {} host(s), {} communicator(s) "
                        "with ops</p>",
                        a.job.processes.size(), world_ranks.size(), hosts.size(), a.members.size()));
+  if (latency.window.partial()) page.add(fmt::format("<p class=\"note\">{}.</p>", esc(latency.window.text())));
   verdict_section(page, leaks, hang, untraced, names);
   std::map<std::string, std::string> op_colours;
   communicators_section(page, latency, names, op_colours);

@@ -532,6 +532,7 @@ int run_timeline(const Options& options) {
   std::vector<std::vector<TraceProblem>> file_problems(files.size());
   std::vector<char> usable(files.size(), 0), shown(files.size(), 0);
   std::vector<uint64_t> slices(files.size(), 0);
+  std::vector<uint64_t> overwritten(files.size(), 0);  // ring records each trace lost to newer ones
   // Progress on stderr for long runs: a line a second or so once the first second has passed.
   std::atomic<size_t> done{0};
   std::mutex progress_mutex;
@@ -553,6 +554,7 @@ int run_timeline(const Options& options) {
       lifecycle.finish(file_problems[i]);
       timeline.finish(p);
       slices[i] = timeline.slices;
+      overwritten[i] = p.stats.overwritten();
       shown[i] = !timeline.skipped;
     }
     size_t finished = ++done;
@@ -569,7 +571,14 @@ int run_timeline(const Options& options) {
   size_t used = static_cast<size_t>(std::count(usable.begin(), usable.end(), 1));
   uint64_t total_slices = 0;
   for (uint64_t s : slices) total_slices += s;
+  size_t wrapped = static_cast<size_t>(std::count_if(overwritten.begin(), overwritten.end(), [](uint64_t n) { return n > 0; }));
+  uint64_t older = 0;
+  for (uint64_t n : overwritten) older += n;
   json other = {{"clock_alignment", clock.method}, {"hosts", clock.hosts}, {"origin_wall_ns", origin},
+                {"window", wrapped ? fmt::format("{} of {} traces kept only their newest ops ({} older ring records "
+                                                 "overwritten): their earlier ops are not drawn",
+                                                 wrapped, used, older)
+                                   : std::string("every op of every trace")},
                 {"traces", used}, {"ranks_shown", std::count(shown.begin(), shown.end(), 1)}, {"op_slices", total_slices},
                 {"tracks", "one process per rank; per application thread the NCCL calls as enqueued (ops without GPU "
                            "timing), per CUDA stream the GPU execution of GPU-timed launches; per communicator its "
