@@ -194,6 +194,7 @@ def soak_keeps_the_hang_in_a_small_trace():
     world = hang["comms"][0]
     check(world["last_seq_issued"] == n + 1 and [m["rank"] for m in world["missing"]] == [1]
           and world["missing"][0]["first_missing_seq"] == n + 1, f"the stall named from the kept window: {world['verdict']}")
+    check(world["mismatches"] == [], f"ranks' windows start at different seqs, which is no mismatch: {world['mismatches'][:3]}")
     check(not hang["window"]["complete"] and hang["window"]["ops_counted"] == 2 * n + 1, f"{hang['window']}")
 
     code, latency, _ = job.report("latency", "--json")
