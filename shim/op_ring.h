@@ -29,7 +29,7 @@ class RingSlotClaim {
   uint64_t index_ = 0;
 };
 
-// The next ring slot, its body zeroed. Empty when the record is lost (no trace file, its chunk
+// The next ring slot; the caller writes every byte of its body. Empty when the record is lost (no trace file, its chunk
 // could not be made, or a writer a whole lap behind still holds the slot); the loss is counted.
 RingSlotClaim claim_ring_slot() noexcept;
 

@@ -290,13 +290,8 @@ class RingIndex {
       return;
     }
     oldest_ = newest_ + 1 > ring_slots_ ? newest_ + 1 - ring_slots_ : 0;
-    for (uint64_t i = oldest_; i <= newest_; ++i) {
-      const RingSlot* slot = slot_at(i % ring_slots_);
-      if (slot && valid(slot->stamp, i % ring_slots_) && ring_stamp_index(slot->stamp) == i) ++kept_;
-    }
     stats.ring_slots = ring_slots_;
     stats.ring_written = newest_ + 1;
-    stats.ring_kept = kept_;
   }
 
   bool empty() const { return chunks_.empty(); }
@@ -399,9 +394,10 @@ class RingIndex {
     auto* c = r.as<RingChunkRecord>();
     if (!c) return;
     bool fits = c->slots > 0 && uint64_t{kRingChunkHeaderBytes} + uint64_t{c->slots} * kRingSlotBytes <= r.size;
-    bool agrees = chunks_.empty() ? c->ring_slots > 0 && c->ring_slots % c->slots == 0 && c->ring_slots / c->slots <= kMaxRingChunks
-                                  : c->ring_slots == ring_slots_ && c->slots == chunk_slots_;
-    if (!fits || !agrees || uint64_t{c->ordinal} * c->slots >= c->ring_slots) {
+    bool agrees = fits && (chunks_.empty() ? c->ring_slots > 0 && c->ring_slots % c->slots == 0 &&
+                                                 c->ring_slots / c->slots <= kMaxRingChunks
+                                           : c->ring_slots == ring_slots_ && c->slots == chunk_slots_);
+    if (!agrees || uint64_t{c->ordinal} * c->slots >= c->ring_slots) {
       problems.push_back(trace_problem(path, "ring chunk at offset " + std::to_string(r.offset) +
                                                  " disagrees with the ring's size; its ops are left out", false));
       return;
@@ -422,14 +418,15 @@ class RingIndex {
 
   bool valid(uint64_t stamp, uint64_t position) const {
     RingKind kind = ring_stamp_kind(stamp);
-    return stamp != 0 && (kind == RingKind::kOp || kind == RingKind::kGpuTiming) &&
+    // A stamp below 256 names no index (a writer's stamps are (index + 1) << 8 | kind).
+    return (stamp >> 8) != 0 && (kind == RingKind::kOp || kind == RingKind::kGpuTiming) &&
            ring_stamp_index(stamp) % ring_slots_ == position;
   }
 
   uint64_t ring_slots_ = 0;
   uint64_t chunk_slots_ = 0;
   std::vector<Chunk> chunks_;
-  uint64_t oldest_ = 0, newest_ = 0, kept_ = 0;
+  uint64_t oldest_ = 0, newest_ = 0;
   std::vector<std::pair<const OpTotalsEntry*, uint64_t>> totals_;
   std::vector<CommRefRecord> comms_;
   std::vector<uint64_t> streams_;
@@ -438,13 +435,16 @@ class RingIndex {
   GpuTimingRecord timing_{};
 };
 
-// The ring's window, oldest first, each slot expanded.
+// The ring's window, oldest first, each slot expanded; counts what it delivers as kept.
 class RingCursor {
  public:
-  explicit RingCursor(RingIndex& ring) : ring_(ring), next_(ring.oldest()) {}
+  RingCursor(RingIndex& ring, ReadStats& stats) : ring_(ring), stats_(stats), next_(ring.oldest()) {}
   bool next(RecordView& out) {
     while (next_ <= ring_.newest()) {
-      if (ring_.expand(next_++, out)) return true;
+      if (ring_.expand(next_++, out)) {
+        ++stats_.ring_kept;
+        return true;
+      }
     }
     return false;
   }
@@ -452,6 +452,7 @@ class RingCursor {
 
  private:
   RingIndex& ring_;
+  ReadStats& stats_;
   uint64_t next_;
 };
 
@@ -533,7 +534,7 @@ bool read_trace_until(const std::string& path, const StoppableVisitor& visit, Fi
     });
   } else {
     // The ring's records, in the order written, each before the first other record later than it.
-    RingCursor cursor(ring);
+    RingCursor cursor(ring, stats);
     RecordView op{};
     bool have_op = cursor.next(op);
     int64_t history_time = std::numeric_limits<int64_t>::min();

@@ -38,7 +38,8 @@ struct ReadStats {
   uint64_t skipped_bytes = 0;  // holes and corrupt spans stepped over
   uint64_t torn_records = 0;   // reserved but never committed (the writer died mid-record)
   // The ring of recent ops and GPU timings (format 4): its positions (0: the file has none), the
-  // records written to it over the run, and those still in it, delivered in the order written.
+  // records written to it over the run, and those still in it (as far as delivered: all, unless
+  // the visitor stopped the reading), in the order written.
   uint64_t ring_slots = 0;
   uint64_t ring_written = 0;
   uint64_t ring_kept = 0;

@@ -1,7 +1,9 @@
 """ncclwatch.load(): the trace files of a job as pandas DataFrames, read straight from the binary
 format (trace_format.py), by the rules of the C++ reader (analyzers/model/trace_reader.cc): a
 record counts once its commit mark is there; a reserved, never committed record is stepped over;
-anything else is skipped 8 bytes at a time up to the next committed header.
+anything else is skipped 8 bytes at a time up to the next committed header. From format 4 on, a
+process's ops and GPU timings are in a ring that keeps the newest of them (ops then holds that
+window; processes.ring_* say how much of the run it is) and `totals` counts every op of the run.
 
 Times are each process's CLOCK_MONOTONIC in ns, as recorded: on one host they compare directly;
 across hosts, `ncclwatch-report` aligns them (processes.start_* give each file's wall-clock anchor).
@@ -21,7 +23,8 @@ _HEADER = struct.Struct("<II")
 
 
 class Job:
-    """The tables of a job: ops, calls, stalls, processes, env, problems (see load())."""
+    """The tables of a job: ops, totals, calls, stalls, processes, env, comms, leaks, problems (see
+    load())."""
 
     def __init__(self, **tables):
         self.__dict__.update(tables)
@@ -136,15 +139,19 @@ def _gather(words, offsets, dtype):
     return np.ascontiguousarray(rows).view(dtype).reshape(len(offsets))
 
 
+def _sized(words, offsets, dtype):
+    """The records at `offsets` that are at least as large as `dtype` (the C++ reader leaves shorter
+    ones out)."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    return offsets[(words[offsets // 8] & 0xFFFFFFFF) >= dtype.itemsize]
+
+
 def _table(data, offsets, dtype):
-    """The records at `offsets` as one structured array (each cut to the dtype's size). A record
-    shorter than the dtype is left out, as the C++ reader leaves it out."""
+    """The records at `offsets` as one structured array (each cut to the dtype's size)."""
     if not len(offsets):
         return np.zeros(0, dtype)
     words = np.frombuffer(data, "<u8", count=len(data) // 8)
-    offsets = np.asarray(offsets, dtype=np.int64)
-    offsets = offsets[(words[offsets // 8] & 0xFFFFFFFF) >= dtype.itemsize]
-    return _gather(words, offsets, dtype)
+    return _gather(words, _sized(words, offsets, dtype), dtype)
 
 
 def _strings(data, offset):
@@ -159,6 +166,193 @@ def _frame(array, drop=()):
     return pd.DataFrame({name: array[name] for name in array.dtype.names if name not in drop})
 
 
+# Format 4 ---------------------------------------------------------------------------------------
+# The ring's slots and the totals' entries name communicators, streams and threads by index; the
+# Ref records say what each index stands for. Rules as in RingIndex (analyzers/model/trace_reader.cc).
+
+class _Refs:
+    """A file's CommRef, StreamRef and ThreadRef records, each table sorted by its key; of records
+    with the same key the last one counts, and keys out of range are ignored."""
+
+    def __init__(self, data, by_type):
+        def last_of_each(kind, dtype, key, low, high):
+            table = _table(data, by_type.get(tf.RECORD_TYPE[kind], []), dtype)
+            table = table[(table[key] >= low) & (table[key] < high)]
+            # np.unique indexes the first of equal keys: in the reversed table, the last record.
+            _, first = np.unique(table[key][::-1], return_index=True)
+            return table[::-1][first]
+
+        self.comms = last_of_each("comm_ref", tf.COMM_REF_RECORD, "index", 1, 1 << 24)
+        self.streams = last_of_each("stream_ref", tf.STREAM_REF_RECORD, "index", 1, 1 << 16)
+        self.threads = last_of_each("thread_ref", tf.THREAD_REF_RECORD, "launch_prefix", 0, 1 << 24)
+
+    def comm(self, comm_index):
+        """comm_id, comm, rank, nranks of each comm_index (0 or unknown: 0, 0, -1, -1)."""
+        return _resolve(self.comms, "index", comm_index, {"comm_id": 0, "comm": 0, "rank": -1, "nranks": -1})
+
+    def stream(self, stream_index):
+        return _resolve(self.streams, "index", stream_index, {"stream": 0})["stream"]
+
+    def tid(self, launch_id):
+        prefix = np.asarray(launch_id, dtype=np.uint64) >> np.uint64(tf.LAUNCH_PREFIX_SHIFT)
+        return _resolve(self.threads, "launch_prefix", prefix, {"tid": 0})["tid"]
+
+
+def _resolve(table, key, values, defaults):
+    """{column: table[column] in the row whose `key` is each of `values`, else the default}."""
+    keys = table[key]
+    values = np.asarray(values, dtype=keys.dtype)
+    at = np.searchsorted(keys, values)
+    found = at < len(keys)
+    found[found] = keys[at[found]] == values[found]
+    at = np.where(found, at, len(keys))  # the default's row, appended below
+    return {name: np.append(table[name], np.array(default, table[name].dtype))[at] for name, default in defaults.items()}
+
+
+_RING_CHUNK = struct.Struct("<I4xQII")  # RecordHeader.size, RingChunkRecord.ring_slots, ordinal, slots
+
+
+def _ring(data, by_type, path, problems):
+    """The ring's window as RingIndex finds it: of the slots that hold an op or a GPU timing whose
+    index fits their position, those of the newest ring_slots indices, oldest first, as RING_SLOT
+    rows; and the window's (ring_slots, written, kept). Chunks that disagree with the first one
+    about the ring's size are named in `problems` and left out."""
+    ring_slots = chunk_slots = 0
+    chunks = {}  # ordinal -> offset of its first slot; of two chunks of one ordinal, the later
+    for offset in by_type.get(tf.RECORD_TYPE["ring_chunk"], []):
+        if _HEADER.unpack_from(data, offset)[0] < tf.RING_CHUNK_RECORD.itemsize:
+            continue
+        size, ring, ordinal, slots = _RING_CHUNK.unpack_from(data, offset)
+        fits = slots > 0 and tf.RING_CHUNK_HEADER_BYTES + slots * tf.RING_SLOT_BYTES <= size
+        if chunks:
+            agrees = ring == ring_slots and slots == chunk_slots
+        else:
+            agrees = ring > 0 and slots > 0 and ring % slots == 0 and ring // slots <= tf.MAX_RING_CHUNKS
+        if not fits or not agrees or ordinal * slots >= ring:
+            problems.append((path, f"ring chunk at offset {offset} disagrees with the ring's size; its ops are left out"))
+            continue
+        ring_slots, chunk_slots = ring, slots
+        chunks[ordinal] = offset + tf.RING_CHUNK_HEADER_BYTES
+    empty = np.zeros(0, tf.RING_SLOT), (0, 0, 0)
+    if not chunks:
+        return empty
+    words = np.frombuffer(data, "<u8", count=len(data) // 8)
+    in_chunk = np.arange(chunk_slots, dtype=np.uint64)
+    positions = (np.fromiter(chunks, np.uint64, len(chunks))[:, None] * np.uint64(chunk_slots) + in_chunk).ravel()
+    offsets = (np.fromiter(chunks.values(), np.int64, len(chunks))[:, None] +
+               in_chunk.astype(np.int64) * tf.RING_SLOT_BYTES).ravel()
+    stamps = words[offsets // 8]
+    kind = stamps & np.uint64(0xFF)
+    index = (stamps >> np.uint64(8)) - np.uint64(1)
+    # A stamp below 256 stands for index -1 (the C++ reader takes it as 2^64 - 1): never written.
+    valid = (((kind == tf.RING_OP) | (kind == tf.RING_GPU_TIMING)) & (stamps >= np.uint64(256)) &
+             (index % np.uint64(ring_slots) == positions))
+    if not valid.any():
+        return empty
+    newest = int(index[valid].max())
+    keep = valid & (index >= np.uint64(max(newest + 1 - ring_slots, 0)))
+    order = np.argsort(index[keep], kind="stable")
+    slots = _gather(words, offsets[keep][order], tf.RING_SLOT)
+    return slots, (ring_slots, newest + 1, len(slots))
+
+
+def _columns(array, dtype=None):
+    """A structured array as {field: column}, each cast to `dtype`'s field of that name."""
+    dtype = dtype or array.dtype
+    return {name: np.asarray(array[name], dtype=dtype.fields[name][0]) for name in dtype.names}
+
+
+def _expand_ops(compact, refs):
+    """CompactOps as OpRecord columns (RingIndex::expand)."""
+    micros = (compact["flags"] & tf.COMPACT_DURATION_MICROS) != 0
+    columns = refs.comm(compact["comm_index"])  # comm_id, comm, rank, nranks
+    columns.update({name: compact[name] for name in ("seq", "count", "host_begin_ns", "launch_id", "api", "result",
+                                                     "peer", "datatype", "group_depth", "redop")})
+    columns["stream"] = refs.stream(compact["stream_index"])
+    columns["tid"] = refs.tid(compact["launch_id"])
+    columns["host_end_ns"] = compact["host_begin_ns"] + compact["host_duration"].astype(np.int64) * np.where(micros, 1000, 1)
+    columns["flags"] = compact["flags"] & ~np.uint16(tf.COMPACT_DURATION_MICROS)
+    return _columns(columns, tf.OP_RECORD)
+
+
+# When each record the C++ reader delivers was written (record_time() there): it hands on each of
+# the ring's records before the first other record that is later.
+_RECORD_TIMES = {"call_begin": (tf.API_EVENT, "time_ns"), "call_end": (tf.API_EVENT, "time_ns"),
+                 "process": (tf.STRINGS_RECORD, "time_ns"), "library": (tf.STRINGS_RECORD, "time_ns"),
+                 "notice": (tf.STRINGS_RECORD, "time_ns"), "exit_begin": (tf.EXIT_RECORD, "time_ns"),
+                 "process_end": (tf.EXIT_RECORD, "time_ns"), "lost": (tf.LOST_RECORD, "time_ns"),
+                 "stall": (tf.STALL_RECORD, "time_ns"), "op": (tf.OP_RECORD, "host_end_ns"),
+                 "gpu_timing": (tf.GPU_TIMING_RECORD, "gpu_end_ns"), "comm_ref": (tf.COMM_REF_RECORD, "time_ns"),
+                 "stream_ref": (tf.STREAM_REF_RECORD, "time_ns"), "thread_ref": (tf.THREAD_REF_RECORD, "time_ns")}
+
+
+def _ring_records_before(data, by_type, at, ring_times):
+    """For each record at the offsets `at`, how many of the ring's records (times `ring_times`, in
+    the ring's order) the C++ reader delivers before it."""
+    words = np.frombuffer(data, "<u8", count=len(data) // 8)
+    offsets, times = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for kind, (dtype, field) in _RECORD_TIMES.items():
+        sized = _sized(words, by_type.get(tf.RECORD_TYPE[kind], []), dtype)
+        offsets.append(sized)
+        times.append(words[(sized + dtype.fields[field][1]) // 8].view(np.int64))
+    offsets, times = np.concatenate(offsets), np.concatenate(times)
+    order = np.argsort(offsets)
+    latest = np.maximum.accumulate(times[order])  # the latest time read so far, at each record
+    history = latest[np.searchsorted(offsets[order], at)]
+    return np.searchsorted(np.maximum.accumulate(ring_times), history, side="left")
+
+
+def _ops_and_timings(data, by_type, header, refs, path, problems):
+    """A file's ops (OP_RECORD columns) and GPU timings (GPU_TIMING_RECORD columns), of its records
+    and of its ring's window, in the order the C++ reader delivers them; and the ring's window."""
+    words = np.frombuffer(data, "<u8", count=len(data) // 8)
+    op_at = _sized(words, by_type.get(tf.RECORD_TYPE["op"], []), tf.OP_RECORD)
+    ops = _columns(_gather(words, op_at, tf.OP_RECORD))
+    timings = _columns(_table(data, by_type.get(tf.RECORD_TYPE["gpu_timing"], []), tf.GPU_TIMING_RECORD))
+    if header["version"] < 4:
+        return ops, timings, (0, 0, 0)
+    slots, window = _ring(data, by_type, path, problems)
+    is_op = (slots["stamp"] & np.uint64(0xFF)) == tf.RING_OP
+    ring_ops = _expand_ops(slots["op"][is_op], refs)
+    ring_timings = _columns(slots["timing"][~is_op], tf.GPU_TIMING_RECORD)
+    order = slice(None)
+    if len(op_at) and len(slots):
+        ring_times = np.empty(len(slots), np.int64)
+        ring_times[is_op] = ring_ops["host_end_ns"]
+        ring_times[~is_op] = ring_timings["gpu_end_ns"]
+        # Sort keys: the k-th of the ring's records 2k + 1, a record with k of them before it 2k.
+        keys = np.concatenate([2 * _ring_records_before(data, by_type, op_at, ring_times),
+                               2 * np.flatnonzero(is_op) + 1])
+        order = np.argsort(keys, kind="stable")
+    ops = {name: np.concatenate([ops[name], ring_ops[name]])[order] for name in tf.OP_RECORD.names}
+    timings = {name: np.concatenate([timings[name], ring_timings[name]]) for name in tf.GPU_TIMING_RECORD.names}
+    return ops, timings, window
+
+
+def _totals(data, by_type, refs):
+    """The entries of a file's op totals that are in use, with their communicators: TotalsEntry
+    fields and comm_id, rank, nranks, overflow (entry 0: the keys that found no free entry)."""
+    parts = []
+    for offset in by_type.get(tf.RECORD_TYPE["op_totals"], []):
+        size, _ = _HEADER.unpack_from(data, offset)
+        if size < tf.OP_TOTALS_RECORD.itemsize:
+            continue
+        (entries,) = struct.unpack_from("<I", data, offset + tf.OP_TOTALS_RECORD.fields["entries"][1])
+        entries = min(entries, max(size - tf.OP_TOTALS_HEADER_BYTES, 0) // tf.OP_TOTALS_ENTRY.itemsize)
+        table = np.frombuffer(data, tf.OP_TOTALS_ENTRY, count=entries, offset=offset + tf.OP_TOTALS_HEADER_BYTES)
+        overflow = np.arange(entries) == 0
+        used = np.where(overflow, table["calls"] > 0, table["ready"] != 0)
+        parts.append((table[used], overflow[used]))  # a copy: the file's bytes can go
+    entries = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, tf.OP_TOTALS_ENTRY)
+    overflow = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, bool)
+    columns = refs.comm(np.where(overflow, 0, entries["comm_index"]))
+    columns.update({name: entries[name] for name in ("api", "count", "datatype", "calls", "host_ns", "gpu_timed",
+                                                      "gpu_ns", "first_ns", "last_ns")})
+    columns["gpu_histogram"] = list(entries["gpu_histogram"])
+    columns["overflow"] = overflow
+    return pd.DataFrame(columns)
+
+
 def load(paths, symbolize=True):
     """Reads trace files (or job folders) into a Job with these DataFrames:
 
@@ -166,13 +360,25 @@ def load(paths, symbolize=True):
                file, host, pid, comm_id (16 hex digits, as the reports print it), rank, nranks, seq,
                op, count, datatype, redop, bytes (nccl-tests' size), peer, stream, launch_id,
                host_begin_ns, host_end_ns, group_depth, captured, timed, result, tid, and from the
-               launch's GPU timing on that stream: gpu_begin_ns, gpu_end_ns, gpu_us (NaN where none)
+               launch's GPU timing on that stream: gpu_begin_ns, gpu_end_ns, gpu_us (NaN where none).
+               From format 4 on, only the ring's window: the newest ops of each process (see
+               processes.ring_*), oldest first
+    totals     format 4: one row per (communicator, op, count, datatype) a process called, counted
+               over the whole run (group ends too: op ncclGroupEnd, count the ops it launched):
+               file, host, pid, comm_id, rank, nranks, op, count, datatype,
+               bytes, calls, host_ns (summed enqueue time), gpu_timed (launches of that op alone
+               timed on the GPU), gpu_ns (their summed GPU time), first_ns and last_ns (host times
+               of the first and latest call), gpu_histogram (an array of tf.TOTALS_BUCKETS counts of
+               those launches by GPU time, bucket b from tf.totals_bucket_floor_ns(b)), overflow (the
+               row of the calls whose key found no room in the table: only calls and times are theirs)
     calls      one row per lifecycle/resource call record (begin and end): file, event, call_id,
                api, time_ns, comm, comm_id, parent_id, rank, nranks, device, result, bytes, resource
     stalls     one row per stall record: file, time_ns, state, op, comm_id, seq, launch_id, pending_ms
     processes  one row per file: file, host, pid, ppid, start_wall_ns, start_mono_ns, ended (normal,
                signal, python_finalizing or "" when the process left no final record), signal,
-               lost_records
+               lost_records, and the ring's window (format 4; else 0): ring_slots (its size),
+               ring_written (ops, group ends and GPU timings written to it over the run), ring_kept
+               (those still in it: the file's `ops` rows, its group ends and their GPU timings)
     env        one row per setting the process recorded (file, key, value): NCCL_*, versions
     comms      one row per communicator instance (a rank of a communicator in a process): comm_id,
                name, rank, nranks, api, state (destroyed, leaked, released_at_exit, init_hung, ...),
@@ -183,7 +389,7 @@ def load(paths, symbolize=True):
     problems   what could not be read: file, problem
     """
     problems = []
-    ops, timings, calls, stalls, processes, env = [], [], [], [], [], []
+    ops, timings, totals, calls, stalls, processes, env = [], [], [], [], [], [], []
     for path in trace_files(paths):
         try:
             with open(path, "rb") as f:
@@ -197,15 +403,22 @@ def load(paths, symbolize=True):
         host = header["host"].split(b"\0", 1)[0].decode("utf-8", "replace")
         pid = int(header["pid"])
 
-        def records(kind, dtype, **first_columns):
-            """The file's records of one kind as a DataFrame, led by `first_columns`."""
-            frame = _frame(_table(data, by_type.get(tf.RECORD_TYPE[kind], []), dtype))
+        def led(frame, **first_columns):
+            """`frame` led by the file's columns and `first_columns`."""
             for position, (name, value) in enumerate({"file": path, **first_columns}.items()):
                 frame.insert(position, name, value)
             return frame
 
-        ops.append(records("op", tf.OP_RECORD, host=host, pid=pid))
-        timings.append(records("gpu_timing", tf.GPU_TIMING_RECORD))
+        def records(kind, dtype, **first_columns):
+            """The file's records of one kind as a DataFrame, led by `first_columns`."""
+            return led(_frame(_table(data, by_type.get(tf.RECORD_TYPE[kind], []), dtype)), **first_columns)
+
+        refs = _Refs(data, by_type)
+        file_ops, file_timings, (ring_slots, ring_written, ring_kept) = _ops_and_timings(data, by_type, header, refs,
+                                                                                         path, problems)
+        ops.append(led(pd.DataFrame(file_ops), host=host, pid=pid))
+        timings.append(led(pd.DataFrame(file_timings)))
+        totals.append(led(_totals(data, by_type, refs), host=host, pid=pid))
         calls.extend(records(kind, tf.API_EVENT, event=kind) for kind in ("call_begin", "call_end"))
         stalls.append(records("stall", tf.STALL_RECORD))
         end = _table(data, by_type.get(tf.RECORD_TYPE["process_end"], [])[-1:], tf.EXIT_RECORD)
@@ -213,13 +426,16 @@ def load(paths, symbolize=True):
                           "start_wall_ns": int(header["start_wall_ns"]), "start_mono_ns": int(header["start_mono_ns"]),
                           "ended": tf.EXIT_REASONS.get(int(end["reason"][0]), "") if len(end) else "",
                           "signal": int(end["signal"][0]) if len(end) else 0,
-                          "lost_records": int(end["lost_records"][0]) if len(end) else 0})
+                          "lost_records": int(end["lost_records"][0]) if len(end) else 0,
+                          "ring_slots": ring_slots, "ring_written": ring_written, "ring_kept": ring_kept})
         for offset in by_type.get(tf.RECORD_TYPE["process"], []):
             env.extend({"file": path, "key": k, "value": v} for k, v in _strings(data, offset).items())
     comms, leaks = _lifecycles([p["file"] for p in processes], symbolize)
-    return Job(ops=_ops_table(ops, timings), calls=_calls_table(calls), stalls=_stalls_table(stalls), comms=comms, leaks=leaks,
+    return Job(ops=_ops_table(ops, timings), totals=_totals_table(totals), calls=_calls_table(calls),
+               stalls=_stalls_table(stalls), comms=comms, leaks=leaks,
                processes=pd.DataFrame(processes, columns=["file", "host", "pid", "ppid", "start_wall_ns", "start_mono_ns",
-                                                         "ended", "signal", "lost_records"]),
+                                                         "ended", "signal", "lost_records", "ring_slots", "ring_written",
+                                                         "ring_kept"]),
                env=pd.DataFrame(env, columns=["file", "key", "value"]),
                problems=pd.DataFrame(problems, columns=["file", "problem"]))
 
@@ -262,16 +478,17 @@ def _lookup(table, values, default):
     return names[np.where((values >= 0) & (values < len(table)), values, len(table))]
 
 
-def _ops_table(ops, timings):
-    o = pd.concat(ops, ignore_index=True) if ops else _frame(np.zeros(0, tf.OP_RECORD))
-    if "file" not in o:
-        o.insert(0, "file", pd.Series(dtype=str))
-    api_names = ["unknown"] * (max(tf.APIS) + 1)
+def _api_names():
+    names = ["unknown"] * (max(tf.APIS) + 1)
     for value, (name, _) in tf.APIS.items():
-        api_names[value] = name
-    o = o[o["api"].to_numpy() != api_names.index("ncclGroupEnd")].reset_index(drop=True)
+        names[value] = name
+    return names
+
+
+def _name_op_and_size(o):
+    """Names the frame's api (as `op`) and datatype; adds `bytes`, nccl-tests' size."""
     raw_datatype = o["datatype"].to_numpy().astype(np.int64)
-    o["op"] = _lookup(api_names, o["api"].to_numpy(), "unknown")
+    o["op"] = _lookup(_api_names(), o["api"].to_numpy(), "unknown")
     o["comm_id"] = _hex(o["comm_id"].to_numpy())
     o["datatype"] = _lookup(tf.DATATYPES, raw_datatype, "unknown")
     element = np.array(tf.DATATYPE_BYTES + [0], dtype=np.uint64)[np.where(raw_datatype < len(tf.DATATYPE_BYTES), raw_datatype,
@@ -279,6 +496,21 @@ def _ops_table(ops, timings):
     per_rank = np.isin(o["op"].to_numpy(), list(tf.COUNT_PER_RANK))
     nranks = np.maximum(o["nranks"].to_numpy(), 1).astype(np.uint64)
     o["bytes"] = o["count"].to_numpy().astype(np.uint64) * element * np.where(per_rank, nranks, np.uint64(1))
+
+
+def _led_by_file(frames, empty):
+    """The files' frames as one (`empty`'s columns when there are none), led by file, host, pid."""
+    o = pd.concat(frames, ignore_index=True) if frames else empty
+    for position, name in enumerate(["file", "host", "pid"]):
+        if name not in o:
+            o.insert(position, name, pd.Series(dtype=str if name != "pid" else np.int64))
+    return o
+
+
+def _ops_table(ops, timings):
+    o = _led_by_file(ops, _frame(np.zeros(0, tf.OP_RECORD)))
+    o = o[o["api"].to_numpy() != _api_names().index("ncclGroupEnd")].reset_index(drop=True)
+    _name_op_and_size(o)
     redop = o["redop"].to_numpy().astype(np.int64)
     o["redop"] = np.where(redop > 4, "custom", _lookup(["none", "sum", "prod", "max", "min", "avg"], redop + 1, "custom"))
     o["captured"] = (o["flags"] & tf.OP_CAPTURED) != 0
@@ -294,6 +526,13 @@ def _ops_table(ops, timings):
                "peer", "stream", "launch_id", "host_begin_ns", "host_end_ns", "group_depth", "captured", "timed",
                "result", "tid", "gpu_begin_ns", "gpu_end_ns", "gpu_us"]
     return o[columns]
+
+
+def _totals_table(totals):
+    t = _led_by_file(totals, _totals(b"", {}, _Refs(b"", {})))
+    _name_op_and_size(t)
+    return t[["file", "host", "pid", "comm_id", "rank", "nranks", "op", "count", "datatype", "bytes", "calls", "host_ns",
+              "gpu_timed", "gpu_ns", "first_ns", "last_ns", "gpu_histogram", "overflow"]]
 
 
 def _calls_table(calls):

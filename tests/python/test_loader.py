@@ -2,13 +2,17 @@
 header (layout_probe), its tables against `ncclwatch-report dump` on real stand-in jobs."""
 import json
 import os
+import struct
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+sys.path.insert(0, os.path.join(HERE, "..", "analyzers"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 
+import craft_trace as craft  # noqa: E402  (hand-made records, byte for byte)
 from harness import REPORT, Job, app, check, main  # noqa: E402
 
 try:
@@ -109,6 +113,207 @@ def tables_match_dump():
         check({s for s in sizes if s[0].startswith("ncclAll")} <= mine, (sizes, mine))
 
 
+def ring_window_of_a_real_job():
+    # NCCLWATCH_MAX_MB=1: a ring of 12288 slots, which 30000 all-reduces (and their sampled GPU
+    # timings) wrap more than twice. The loader keeps what `dump` delivers: the newest ops, in order.
+    job = Job([app("collectives_app"), "bench", "30000"], nranks=1, env={"NCCLWATCH_MAX_MB": "1"}, timeout=120)
+    r = job.run()[0]
+    check(r.returncode == 0, f"exit {r.returncode}: {r.stderr}")
+    loaded = ncclwatch.load(job.trace_dir)
+    check(loaded.problems.empty, loaded.problems)
+    (trace,) = job.traces()
+    records = dump(trace)
+    ops = [r for r in records if r.get("type") == "op"]
+    proc = loaded.processes.iloc[0]
+    check(proc["ring_slots"] == 12288 and proc["ring_written"] > 2 * 12288 and
+          proc["ring_kept"] == sum(1 for r in records if r.get("type") in ("op", "gpu_timing")) > 12000, proc)
+    mine = loaded.ops
+    check(len(mine) == len(ops) > 10000, f"{len(mine)} op rows, dump has {len(ops)}")
+    columns = ["op", "seq", "count", "comm_id", "rank", "nranks", "launch_id", "host_begin_ns", "host_end_ns", "peer",
+               "tid", "group_depth", "result"]
+    got = list(mine[columns].itertuples(index=False, name=None))
+    want = [tuple(r[c] for c in columns) for r in ops]
+    check(got == want, f"first difference: {next(((g, w) for g, w in zip(got, want) if g != w), None)}")
+    check([f"0x{s:x}" for s in mine["stream"]] == [r["stream"] for r in ops], "streams")
+    check(list(mine["timed"]) == [bool(r["flags"] & tf.OP_TIMED) for r in ops], "timed flags")
+    check(list(mine["seq"]) == list(range(30000 - len(mine) + 1, 30001)), "the newest seqs, none missing")
+    timing = {(r["launch_id"], r["stream"]): r["gpu_end_ns"] for r in records if r.get("type") == "gpu_timing"}
+    joined = mine[mine["gpu_end_ns"].notna()]
+    check(len(joined) > 0 and len(joined) == sum(1 for r in ops if (r["launch_id"], r["stream"]) in timing) and
+          all(row.gpu_end_ns == timing[(row.launch_id, f"0x{row.stream:x}")] for row in joined.itertuples()),
+          f"{len(joined)} ops joined with their GPU timing")
+    # The totals count every call of the run, not only the window's.
+    totals = loaded.totals
+    check(len(totals) == sum(1 for r in records if r.get("type") == "op_totals"), totals)
+    reduces = totals[totals["op"] == "ncclAllReduce"]
+    check(len(reduces) == 1 and reduces["calls"].iloc[0] == 30000 and not reduces["overflow"].iloc[0], totals.T)
+    row = reduces.iloc[0]
+    check((row["comm_id"], row["rank"], row["nranks"], row["count"], row["datatype"], row["bytes"]) ==
+          (mine["comm_id"].iloc[0], 0, 1, 1, "float32", 4), row)
+    check(row["gpu_timed"] > 0 and sum(row["gpu_histogram"]) == row["gpu_timed"] and row["host_ns"] > 0 and
+          row["first_ns"] < mine["host_begin_ns"].min() and row["last_ns"] == mine["host_begin_ns"].max(), row)
+
+
+# Hand-made format-4 records (trace_format.h, "Retention"), for shapes a real job does not leave.
+RING_CHUNK, OP_TOTALS, COMM_REF, STREAM_REF, THREAD_REF = 14, 15, 16, 17, 18
+PREFIX = 1 << 40  # launch ids of the thread of launch prefix 1
+
+
+def v4_header(pid=4242):
+    h = bytearray(craft.file_header(pid=pid))
+    struct.pack_into("<II", h, 8, 4, 4)  # version, min_reader_version
+    return bytes(h)
+
+
+def ring_chunk(ring_slots, ordinal, slots, declared=None):
+    """A RingChunk record: its 64-byte header, then `slots` (64 bytes each)."""
+    count = len(slots) // 64 if declared is None else declared
+    return craft.record(RING_CHUNK, struct.pack("<QII", ring_slots, ordinal, count).ljust(56, b"\0") + slots)
+
+
+def op_slot(index, seq, begin_ns, duration=1000, launch_id=None, comm_index=1, stream_index=1, api=craft.ALL_REDUCE,
+            flags=0, kind=1, peer=-1, redop=0, datatype=7, group_depth=0, count=1024):
+    return struct.pack("<QQQqQIIihHBbBBHH", (index + 1) << 8 | kind, seq, count, begin_ns,
+                       PREFIX + seq if launch_id is None else launch_id, duration, comm_index, peer, redop, stream_index,
+                       api, 0, datatype, group_depth, flags, 0)
+
+
+def timing_slot(index, launch_id, stream, begin_ns, end_ns):
+    return struct.pack("<QQQqqqIIQ", (index + 1) << 8 | 2, launch_id, stream, begin_ns, end_ns, 0, 1, 1, 0)
+
+
+def comm_ref(index, comm_id, rank, nranks, time_ns=5_200_000_000):
+    return craft.record(COMM_REF, struct.pack("<qQQIiiI", time_ns, comm_id, 0x1000 + index, index, rank, nranks, 0))
+
+
+def stream_ref(index, stream, time_ns=5_200_000_000):
+    return craft.record(STREAM_REF, struct.pack("<qQII", time_ns, stream, index, 0))
+
+
+def thread_ref(prefix, tid, time_ns=5_200_000_000):
+    return craft.record(THREAD_REF, struct.pack("<qQII", time_ns, prefix, tid, 0))
+
+
+def totals_entry(calls, comm_index=1, api=craft.ALL_REDUCE, count=1024, ready=1, histogram=(0, 2, 1)):
+    histogram = list(histogram) + [0] * (46 - len(histogram))
+    return struct.pack("<QQIHBBQQQQqq46I", 0x5EED + comm_index, count, comm_index, api, 7, ready, calls, 777 * calls,
+                       sum(histogram), 5000 * sum(histogram), 6_000_000_000, 7_000_000_000, *histogram)
+
+
+def op_totals(entries, declared=None):
+    return craft.record(OP_TOTALS, struct.pack("<I", declared or len(entries)).ljust(56, b"\0") + b"".join(entries))
+
+
+def crafted_ring_reads_as_the_cpp_reader_does():
+    # A ring of 12 slots in 3 chunks (their records out of order, and one that disagrees about the
+    # ring's size), indices 0 to 20 written: the window is 9..20, with every kind of slot the reader
+    # must skip. Ordinary op and timing records come between, as a synthetic trace has them.
+    comm_id = 0xA11CE00000000001
+    t = [6_000_000_000 + 10_000 * i for i in range(21)]
+    slots = {
+        9: bytes(64),                                                     # never written
+        10: op_slot(10, 1, t[10], flags=tf.OP_TIMED),
+        11: timing_slot(11, PREFIX + 1, 0x5000, t[10] + 100, t[15] + 500),  # later than what follows it
+        12: op_slot(12, 2, t[12], duration=7, flags=tf.COMPACT_DURATION_MICROS | tf.OP_CAPTURED),
+        13: op_slot(1, 99, t[1]),                                         # a lap older: out of the window
+        14: op_slot(3, 98, t[3]),                                         # its index is not its position
+        15: op_slot(15, 97, t[15], kind=0),                               # being written
+        16: op_slot(16, 3, t[16], comm_index=2, stream_index=5, launch_id=(2 << 40) + 3, peer=1, redop=2, datatype=9),
+        17: op_slot(17, 4, t[17], comm_index=0, stream_index=0, group_depth=1),
+        18: op_slot(18, 0, t[18], api=craft.GROUP_END, count=1, launch_id=PREFIX + 4),
+        19: op_slot(19, 5, t[19], flags=tf.OP_TIMED),
+        20: timing_slot(20, PREFIX + 5, 0x5000, t[19] + 100, t[19] + 900),
+    }
+    ring = [slots[i] for i in sorted(slots, key=lambda i: i % 12)]
+    chunks = [ring_chunk(12, ordinal, b"".join(ring[4 * ordinal:4 * ordinal + 4])) for ordinal in range(3)]
+    disagreeing = ring_chunk(16, 1, b"".join(ring[4:8]))
+    parts = [v4_header(), craft.process(), craft.comm_created(1, 0x1001, comm_id, rank=1, nranks=4),
+             comm_ref(1, comm_id, 1, 4), stream_ref(1, 0x5000), thread_ref(1, 4243), chunks[2],
+             craft.op(comm_id, 7, rank=1, nranks=4, time_ns=t[14], launch_id=PREFIX + 50), chunks[0], disagreeing,
+             craft.gpu_timing(PREFIX + 50, t[14] + 100, t[14] + 800), chunks[1],
+             op_totals([totals_entry(3), totals_entry(30000), totals_entry(5, ready=0), totals_entry(8, comm_index=2)],
+                       declared=5),
+             craft.op(comm_id, 8, rank=1, nranks=4, time_ns=t[20], launch_id=PREFIX + 51), craft.exit_records()]
+    path = os.path.join(tempfile.mkdtemp(prefix="ncclwatch-test-"), "crafted.nwt")
+    with open(path, "wb") as f:
+        f.write(b"".join(parts))
+    loaded = ncclwatch.load(path, symbolize=False)
+    out = subprocess.run([REPORT, "dump", path], capture_output=True, text=True)
+    records = [json.loads(line) for line in out.stdout.splitlines()]
+    at = len(b"".join(parts[:parts.index(disagreeing)]))
+    check(list(loaded.problems["problem"]) == [f"ring chunk at offset {at} disagrees with the ring's size; its ops are "
+                                                "left out"] and loaded.problems["problem"][0] in out.stderr,
+          (loaded.problems, out.stderr))
+    proc = loaded.processes.iloc[0]
+    check((proc["ring_slots"], proc["ring_written"], proc["ring_kept"]) == (12, 21, 8), proc)
+    ops = [r for r in records if r.get("type") == "op" and r["op"] != "ncclGroupEnd"]
+    columns = ["op", "seq", "count", "comm_id", "rank", "nranks", "launch_id", "host_begin_ns", "host_end_ns", "peer",
+               "tid", "group_depth", "result"]
+    got = list(loaded.ops[columns].itertuples(index=False, name=None))
+    want = [tuple(r[c] for c in columns) for r in ops]
+    check(got == want, "\n".join(f"{g} {w}" for g, w in zip(got, want)))
+    check(list(loaded.ops["seq"]) == [1, 7, 2, 3, 4, 5, 8], f"the ring's ops among the others: {list(loaded.ops['seq'])}")
+    check([f"0x{s:x}" for s in loaded.ops["stream"]] == [r["stream"] for r in ops], "streams")
+    check(list(loaded.ops["datatype"]) == [tf.datatype_name(r["datatype"]) for r in ops] and
+          list(loaded.ops["redop"]) == [tf.redop_name(r["redop"]) for r in ops], "datatypes and reductions")
+    check(list(loaded.ops["captured"]) == [bool(r["flags"] & tf.OP_CAPTURED) for r in ops] and
+          list(loaded.ops["timed"]) == [bool(r["flags"] & tf.OP_TIMED) for r in ops], "flags")
+    check(loaded.ops["host_end_ns"].iloc[2] - loaded.ops["host_begin_ns"].iloc[2] == 7000, "a duration in us")
+    check(list(loaded.ops["gpu_end_ns"].fillna(0)) == [t[15] + 500, t[14] + 800, 0, 0, 0, t[19] + 900, 0],
+          list(loaded.ops["gpu_end_ns"]))
+    # Totals: the overflow entry, then the ready ones of the 4 that fit (of 5 declared).
+    totals = loaded.totals
+    check(len(totals) == 3 == sum(1 for r in records if r.get("type") == "op_totals"), totals)
+    got = [(r.comm_id, r.rank, r.nranks, r.op, r.count, r.datatype, r.bytes, r.calls, r.overflow) for r in totals.itertuples()]
+    check(got == [("0" * 16, -1, -1, "ncclAllReduce", 1024, "float32", 4096, 3, True),
+                  (f"{comm_id:016x}", 1, 4, "ncclAllReduce", 1024, "float32", 4096, 30000, False),
+                  ("0" * 16, -1, -1, "ncclAllReduce", 1024, "float32", 4096, 8, False)], got)
+    row = totals.iloc[1]
+    check((row["host_ns"], row["gpu_timed"], row["gpu_ns"], row["first_ns"], row["last_ns"]) ==
+          (777 * 30000, 3, 15000, 6_000_000_000, 7_000_000_000) and
+          list(row["gpu_histogram"]) == [0, 2, 1] + [0] * 43, row)
+
+
+def older_formats_still_read():
+    # Formats 2 and 3 keep ops and timings as records; a ring chunk in such a file is not theirs.
+    comm_id = 0xA11CE00000000001
+    for version in (2, 3):
+        header = bytearray(craft.file_header())
+        struct.pack_into("<I", header, 8, version)
+        path = os.path.join(tempfile.mkdtemp(prefix="ncclwatch-test-"), f"v{version}.nwt")
+        with open(path, "wb") as f:
+            f.write(bytes(header) + craft.process() + craft.comm_created(1, 0x1001, comm_id) +
+                    b"".join(craft.op(comm_id, seq, time_ns=6_000_000_000 + seq * 10_000) for seq in range(1, 6)) +
+                    ring_chunk(4, 0, op_slot(0, 99, 6_000_000_000)) + ring_chunk(4, 1, op_slot(4, 98, 6_000_000_000)) +
+                    craft.gpu_timing(3, 6_000_030_100, 6_000_030_900) + craft.exit_records())
+        loaded = ncclwatch.load(path, symbolize=False)
+        ops = [r for r in dump(path) if r.get("type") == "op"]
+        check(loaded.problems.empty and list(loaded.ops["seq"]) == [r["seq"] for r in ops] == [1, 2, 3, 4, 5],
+              f"format {version}: {loaded.problems} {list(loaded.ops['seq'])}")
+        check(list(loaded.ops["gpu_end_ns"].fillna(0)) == [0, 0, 6_000_030_900, 0, 0] and loaded.totals.empty and
+              loaded.processes["ring_slots"].iloc[0] == 0, f"format {version}: {loaded.ops}")
+
+
+def large_ring_chunks_are_read():
+    # Chunks past 1 MiB (records of other types that large are corrupt): 2 x 20000 slots, 50000
+    # ops written; the newest 40000 are read, in order, and as many as `dump` has.
+    chunk, written = 20000, 50000
+    index = range(written - 2 * chunk, written)
+    ring = [b""] * (2 * chunk)
+    for i in index:
+        ring[i % (2 * chunk)] = op_slot(i, i + 1, 6_000_000_000 + i * 1000)
+    path = os.path.join(tempfile.mkdtemp(prefix="ncclwatch-test-"), "large.nwt")
+    with open(path, "wb") as f:
+        f.write(v4_header() + craft.process() + comm_ref(1, 0xA11CE, 0, 2) +
+                b"".join(ring_chunk(2 * chunk, k, b"".join(ring[k * chunk:(k + 1) * chunk])) for k in (1, 0)) +
+                craft.exit_records())
+    loaded = ncclwatch.load(path, symbolize=False)
+    check(loaded.problems.empty, loaded.problems)
+    check(list(loaded.ops["seq"]) == [i + 1 for i in index], f"{len(loaded.ops)} ops")
+    check(len(loaded.ops) == sum(1 for r in dump(path) if r.get("type") == "op"), "as many as dump")
+    check(set(loaded.ops["comm_id"]) == {f"{0xA11CE:016x}"} and set(loaded.ops["nranks"]) == {2}, "comm resolved")
+
+
 def bad_files_are_named_and_the_rest_read():
     job = Job([app("collectives_app"), "mixed"], nranks=2)
     for rank, r in enumerate(job.run()):
@@ -122,4 +327,6 @@ def bad_files_are_named_and_the_rest_read():
 
 
 if __name__ == "__main__":
-    main({f.__name__: f for f in [layout_matches_the_cpp_header, tables_match_dump, bad_files_are_named_and_the_rest_read]})
+    main({f.__name__: f for f in [layout_matches_the_cpp_header, tables_match_dump, bad_files_are_named_and_the_rest_read,
+                                  ring_window_of_a_real_job, crafted_ring_reads_as_the_cpp_reader_does,
+                                  older_formats_still_read, large_ring_chunks_are_read]})

@@ -252,3 +252,25 @@ TEST_CASE("the totals' histogram buckets are half-octaves from 1 us") {
     CHECK(totals_bucket(floor - 1) == b - 1);
   }
 }
+
+TEST_CASE("damaged ring headers and stamps cost their records, never the reader") {
+  SECTION("a chunk claiming no slots") {
+    RingFile f;
+    RingChunkRecord empty{};
+    empty.ring_slots = kRingSlots;
+    empty.slots = 0;
+    f.t.add(RecordType::kRingChunk, empty, kRingChunkHeaderBytes);
+    Read r = read(f.t.save("zero_slots.nwt"));
+    REQUIRE(r.ok);
+    CHECK(r.ops.size() == 8);
+    CHECK(r.problems.size() == 1);
+  }
+  SECTION("a stamp below 256, which names no index") {
+    RingFile f;
+    // (2^64 - 1) % 8 == 7: the position such a stamp would claim, were it an index.
+    f.t.slot_at(f.slots[7]).stamp = static_cast<uint64_t>(RingKind::kOp);
+    Read r = read(f.t.save("stamp_one.nwt"));
+    REQUIRE(r.ok);
+    CHECK(seqs(r) == std::vector<uint64_t>{10, 11, 12, 13, 14, 16, 17});
+  }
+}
