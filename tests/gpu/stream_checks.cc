@@ -47,6 +47,12 @@ int main(int argc, char** argv) {
     CK(cudaStreamSynchronize(stream));
     sleep(1);  // the watchdog sees the stall resolve
     std::printf("stall done\n");
+  } else if (mode == "ring") {
+    // 100,000 all-reduces of two sizes: far more than a 1 MiB trace's ring holds.
+    for (int i = 1; i <= 100000; ++i)
+      CK(ncclAllReduce(buf, buf + 1024, i % 2 ? 1024 : 16, ncclFloat, ncclSum, comm, stream));
+    CK(cudaStreamSynchronize(stream));
+    std::printf("ring done\n");
   } else if (mode == "exit") {
     CK(cudaLaunchHostFunc(stream, [](void*) { usleep(100000); }, nullptr));
     for (int i = 0; i < 200; ++i) all_reduce();

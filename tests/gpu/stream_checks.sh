@@ -43,6 +43,30 @@ print("captured seqs:", [o["seq"] for o in captured], "timed among them:", [o["s
 sys.exit(0 if [o["seq"] for o in captured] == [6, 7, 8] and not any(o["flags"] & 2 for o in captured) else 1)
 PY
 start=$(date +%s.%N)
+# A ring that wraps on real NCCL: 100,000 all-reduces, every launch GPU-timed, in a 1 MiB trace.
+NCCLWATCH_MAX_MB=1 NCCLWATCH_SAMPLE=1 NCCLWATCH_DIR="$dir/ring" LD_PRELOAD="$SHIM" timeout 300 "$dir/stream_checks" ring \
+  >"$dir/ring.out" 2>&1
+echo "ring run: exit $? $(head -3 "$dir/ring.out")"
+report dump "$dir/ring" >"$dir/ring.jsonl" 2>/dev/null
+report latency --json "$dir/ring" >"$dir/ring-latency.json" 2>/dev/null
+expect "a 1 MiB trace keeps the newest ops, GPU-timed, and counts all 100,000" python3 - "$dir/ring" "$dir/ring.jsonl" "$dir/ring-latency.json" <<'PY'
+import json, os, sys
+trace = [os.path.join(sys.argv[1], f) for f in os.listdir(sys.argv[1])][0]
+records = list(map(json.loads, open(sys.argv[2])))
+ops = [r for r in records if r.get("type") == "op"]
+seqs = [o["seq"] for o in ops]
+timed = {r["launch_id"] for r in records if r.get("type") == "gpu_timing"}
+rows = {r["bytes"]: r for r in json.load(open(sys.argv[3]))["rows"] if r["op"] == "ncclAllReduce"}
+print(f"file {os.path.getsize(trace)} bytes; {len(ops)} ops kept, seqs {seqs[:1]}..{seqs[-1:]}; "
+      f"{sum(o['launch_id'] in timed for o in ops)} with their GPU timing in the window")
+for size, r in sorted(rows.items()):
+    print(f"  {size} B: calls {r['calls']} (window {r['calls_in_window']}), p50 {r['p50_us']} us, timing {r['timing']}")
+ok = (os.path.getsize(trace) <= 1 << 20 and seqs == list(range(100001 - len(seqs), 100001)) and len(seqs) > 4000
+      and sum(o["launch_id"] in timed for o in ops) >= len(ops) - 200
+      and set(rows) == {64, 4096} and all(r["calls"] == 50000 and r["timing"] == "gpu" and r["p50_us"] for r in rows.values()))
+sys.exit(0 if ok else 1)
+PY
+
 NCCLWATCH_SAMPLE=1 NCCLWATCH_DIR="$dir/exit" LD_PRELOAD="$SHIM" timeout 120 "$dir/stream_checks" exit >"$dir/exit.out" 2>&1
 status=$?
 took=$(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f}')" "$start" "$(date +%s.%N)")
