@@ -149,6 +149,8 @@ class ProcessBuilder {
       if (CommInstance* c = live_comm(e.comm)) {
         c->release_api = api;
         c->release_begin_ns = e.time_ns;
+        c->release_stack = pending.stack;
+        c->release_site = pending.site;
         c->release_during_exit = (e.flags & kFlagDuringExit) || entered_after_exit_began(e.time_ns);
       }
     }
@@ -205,7 +207,7 @@ class ProcessBuilder {
         if (CommInstance* c = live_comm(e.comm)) {
           c->release_end_ns = e.time_ns;
           c->release_result = e.result;
-          if (e.result == 0 || api == Api::kCommAbort) release_comm_resources(e.comm, c->release_during_exit);
+          if (e.result == 0 || api == Api::kCommAbort) release_comm_resources(e.comm, e.time_ns);
         }
         break;
       case Api::kMemAlloc:
@@ -225,6 +227,7 @@ class ProcessBuilder {
           if (begin) {
             res.stack = begin->stack;
             res.site = begin->site;
+            if (api == Api::kCommRegister || api == Api::kCommWindowRegister) res.buffer = begin->event.resource;
           }
           p_.resources.push_back(std::move(res));
         }
@@ -259,17 +262,19 @@ class ProcessBuilder {
       if (it->api == acquired_by && it->handle == e.resource && !it->released &&
           (e.comm == 0 || it->comm == 0 || it->comm == e.comm)) {
         it->released = true;
+        it->released_ns = e.time_ns;
         return;
       }
     }
   }
 
   // NCCL frees a communicator's registrations, windows, device comms and redops with it.
-  void release_comm_resources(uint64_t comm, bool) {
+  void release_comm_resources(uint64_t comm, int64_t when) {
     for (ResourceInstance& r : p_.resources)
       if (r.comm == comm && !r.released) {
         r.released = true;
         r.released_with_comm = true;
+        r.released_ns = when;
       }
   }
 

@@ -49,6 +49,8 @@ struct CommInstance {
   bool release_during_exit = false;
   std::vector<uint64_t> stack;  // call-site return addresses of the creating call
   std::string site;             // the shim's own reading of the call site (dynamic symbols)
+  std::vector<uint64_t> release_stack;  // ... of the destroy or abort
+  std::string release_site;
   uint16_t library = 0;         // id of the NCCL library that made it (0: the process's only one)
   CommState state = CommState::kLeaked;
 };
@@ -60,7 +62,9 @@ struct ResourceInstance {
   uint64_t comm_id = 0;
   int rank = -1;
   uint64_t bytes = 0;
+  uint64_t buffer = 0;          // the buffer registered (ncclCommRegister, ncclCommWindowRegister)
   int64_t created_ns = 0;
+  int64_t released_ns = 0;      // when released (its own call, or its communicator's destroy)
   bool released = false;
   bool released_with_comm = false;
   std::vector<uint64_t> stack;

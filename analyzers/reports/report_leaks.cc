@@ -1,3 +1,4 @@
+#include "lifecycle_findings.h"
 #include "reports.h"
 #include "symbolizer.h"
 
@@ -186,6 +187,71 @@ LeakScan scan_leaks(const Job& job, Symbolizer* sym) {
   return scan;
 }
 
+// Communicators piling up and resources out of order (lifecycle_findings.h), as JSON and as the
+// lines of the text report.
+struct LifecycleReport {
+  json pile_ups = json::array();
+  json order = json::array();
+  json peak_alive;
+  std::vector<std::string> lines;
+  bool findings() const { return !pile_ups.empty() || !order.empty(); }
+};
+
+LifecycleReport lifecycle_report(const Job& job, Symbolizer* sym) {
+  LifecycleReport out;
+  LifecycleFindings f = lifecycle_findings(job);
+  for (const CommPileUp& pile : f.pile_ups) {
+    Site site = describe_site(sym, *pile.process, pile.example->stack, pile.example->site);
+    std::string text = fmt::format(
+        "{} communicators made at {} (rank(s) {}, each), in {} bursts from {:.1f} s to {:.1f} s; {} of them never destroyed "
+        "before exit, at most {} alive at once",
+        pile.made, site.first, ranks_text(pile.ranks), pile.bursts, pile.first_s, pile.last_s, pile.not_destroyed,
+        pile.peak_alive);
+    out.pile_ups.push_back({{"created_at", site.first}, {"stack", site.stack}, {"made", pile.made},
+                            {"not_destroyed", pile.not_destroyed}, {"bursts", pile.bursts}, {"peak_alive", pile.peak_alive},
+                            {"first_s", pile.first_s}, {"last_s", pile.last_s}, {"ranks", pile.ranks}, {"text", text}});
+    out.lines.push_back("  PILING UP: " + text + "; destroy each group you replace (ncclCommDestroy, or "
+                        "torch.distributed.destroy_process_group(group))");
+  }
+  if (f.peak.process)
+    out.peak_alive = {{"count", f.peak.count}, {"rank", world_rank(*f.peak.process)}, {"host", f.peak.process->host()},
+                      {"pid", f.peak.process->pid()}, {"at_s", f.peak.at_s}};
+  for (const ResourceOrder& o : f.order) {
+    const ResourceInstance& r = *o.resource;
+    const ProcessTrace& p = *o.process;
+    Site made = describe_site(sym, p, r.stack, r.site);
+    json entry = {{"kind", o.kind == ResourceOrder::Kind::kOutlivedComm ? "outlived_communicator" : "registered_twice"},
+                  {"resource", trace::resource_kind(r.api)},
+                  {"handle", fmt::format("0x{:x}", r.handle)},
+                  {"buffer", r.buffer ? json(fmt::format("0x{:x}", r.buffer)) : json(nullptr)},
+                  {"bytes", r.bytes},
+                  {"comm", r.comm_id ? json(hex_id(r.comm_id)) : json(nullptr)},
+                  {"rank", r.rank},
+                  {"host", p.host()},
+                  {"pid", p.pid()},
+                  {"created_at", made.first}};
+    std::string what = fmt::format("{} 0x{:x}{} on comm {} rank {} (pid {})", trace::resource_kind(r.api), r.handle,
+                                   r.buffer ? fmt::format(" of buffer 0x{:x}", r.buffer) : "", hex_id(r.comm_id), r.rank, p.pid());
+    if (o.kind == ResourceOrder::Kind::kOutlivedComm) {
+      std::string destroyed = o.comm ? describe_site(sym, p, o.comm->release_stack, o.comm->release_site).first : "";
+      entry["comm_released_at"] = destroyed;
+      out.lines.push_back(fmt::format("  ORDER: {} was still held when its communicator was destroyed; made at {}{} — "
+                                      "release it first ({})",
+                                      what, made.first, destroyed.empty() ? "" : ", communicator destroyed at " + destroyed,
+                                      trace::api_name(trace::releasing_api(r.api))));
+    } else {
+      Site first = describe_site(sym, p, o.earlier->stack, o.earlier->site);
+      entry["earlier_handle"] = fmt::format("0x{:x}", o.earlier->handle);
+      entry["earlier_created_at"] = first.first;
+      out.lines.push_back(fmt::format("  ORDER: {} registers a buffer already registered on it (as 0x{:x}, made at {}); "
+                                      "made at {} — NCCL does not count registrations: each takes memory of its own",
+                                      what, o.earlier->handle, first.first, made.first));
+    }
+    out.order.push_back(entry);
+  }
+  return out;
+}
+
 // One row per leaked communicator rank instance and per unreleased resource, as `leaks --json`
 // lists them. kind says which; resource_kind the resource's own kind (registration, window, ...).
 // A resource row is named after the communicator it belongs to, so rows group by name.
@@ -224,7 +290,8 @@ int run_leaks(const Job& job, const Options& options) {
   const auto& state_counts = scan.state_counts;
   const auto& finalized_only = scan.finalized_only;
 
-  bool found = leaked_comm_ranks + leaked_resources > 0;
+  LifecycleReport lifecycle = lifecycle_report(job, sym);
+  bool found = leaked_comm_ranks + leaked_resources > 0 || lifecycle.findings();
   std::vector<UntracedCopy> untraced = untraced_copies(job);
   if (options.csv) {
     write_leaks_csv(job, leaks);
@@ -239,11 +306,12 @@ int run_leaks(const Job& job, const Options& options) {
     for (const UntracedCopy& u : untraced)
       not_traced.push_back({{"path", u.path}, {"reason", u.reason}, {"processes", u.processes}});
     json out = {{"leaks", leaks}, {"communicators", communicators}, {"traces", job.processes.size()},
-                {"not_traced", not_traced}};
+                {"not_traced", not_traced}, {"pile_ups", lifecycle.pile_ups}, {"order", lifecycle.order},
+                {"peak_alive", lifecycle.peak_alive}};
     std::cout << dump_json(out, 2) << "\n";
     return found ? 1 : 0;
   }
-  if (!found) {
+  if (leaked_comm_ranks + leaked_resources == 0) {
     fmt::print("No leaks: {} communicator instance(s) in {} trace file(s), all released.\n", communicators.size(),
                job.processes.size());
   } else {
@@ -268,6 +336,7 @@ int run_leaks(const Job& job, const Options& options) {
     if (torch) fmt::print("  remedy: {}\n", lifecycle::kTorchRemedy);
     else if (!groups.empty()) fmt::print("  remedy: {}\n", lifecycle::kNcclRemedy);
   }
+  for (const std::string& line : lifecycle.lines) fmt::print("{}\n", line);
   for (const auto& [id, ranks] : finalized_only)
     fmt::print("  note: comm {} on rank(s) {} was {}\n", hex_id(id), ranks_list(ranks), lifecycle::kFinalizedNote);
   for (const UntracedCopy& u : untraced)
@@ -276,6 +345,10 @@ int run_leaks(const Job& job, const Options& options) {
   std::string counts;
   for (const auto& [state, n] : state_counts) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", n, state);
   if (!counts.empty()) fmt::print("Communicator instances by end state: {}\n", counts);
+  if (!lifecycle.peak_alive.is_null() && lifecycle.peak_alive["count"].get<uint64_t>() > 1)
+    fmt::print("Communicators alive at once: at most {} (rank {}, {:.1f} s after it started)\n",
+               lifecycle.peak_alive["count"].get<uint64_t>(), lifecycle.peak_alive["rank"].get<int>(),
+               lifecycle.peak_alive["at_s"].get<double>());
   return found ? 1 : 0;
 }
 
@@ -304,8 +377,10 @@ json leaks_json(const Job& job, bool symbolize) {
     if (g.process->has_several_libraries()) group["library"] = g.process->library_path(c);
     groups.push_back(group);
   }
+  LifecycleReport lifecycle = lifecycle_report(job, sym);
   return {{"leaks", scan.leaks}, {"communicators", scan.communicators}, {"traces", job.processes.size()},
-          {"not_traced", not_traced}, {"groups", groups}, {"torch", torch}};
+          {"not_traced", not_traced}, {"groups", groups}, {"torch", torch}, {"pile_ups", lifecycle.pile_ups},
+          {"order", lifecycle.order}, {"peak_alive", lifecycle.peak_alive}, {"lifecycle_lines", lifecycle.lines}};
 }
 
 }  // namespace ncclwatch::report

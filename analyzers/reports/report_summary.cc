@@ -1,6 +1,7 @@
 // summary: one screen about the whole job: ranks, hosts, communicators, leaks, slowest ops,
 // stalls, mismatches (even when nothing hung), environment differences, and the first thing to
 // look at.
+#include "lifecycle_findings.h"
 #include "reports.h"
 
 #include <fmt/format.h>
@@ -39,6 +40,9 @@ int run_summary(const Options& options) {
     for (const RankComm& c : a.ops[i].comms) widest = std::max(widest, c.nranks);
     for (const RankComm& c : a.ops[i].comms)
       if (c.rank >= 0 && c.nranks == widest) world_ranks.insert(c.rank);
+    // A process that issued no op: its rank in the widest communicator it made.
+    if (a.ops[i].comms.empty())
+      if (int32_t rank = world_rank(p); rank >= 0) world_ranks.insert(rank);
     for (const CommInstance& c : p.comms) {
       if (c.state != CommState::kInitFailed) comm_ids.insert(c.id);
       ++states[state_name(c.state)];
@@ -52,6 +56,7 @@ int run_summary(const Options& options) {
   for (const CommOps& c : a.comms) comm_ids.insert(c.comm_id);
   comm_ids.erase(0);
   bool leaks = leaked_ranks + open_resources > 0;
+  LifecycleFindings lifecycle = lifecycle_findings(job);
   HangReport hang = hang_report(a);
   LatencyTable latency = latency_table(a);
 
@@ -83,13 +88,17 @@ int run_summary(const Options& options) {
 
   std::string first_look;
   if (hang.findings) first_look = hang.verdict;
-  else if (leaks) first_look = "leaks: run `ncclwatch-report leaks`";
+  else if (!lifecycle.pile_ups.empty())
+    first_look = fmt::format("communicators piling up: {} made at one call site, never destroyed before exit — run "
+                             "`ncclwatch-report leaks`",
+                             lifecycle.pile_ups.front().made);
+  else if (leaks || !lifecycle.order.empty()) first_look = "leaks: run `ncclwatch-report leaks`";
   else if (!untraced.empty())
     first_look = "not traced: " + untraced.front().path + " (" + untraced.front().reason + "): its NCCL calls are in no trace";
   else if (!hang.stragglers.empty() || !hang.environment_keys.empty()) first_look = hang.verdict;
   else first_look = "nothing: no leak, hang or mismatch found";
   // A copy we could not trace is a finding: "no leaks" cannot be vouched for.
-  bool findings = leaks || hang.findings || !untraced.empty();
+  bool findings = leaks || hang.findings || !untraced.empty() || !lifecycle.pile_ups.empty() || !lifecycle.order.empty();
 
   if (options.json) {
     json out = {{"traces", job.processes.size()},
@@ -100,6 +109,15 @@ int run_summary(const Options& options) {
                 {"leaked_communicators", leaked_ids.size()},
                 {"leaked_instances", leaked_ranks},
                 {"unreleased_resources", open_resources},
+                {"piling_up", [&] {
+                   json list = json::array();
+                   for (const CommPileUp& pile : lifecycle.pile_ups)
+                     list.push_back({{"made", pile.made}, {"not_destroyed", pile.not_destroyed}, {"peak_alive", pile.peak_alive},
+                                     {"ranks", pile.ranks}, {"site", pile.site_key}});
+                   return list;
+                 }()},
+                {"resources_out_of_order", lifecycle.order.size()},
+                {"peak_alive_communicators", lifecycle.peak.count},
                 {"processes_without_final_record", killed},
                 {"lost_records", lost},
                 {"mismatched_seqs", hang.mismatched_seqs},
@@ -146,6 +164,13 @@ int run_summary(const Options& options) {
                leaked_ids.size(), open_resources);
   else
     fmt::print("  no leaks: every communicator and resource was released\n");
+  for (const CommPileUp& pile : lifecycle.pile_ups)
+    fmt::print("  PILING UP: {} communicators made at one call site on rank(s) {} in {} bursts, {} never destroyed before "
+               "exit, at most {} alive at once — run `ncclwatch-report leaks`\n",
+               pile.made, ranks_text(pile.ranks), pile.bursts, pile.not_destroyed, pile.peak_alive);
+  if (!lifecycle.order.empty())
+    fmt::print("  ORDER: {} resource(s) released out of order or registered twice — run `ncclwatch-report leaks`\n",
+               lifecycle.order.size());
   if (hang.mismatched_seqs)
     fmt::print("  MISMATCHES: ranks passed different arguments to {} collective(s) — run `ncclwatch-report hang`\n",
                hang.mismatched_seqs);

@@ -532,6 +532,18 @@ constexpr const char* resource_kind(Api acquired_by) {
   }
 }
 
+// The call that releases what `acquired_by` made.
+constexpr Api releasing_api(Api acquired_by) {
+  switch (acquired_by) {
+    case Api::kMemAlloc: return Api::kMemFree;
+    case Api::kCommRegister: return Api::kCommDeregister;
+    case Api::kCommWindowRegister: return Api::kCommWindowDeregister;
+    case Api::kDevCommCreate: return Api::kDevCommDestroy;
+    case Api::kRedOpCreatePreMulSum: return Api::kRedOpDestroy;
+    default: return Api::kUnknown;
+  }
+}
+
 constexpr bool creates_comm(Api api) {
   return api == Api::kCommInitRank || api == Api::kCommInitRankConfig || api == Api::kCommInitAll ||
          api == Api::kCommInitRankScalable || api == Api::kCommSplit || api == Api::kCommShrink || api == Api::kCommGrow;

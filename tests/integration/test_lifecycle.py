@@ -227,6 +227,47 @@ def every_resource_kind_and_end_state():
     check("finalized" in text, f"the text report mentions the finalized comm:\n{text}")
 
 
+def groups_remade_each_cycle_are_named_piling_up():
+    # Three cycles of 4 splits from one call site, none destroyed (the Megatron pattern).
+    job = Job([app("lifecycle_app"), "pile-up"], nranks=2)
+    for rank, r in enumerate(job.run()):
+        check(r.returncode == 0, f"rank {rank}: {r.returncode} {r.stderr}")
+    code, report, _ = job.report("leaks", "--json")
+    piles = report["pile_ups"]
+    check(code == 1 and len(piles) == 1, f"one call site piled up: {piles}")
+    pile = piles[0]
+    check((pile["made"], pile["not_destroyed"], pile["bursts"], pile["peak_alive"], pile["ranks"]) == (12, 12, 3, 12, [0, 1]),
+          f"12 made in 3 bursts, none destroyed, on both ranks: {pile}")
+    check("make_parallel_groups" in pile["created_at"], f"named by the function that made them: {pile['created_at']}")
+    check(report["peak_alive"]["count"] == 13, f"the world and the 12 at once: {report['peak_alive']}")
+    code, text, _ = job.report("leaks")
+    check("PILING UP: 12 communicators made at" in text, f"leaks text:\n{text}")
+    code, summary, _ = job.report("summary", "--json")
+    check(code == 1 and summary["piling_up"][0]["made"] == 12 and "piling up" in summary["first_look"],
+          f"summary: {summary['piling_up']} {summary['first_look']}")
+    # The same splits made all at once and kept (a job's fixed set of groups): no pile-up.
+    job = Job([app("lifecycle_app"), "all-resources"], nranks=2)
+    job.run()
+    code, report, _ = job.report("leaks", "--json")
+    check(report["pile_ups"] == [], f"no pile-up in a job without one: {report['pile_ups']}")
+
+
+def resources_out_of_order_are_named():
+    job = Job([app("lifecycle_app"), "out-of-order"], nranks=2)
+    for rank, r in enumerate(job.run()):
+        check(r.returncode == 0, f"rank {rank}: {r.returncode} {r.stderr}")
+    code, report, _ = job.report("leaks", "--json")
+    found = sorted((o["kind"], o["resource"], o["rank"]) for o in report["order"])
+    check(code == 1 and report["leaks"] == [] and found == [
+        ("outlived_communicator", "window", 0), ("outlived_communicator", "window", 1),
+        ("registered_twice", "registration", 0), ("registered_twice", "registration", 1)],
+        f"the window outliving its comm and the buffer registered twice, on each rank, nothing else: {report['order']}")
+    twice = [o for o in report["order"] if o["kind"] == "registered_twice"][0]
+    check(twice["buffer"] and twice["earlier_handle"] != twice["handle"], f"both registrations named: {twice}")
+    code, text, _ = job.report("leaks")
+    check("ORDER: window" in text and "ncclCommWindowDeregister" in text and "registered on it" in text, f"text:\n{text}")
+
+
 def library_without_pnccl_aliases_is_resolved():
     env = {"LD_LIBRARY_PATH": os.path.join(BUILD, "tests", "hostnccl", "no-pnccl")}
     job = Job([app("lifecycle_app"), "leaky"], nranks=2, env=env)
@@ -251,6 +292,7 @@ def process_without_nccl_leaves_nothing():
 
 if __name__ == "__main__":
     main({f.__name__: f for f in [
+        groups_remade_each_cycle_are_named_piling_up, resources_out_of_order_are_named,
         init_hang_names_who_never_joined, leaky_job_reports_exactly_its_leaks, leaky_job_on_three_ranks, clean_job_is_silent,
         nccl_inside_rtld_local_library_is_traced, on_leak_fail_changes_only_leaky_exits, sigkill_loses_no_record,
         sigterm_prints_alert_and_dies_by_sigterm, thirty_two_threads_create_and_destroy,

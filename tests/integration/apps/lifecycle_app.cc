@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -207,6 +208,52 @@ int all_resources() {
   return 0;
 }
 
+// Megatron's pattern: model-parallel groups made again each cycle, the old ones dropped without a
+// destroy. Three cycles of 4 splits, 1.2 s apart, all from one call site; only the world is
+// destroyed. A report must say the 12 piled up, in 3 bursts.
+[[gnu::noinline]] void make_parallel_groups(ncclComm_t world, std::vector<ncclComm_t>& groups) {
+  for (int g = 0; g < 4; ++g) {
+    ncclComm_t group = nullptr;
+    CHECK(ncclCommSplit(world, g, test_rank(), &group, nullptr));
+    groups.push_back(group);
+  }
+}
+
+int pile_up() {
+  ncclComm_t world = init_world("world");
+  std::vector<ncclComm_t> groups;
+  for (int cycle = 0; cycle < 3; ++cycle) {
+    if (cycle) std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    make_parallel_groups(world, groups);
+  }
+  CHECK(ncclCommDestroy(world));
+  return 0;
+}
+
+// Resources out of order: one buffer registered twice while the first registration is held, and
+// a window still registered when its communicator is destroyed. The "tidy" communicator does
+// everything in order and must not be named.
+int out_of_order() {
+  static char buffers[3][4096];
+  ncclComm_t tidy = init_world("tidy");
+  void* handle = nullptr;
+  CHECK(ncclCommRegister(tidy, buffers[2], sizeof(buffers[2]), &handle));
+  CHECK(ncclCommDeregister(tidy, handle));
+  CHECK(ncclCommDestroy(tidy));
+
+  ncclComm_t world = init_world("world");
+  void* first = nullptr;
+  void* second = nullptr;
+  CHECK(ncclCommRegister(world, buffers[0], sizeof(buffers[0]), &first));
+  CHECK(ncclCommRegister(world, buffers[0], sizeof(buffers[0]), &second));
+  CHECK(ncclCommDeregister(world, second));
+  CHECK(ncclCommDeregister(world, first));
+  ncclWindow_t window = nullptr;
+  CHECK(ncclCommWindowRegister(world, buffers[1], sizeof(buffers[1]), &window, 0));
+  CHECK(ncclCommDestroy(world));
+  return 0;
+}
+
 // Runs until a signal ends it, through every moment a signal can land in: communicator init
 // and destroy, collectives that grow the trace chunk by chunk, and fork. Says "ready" once the
 // first communicator exists, so a signal finds the shim attached.
@@ -272,6 +319,8 @@ int main(int argc, char** argv) {
   if (scenario == "destroy-hangs") return destroy_hangs();
   if (scenario == "all-resources") return all_resources();
   if (scenario == "churn") return churn();
+  if (scenario == "pile-up") return pile_up();
+  if (scenario == "out-of-order") return out_of_order();
   if (scenario == "signalfd") return takes_sigterm_from_a_signalfd();
   if (scenario == "init-hangs") return init_hangs();
   std::fprintf(stderr, "usage: lifecycle_app leaky|clean|wait-for-kill|threads|fork|destroy-hangs|all-resources|churn|signalfd|init-hangs\n");
