@@ -545,6 +545,8 @@ void verdict_section(Page& page, const json& leaks, const HangReport& report, co
   else
     page.add(fmt::format("<p><b>{} communicator(s) never destroyed</b> ({} rank instance(s)), {} NCCL resource(s) never released.</p>",
                          groups.size(), leaks["leaks"].size() - leaked_resources, leaked_resources));
+  // Communicators piling up, resources out of order: as `leaks` words them.
+  for (const json& line : leaks["lifecycle_lines"]) page.add("<p>" + esc(line.get<std::string>()) + "</p>");
   page.add("</div>");
 
   bool hung = report.hung();
