@@ -220,6 +220,11 @@ def launcher_runs_a_job_and_keeps_its_status():
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     check(proc.returncode == 0, f"the job's status is kept: {proc.returncode} {proc.stderr[-2000:]}")
     check("ncclwatch summary" in proc.stderr and out_dir in proc.stderr, f"summary after the job:\n{proc.stderr}")
+    # Each rank's alert names the world communicator; the job's block names it once, with both ranks.
+    block = proc.stderr.split("the job's leaks, each communicator once:")[-1]
+    check("the job's leaks" in proc.stderr and block.count("comm ") >= 1 and
+          block.count('"world" (ncclCommInitRankConfig, 2 ranks): leaked (alive at exit) on rank(s) 0,1') == 1,
+          f"one block for the job:\n{block}")
     check(len([f for f in os.listdir(out_dir) if f.endswith(".nwt")]) == 2, "one trace per rank in --dir")
     failing = subprocess.run(cmd[:4] + ["--on-leak", "fail"] + cmd[4:], env=env, capture_output=True, text=True,
                              timeout=120)
