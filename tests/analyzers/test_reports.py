@@ -155,6 +155,32 @@ def test_real_init_hang_names_who_never_joined():
     check(s["first_look"] == out["verdict"], s["first_look"])
 
 
+def test_real_torch_ring_counts_the_whole_run():
+    # Format 4 from PyTorch 2.11 on one H200 (tests/gpu/torch_ring.sh, paths replaced): 3 cycles of
+    # 4 new_group()s 1.2 s apart, never destroyed, then 20,000 all-reduces of 64 B and 1 MiB in a
+    # 1 MiB trace, whose ring kept the newest 11,890 ops.
+    d = os.path.join(REAL, "torch_ring")
+    rc, lat, _ = report_json("latency", d)
+    world = {r["bytes"]: r for r in lat["rows"] if r["op"] == "ncclAllReduce" and r["calls"] > 1}
+    check(sorted(world) == [64, 1 << 20], sorted(world))
+    for r in world.values():
+        check(r["calls"] == 10000 and r["calls_in_window"] == 5945 and r["timing"] == "gpu" and 1 < r["p50_us"] < 10, r)
+    check(not lat["window"]["complete"] and lat["window"]["ops_kept"] < lat["window"]["ops_counted"], lat["window"])
+    rc, hang, _ = report_json("hang", d)
+    world_comm = max(hang["comms"], key=lambda c: c["last_seq_issued"])
+    check(rc == 0 and world_comm["last_seq_issued"] == 20000 and world_comm["mismatches"] == [], hang["verdict"])
+    rc, leaks, _ = report_json("leaks", d)
+    piles = leaks["pile_ups"]
+    # Named by PyTorch's own function: as symbolized where libtorch_cuda.so is at hand, else as the
+    # shim read it from the dynamic symbols at the call.
+    check(rc == 1 and len(piles) == 1 and (piles[0]["made"], piles[0]["bursts"]) == (12, 3) and
+          "(libtorch_cuda.so)" in piles[0]["created_at"], piles)
+    check(sorted({c["state"] for c in leaks["communicators"]}) == ["released_at_exit"] and len(leaks["communicators"]) == 13,
+          leaks["communicators"][:2])
+    rc, s, _ = report_json("summary", d)
+    check("piling up" in s["first_look"] and s["window"]["processes_wrapped"] == 1, s["first_look"])
+
+
 def test_unknown_report_is_refused():
     # A typo must not be read as a folder (which would analyse whatever ./ncclwatch holds).
     p = report("lekas", tempdir())
