@@ -8,8 +8,11 @@
 
 #include <cxxabi.h>
 #include <dlfcn.h>
+#include <elf.h>
 #include <execinfo.h>
+#include <link.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -21,14 +24,61 @@ namespace {
 SpinLock g_modules_lock;
 std::vector<uint64_t>* g_seen_bases = nullptr;  // modules already described in the trace
 
+// The GNU build ID of the object loaded at `base`, read from its notes in memory; 0 bytes when it
+// has none (or is not found).
+struct BuildId {
+  const unsigned char* bytes = nullptr;
+  size_t len = 0;
+};
+
+BuildId build_id_of(uint64_t base) {
+  struct Search {
+    uint64_t base;
+    BuildId found;
+  } search{base, {}};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto& s = *static_cast<Search*>(data);
+        // dladdr's base is where the object's first loaded segment starts.
+        uint64_t first = ~0ull;
+        for (int i = 0; i < info->dlpi_phnum; ++i)
+          if (info->dlpi_phdr[i].p_type == PT_LOAD) first = std::min<uint64_t>(first, info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+        if ((first & ~uint64_t{0xfff}) != (s.base & ~uint64_t{0xfff})) return 0;
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          if (ph.p_type != PT_NOTE) continue;
+          auto* at = reinterpret_cast<const unsigned char*>(info->dlpi_addr + ph.p_vaddr);
+          const unsigned char* end = at + ph.p_memsz;
+          while (at + sizeof(ElfW(Nhdr)) <= end) {
+            auto* note = reinterpret_cast<const ElfW(Nhdr)*>(at);
+            const unsigned char* name = at + sizeof(ElfW(Nhdr));
+            const unsigned char* desc = name + ((note->n_namesz + 3) & ~3u);
+            if (desc + note->n_descsz > end) break;
+            if (note->n_type == NT_GNU_BUILD_ID && note->n_namesz == 4 && std::memcmp(name, "GNU", 4) == 0 &&
+                note->n_descsz <= trace::kMaxBuildIdBytes) {
+              s.found = {desc, note->n_descsz};
+              return 1;
+            }
+            at = desc + ((note->n_descsz + 3) & ~3u);
+          }
+        }
+        return 1;  // the object at `base`, without a build ID
+      },
+      &search);
+  return search.found;
+}
+
 void write_module_record(uint64_t base, const char* path) {
   size_t len = std::strlen(path);
-  RecordSlot slot = reserve_record(trace::padded_size(sizeof(trace::ModuleRecord) + len));
+  BuildId id = build_id_of(base);
+  RecordSlot slot = reserve_record(trace::padded_size(sizeof(trace::ModuleRecord) + len + id.len));
   if (!slot) return;
   auto* rec = slot.as<trace::ModuleRecord>();
   rec->base = base;
   rec->path_len = static_cast<uint32_t>(len);
+  rec->build_id_len = static_cast<uint8_t>(id.len);
   std::memcpy(slot.bytes() + sizeof(trace::ModuleRecord), path, len);
+  if (id.len) std::memcpy(slot.bytes() + sizeof(trace::ModuleRecord) + len, id.bytes, id.len);
   slot.commit(trace::RecordType::kModule);
 }
 

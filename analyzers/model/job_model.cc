@@ -138,7 +138,10 @@ class ProcessBuilder {
   void on_module(const RecordView& r) {
     const auto* m = r.as<ModuleRecord>();
     if (!m || sizeof(ModuleRecord) + m->path_len > r.size) return;
-    p_.modules.push_back({m->base, record_text(r.data + sizeof(ModuleRecord), m->path_len)});
+    std::string build_id;
+    if (sizeof(ModuleRecord) + m->path_len + m->build_id_len <= r.size && m->build_id_len <= kMaxBuildIdBytes)
+      build_id.assign(reinterpret_cast<const char*>(r.data + sizeof(ModuleRecord) + m->path_len), m->build_id_len);
+    p_.modules.push_back({m->base, record_text(r.data + sizeof(ModuleRecord), m->path_len), std::move(build_id)});
   }
 
   void on_begin(const RecordView& r, const ApiEvent& e) {

@@ -24,6 +24,7 @@ using lifecycle::is_leak;
 struct Module {
   uint64_t base;
   std::string path;
+  std::string build_id;  // raw bytes; empty when the trace does not say (format < 4, or none)
 };
 
 // One communicator as one process saw it (one rank of it).

@@ -112,8 +112,9 @@ std::string Frame::describe() const {
 struct Symbolizer::Impl {
   struct Session {
     Dwfl* dwfl = nullptr;
-    std::map<std::string, bool> reported;
+    std::map<std::string, bool> reported;  // path -> usable (the build the process loaded)
   };
+  std::set<std::string> other_builds;
   std::map<const ProcessTrace*, Session> sessions;
   std::map<std::pair<const ProcessTrace*, uint64_t>, Frame> cache;
 
@@ -125,6 +126,7 @@ struct Symbolizer::Impl {
 
 Symbolizer::Symbolizer() : impl_(std::make_unique<Impl>()) {}
 Symbolizer::~Symbolizer() = default;
+const std::set<std::string>& Symbolizer::other_builds() const { return impl_->other_builds; }
 
 Frame Symbolizer::resolve(const ProcessTrace& process, uint64_t address) {
   auto key = std::make_pair(&process, address);
@@ -143,16 +145,29 @@ Frame Symbolizer::resolve(const ProcessTrace& process, uint64_t address) {
       session.dwfl = dwfl_begin(&kOfflineCallbacks);
     }
     if (session.dwfl && !session.reported.count(module->path)) {
-      session.reported[module->path] = true;
+      bool usable = false;
       int fd = open_elf_file(module->path);
       if (fd >= 0) {
         dwfl_report_begin_add(session.dwfl);
         // dwfl takes ownership of fd on success.
-        if (!dwfl_report_elf(session.dwfl, frame.module.c_str(), module->path.c_str(), fd, module->base, false)) close(fd);
+        Dwfl_Module* mod = dwfl_report_elf(session.dwfl, frame.module.c_str(), module->path.c_str(), fd, module->base, false);
+        if (!mod) close(fd);
         dwfl_report_end(session.dwfl, nullptr, nullptr);
+        usable = mod != nullptr;
+        // The file at that path on this machine may be another build (another host, an update
+        // since): its symbols would name the wrong functions. The trace's build ID decides.
+        const unsigned char* id = nullptr;
+        GElf_Addr id_vaddr = 0;
+        int id_len = mod ? dwfl_module_build_id(mod, &id, &id_vaddr) : 0;
+        if (usable && !module->build_id.empty() &&
+            (id_len <= 0 || module->build_id != std::string(reinterpret_cast<const char*>(id), static_cast<size_t>(id_len)))) {
+          usable = false;
+          impl_->other_builds.insert(module->path);
+        }
       }
+      session.reported[module->path] = usable;
     }
-    if (session.dwfl) {
+    if (session.dwfl && session.reported[module->path]) {
       // A return address points after the call instruction: look up the byte before it.
       Dwarf_Addr pc = address - 1;
       if (Dwfl_Module* mod = dwfl_addrmodule(session.dwfl, pc)) {

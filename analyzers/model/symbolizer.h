@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 namespace ncclwatch::report {
@@ -26,6 +27,9 @@ class Symbolizer {
   Symbolizer();
   ~Symbolizer();
   Frame resolve(const ProcessTrace& process, uint64_t address);
+  // Module files found at a traced path but of another build than the process loaded (their GNU
+  // build IDs differ): never used, their frames stay module+offset. For the reports to say so.
+  const std::set<std::string>& other_builds() const;
 
  private:
   struct Impl;

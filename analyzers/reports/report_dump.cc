@@ -47,6 +47,12 @@ json record_json(const RecordView& r) {
       if (const auto* m = r.as<ModuleRecord>(); m && sizeof(ModuleRecord) + m->path_len <= r.size) {
         j["base"] = fmt::format("0x{:x}", m->base);
         j["path"] = record_text(r.data + sizeof(ModuleRecord), m->path_len);
+        if (m->build_id_len && sizeof(ModuleRecord) + m->path_len + m->build_id_len <= r.size) {
+          std::string hex;
+          for (uint32_t i = 0; i < m->build_id_len; ++i)
+            hex += fmt::format("{:02x}", static_cast<unsigned>(r.data[sizeof(ModuleRecord) + m->path_len + i]));
+          j["build_id"] = hex;
+        }
       }
       break;
     case RecordType::kCallBegin:

@@ -197,6 +197,15 @@ struct LifecycleReport {
   bool findings() const { return !pile_ups.empty() || !order.empty(); }
 };
 
+// Module files of another build than the traced process loaded: said once, on stderr.
+void say_other_builds(const Symbolizer& symbolizer) {
+  for (const std::string& path : symbolizer.other_builds())
+    fmt::print(stderr,
+               "ncclwatch-report: {} here is another build than the traced process loaded (their build IDs differ): its "
+               "frames are shown as module+offset, or as the shim read them at the call\n",
+               valid_utf8(path));
+}
+
 LifecycleReport lifecycle_report(const Job& job, Symbolizer* sym) {
   LifecycleReport out;
   LifecycleFindings f = lifecycle_findings(job);
@@ -293,6 +302,7 @@ int run_leaks(const Job& job, const Options& options) {
   LifecycleReport lifecycle = lifecycle_report(job, sym);
   bool found = leaked_comm_ranks + leaked_resources > 0 || lifecycle.findings();
   std::vector<UntracedCopy> untraced = untraced_copies(job);
+  if (options.csv || options.json) say_other_builds(symbolizer);
   if (options.csv) {
     write_leaks_csv(job, leaks);
     // Standard output holds the table only: what would make "no leaks" untrue goes to stderr.
@@ -342,6 +352,7 @@ int run_leaks(const Job& job, const Options& options) {
   for (const UntracedCopy& u : untraced)
     fmt::print("  NOT TRACED in {} process(es): {}: {} (its communicators are not counted here)\n", u.processes, u.path,
                u.reason);
+  say_other_builds(symbolizer);
   std::string counts;
   for (const auto& [state, n] : state_counts) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", n, state);
   if (!counts.empty()) fmt::print("Communicator instances by end state: {}\n", counts);
@@ -378,6 +389,7 @@ json leaks_json(const Job& job, bool symbolize) {
     groups.push_back(group);
   }
   LifecycleReport lifecycle = lifecycle_report(job, sym);
+  say_other_builds(symbolizer);
   return {{"leaks", scan.leaks}, {"communicators", scan.communicators}, {"traces", job.processes.size()},
           {"not_traced", not_traced}, {"groups", groups}, {"torch", torch}, {"pile_ups", lifecycle.pile_ups},
           {"order", lifecycle.order}, {"peak_alive", lifecycle.peak_alive}, {"lifecycle_lines", lifecycle.lines}};

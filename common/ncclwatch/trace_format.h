@@ -165,14 +165,18 @@ struct ApiEvent {
 static_assert(sizeof(ApiEvent) % 8 == 0);
 
 // A loaded object, written the first time a frame inside it is recorded.
-// Followed by `path_len` bytes of its path, padded to 8.
+// Followed by `path_len` bytes of its path, then `build_id_len` bytes of its GNU build ID (format
+// 4; older files have none), padded to 8. A reader symbolizes from a file of that path only when
+// its build ID is the same: another build of it would name the wrong functions.
 struct ModuleRecord {
   RecordHeader h;
   uint64_t base;        // load address (dladdr's dli_fbase)
   uint64_t size_hint;   // bytes mapped from base (0 unknown)
   uint32_t path_len;
-  uint32_t reserved;
+  uint8_t build_id_len; // 0: unknown
+  uint8_t reserved[3];
 };
+inline constexpr uint32_t kMaxBuildIdBytes = 64;
 static_assert(sizeof(ModuleRecord) % 8 == 0);
 
 // Followed by `bytes` bytes of "key=value\0" strings, padded to 8.

@@ -2,6 +2,7 @@
 alert, crash safety, threads, fork, and an unwritable trace directory."""
 import collections
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -268,6 +269,27 @@ def resources_out_of_order_are_named():
     check("ORDER: window" in text and "ncclCommWindowDeregister" in text and "registered on it" in text, f"text:\n{text}")
 
 
+def another_build_of_a_module_is_never_used_to_symbolize():
+    # The program runs from a copy; its trace records the copy's path and build ID. Symbolized
+    # from that copy, the leak names its function; once another program stands at that path (a
+    # rebuild, another host's file), `leaks` must not take names from it, and says so.
+    job = Job([], nranks=2)
+    program = os.path.join(job.tmp, "lifecycle_app")
+    shutil.copy(app("lifecycle_app"), program)
+    job.argv = [program, "leaky"]
+    job.run()
+    code, report, _ = job.report("leaks", "--json")
+    world = [l for l in report["leaks"] if l["kind"] == "communicator"][0]
+    check("init_world" in world["created_at"] and "lifecycle_app" in world["created_at"],
+          f"symbolized from the same build: {world['created_at']}")
+    shutil.copy(app("collectives_app"), program)
+    code, report, err = job.report("leaks", "--json")
+    world = [l for l in report["leaks"] if l["kind"] == "communicator"][0]
+    check("init_world" not in world["created_at"] and "another build" in err and program in err,
+          f"another build is not used: {world['created_at']} / {err}")
+    check(all("init_world" not in frame for frame in world["stack"]), f"{world['stack']}")
+
+
 def library_without_pnccl_aliases_is_resolved():
     env = {"LD_LIBRARY_PATH": os.path.join(BUILD, "tests", "hostnccl", "no-pnccl")}
     job = Job([app("lifecycle_app"), "leaky"], nranks=2, env=env)
@@ -293,6 +315,7 @@ def process_without_nccl_leaves_nothing():
 if __name__ == "__main__":
     main({f.__name__: f for f in [
         groups_remade_each_cycle_are_named_piling_up, resources_out_of_order_are_named,
+        another_build_of_a_module_is_never_used_to_symbolize,
         init_hang_names_who_never_joined, leaky_job_reports_exactly_its_leaks, leaky_job_on_three_ranks, clean_job_is_silent,
         nccl_inside_rtld_local_library_is_traced, on_leak_fail_changes_only_leaky_exits, sigkill_loses_no_record,
         sigterm_prints_alert_and_dies_by_sigterm, thirty_two_threads_create_and_destroy,
