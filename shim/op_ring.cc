@@ -89,11 +89,15 @@ RingSlotClaim claim_ring_slot() noexcept {
   std::byte* first = r.chunks[ordinal].load(std::memory_order_acquire);
   if (!first) [[unlikely]]
     first = make_chunk(r, ordinal);
+  if (first == kChunkFailed) [[unlikely]] {
+    count_lost_record();
+    return {};
+  }
   auto* slot = reinterpret_cast<RingSlot*>(first + (position & (r.budget.chunk_slots - 1)) * kRingSlotBytes);
   // Take the slot from the record a lap older. A writer still filling it (a lap behind, or dead)
   // keeps it: two writers in one slot would leave a torn record that looks committed.
   std::atomic_ref<uint64_t> stamp(slot->stamp);
-  uint64_t old = first == kChunkFailed ? ring_stamp(0, RingKind::kWriting) : stamp.load(std::memory_order_relaxed);
+  uint64_t old = stamp.load(std::memory_order_relaxed);
   if ((old != 0 && (ring_stamp_kind(old) == RingKind::kWriting || ring_stamp_index(old) >= index)) ||
       !stamp.compare_exchange_strong(old, ring_stamp(index, RingKind::kWriting), std::memory_order_acquire)) [[unlikely]] {
     count_lost_record();
