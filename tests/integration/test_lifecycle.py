@@ -239,7 +239,7 @@ def groups_remade_each_cycle_are_named_piling_up():
     pile = piles[0]
     check((pile["made"], pile["not_destroyed"], pile["bursts"], pile["peak_alive"], pile["ranks"]) == (12, 12, 3, 12, [0, 1]),
           f"12 made in 3 bursts, none destroyed, on both ranks: {pile}")
-    check("make_parallel_groups" in pile["created_at"], f"named by the function that made them: {pile['created_at']}")
+    check("make_parallel_group" in pile["created_at"], f"named by the function that made them: {pile['created_at']}")
     check(report["peak_alive"]["count"] == 13, f"the world and the 12 at once: {report['peak_alive']}")
     code, text, _ = job.report("leaks")
     check("PILING UP: 12 communicators made at" in text, f"leaks text:\n{text}")

@@ -211,12 +211,15 @@ int all_resources() {
 // Megatron's pattern: model-parallel groups made again each cycle, the old ones dropped without a
 // destroy. Three cycles of 4 splits, 1.2 s apart, all from one call site; only the world is
 // destroyed. A report must say the 12 piled up, in 3 bursts.
-[[gnu::noinline]] void make_parallel_groups(ncclComm_t world, std::vector<ncclComm_t>& groups) {
-  for (int g = 0; g < 4; ++g) {
-    ncclComm_t group = nullptr;
-    CHECK(ncclCommSplit(world, g, test_rank(), &group, nullptr));
-    groups.push_back(group);
-  }
+// One call of ncclCommSplit in the program, whatever the compiler unrolls around it.
+[[gnu::noinline]] ncclComm_t make_parallel_group(ncclComm_t world, int color) {
+  ncclComm_t group = nullptr;
+  CHECK(ncclCommSplit(world, color, test_rank(), &group, nullptr));
+  return group;
+}
+
+void make_parallel_groups(ncclComm_t world, std::vector<ncclComm_t>& groups) {
+  for (int g = 0; g < 4; ++g) groups.push_back(make_parallel_group(world, g));
 }
 
 int pile_up() {
