@@ -12,7 +12,8 @@
 
 namespace ncclwatch::report {
 
-// A call site (the frame that called NCCL: the same line, whoever called it) that made
+// A call site (the frame that called NCCL: the same call instruction, whoever called it; calls a
+// compiler duplicated, unrolling a loop, count apart) that made
 // communicators which piled up: in some process it made at least
 // kPileUpMin of them, in more than one burst, and none of those was destroyed before the program
 // began exiting.
