@@ -72,7 +72,10 @@ struct ThreadState {
   OpenGroup group;                     // collectives.cc
   CommLookupMemo last_comm;            // comm_table.h
   TscScale tsc;                        // clock.h
-  StreamRefMemo last_stream;           // trace_refs.cc
+  // trace_refs.h: the streams interned last, by a hash of the stream (a thread that feeds several
+  // communicators alternates between their streams: one entry would miss on every call).
+  static constexpr int kStreamMemoEntries = 8;
+  StreamRefMemo streams[kStreamMemoEntries];
   TotalsMemo totals[kTotalsMemoEntries];  // op_ring.h
   gpu::LaunchThread* gpu = nullptr;    // gpu_launch.cc: this thread's rings and event pool
 };
@@ -90,7 +93,7 @@ inline void thread_state_after_fork_in_child() noexcept {
   t_thread.launches = 0;
   t_thread.group = OpenGroup{};
   t_thread.last_comm = CommLookupMemo{};
-  t_thread.last_stream = StreamRefMemo{};
+  for (StreamRefMemo& memo : t_thread.streams) memo = StreamRefMemo{};
   for (TotalsMemo& memo : t_thread.totals) memo = TotalsMemo{};
 }
 

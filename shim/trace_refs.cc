@@ -88,7 +88,7 @@ uint16_t make_stream_ref_index(uint64_t stream) noexcept {
   } catch (...) {
     return 0;
   }
-  t_thread.last_stream = {stream, generation, index};
+  t_thread.streams[stream_memo_slot(stream)] = {stream, generation, index};
   return index;
 }
 

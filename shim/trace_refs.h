@@ -27,9 +27,14 @@ inline std::atomic<uint32_t> g_refs_generation{1};
 // The index of `stream`; 0 for the null stream, or past 65,535 streams. Writes the StreamRef
 // record the first time.
 uint16_t make_stream_ref_index(uint64_t stream) noexcept;
+// Which entry of the thread's stream memo `stream` uses (streams are heap pointers: skip the
+// alignment bits).
+inline int stream_memo_slot(uint64_t stream) noexcept {
+  return static_cast<int>((stream >> 6 ^ stream >> 12) % ThreadState::kStreamMemoEntries);
+}
 inline uint16_t stream_ref_index(uint64_t stream) noexcept {
   if (stream == 0) return 0;
-  const StreamRefMemo& memo = t_thread.last_stream;
+  const StreamRefMemo& memo = t_thread.streams[stream_memo_slot(stream)];
   if (memo.stream == stream && memo.generation == g_refs_generation.load(std::memory_order_relaxed)) return memo.index;
   return make_stream_ref_index(stream);
 }
