@@ -1,5 +1,6 @@
 #include "callsite.h"
 
+#include "python_site.h"
 #include "registry.h"
 #include "resolver.h"
 #include "trace_writer.h"
@@ -157,6 +158,7 @@ void capture_call_site(CallSite& site, int max_frames) noexcept {
     }
   } catch (...) {
   }
+  capture_python_site(site.python, sizeof(site.python));
 }
 
 void callsite_after_fork_in_child() noexcept {

@@ -3,6 +3,8 @@
 // exit alert, which must not symbolize at exit time.
 #pragma once
 
+#include "python_site.h"
+
 #include <cstdint>
 
 namespace ncclwatch {
@@ -13,6 +15,7 @@ struct CallSite {
   int nframes = 0;
   char summary[192] = {};  // "function (module)" of the first frame outside the shim
   bool in_torch = false;   // some frame is inside PyTorch: the remedy names its API
+  char python[kMaxPythonFrames * 704] = {};  // python_site.h: the Python lines that led here ("" without Python)
 };
 
 // Captures up to `max_frames` frames above the shim and writes kModule records for modules not

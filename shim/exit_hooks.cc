@@ -67,6 +67,15 @@ void mark_exit_began(ExitReason reason, int signal) noexcept {
 }
 
 // The end state, and what happened to it in words.
+// "; created at train.py:43 (main) via c10d::NCCLComm::create (libtorch_cuda.so)": the Python
+// line first when there is one, since that is the line the user wrote.
+void describe_site(AlertText& out, const char* lead, const char* python_site, const char* native_site) {
+  if (!python_site[0] && !native_site[0]) return;
+  out.add(lead);
+  if (python_site[0]) out.add(python_site).add(native_site[0] ? " via " : "");
+  out.add(native_site);
+}
+
 void describe_end(AlertText& out, const CommEntry& c) {
   out.add(lifecycle::end_state_name(end_state_at_exit(c.phase)));
   if (c.phase == CommPhase::kDestroying) out.add(" (ncclCommDestroy never returned)");
@@ -111,7 +120,7 @@ AlertCounts build_alert(AlertText& out, bool wait) {
           body.add(" (").add(trace::api_name(c.created_by)).add(", age ").add_seconds(now - c.created_ns).add("): ");
           if (leak) describe_end(body, c);
           else body.add(lifecycle::kFinalizedNote);
-          if (c.site[0]) body.add("; created at ").add(c.site);
+          describe_site(body, "; created at ", c.python_site, c.site);
           if (library_count() > 1) body.add("; by NCCL ").add(library_path(c.library_id));
           body.add('\n');
         }
@@ -126,7 +135,7 @@ AlertCounts build_alert(AlertText& out, bool wait) {
           if (r.comm_id) body.add(", comm ").add_hex(r.comm_id, 16).add(" rank ").add_int(r.rank);
           body.add(" (").add(trace::api_name(r.acquired_by)).add(", age ").add_seconds(now - r.created_ns);
           body.add("): never released");
-          if (r.site[0]) body.add("; made at ").add(r.site);
+          describe_site(body, "; made at ", r.python_site, r.site);
           body.add('\n');
         }
       },

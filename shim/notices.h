@@ -18,6 +18,7 @@ enum class Notice {
   kDlsymUnavailable,
   kMetricsWriteFailed,
   kRingChunkFailed,
+  kPythonSiteUnavailable,
   kCount
 };
 

@@ -66,8 +66,10 @@ void emit_api_event(trace::RecordType type, const trace::ApiEvent& event, const 
   uint16_t nframes = site ? static_cast<uint16_t>(site->nframes) : 0;
   uint16_t name_len = static_cast<uint16_t>(std::min<size_t>(comm_name.size(), 256));
   uint16_t site_len = site ? static_cast<uint16_t>(strnlen(site->summary, sizeof(site->summary))) : 0;
+  uint16_t python_len = site ? static_cast<uint16_t>(strnlen(site->python, sizeof(site->python))) : 0;
   size_t frames_bytes = size_t{nframes} * sizeof(uint64_t);
-  RecordSlot slot = reserve_record(trace::padded_size(sizeof(trace::ApiEvent) + frames_bytes + name_len + site_len));
+  RecordSlot slot =
+      reserve_record(trace::padded_size(sizeof(trace::ApiEvent) + frames_bytes + name_len + site_len + python_len));
   if (!slot) return;
   auto* out = slot.as<trace::ApiEvent>();
   // Everything after the record header; the header belongs to the writer's commit protocol.
@@ -77,10 +79,12 @@ void emit_api_event(trace::RecordType type, const trace::ApiEvent& event, const 
   out->nframes = nframes;
   out->name_len = name_len;
   out->site_len = site_len;
+  out->python_site_len = python_len;
   std::byte* tail = slot.bytes() + sizeof(trace::ApiEvent);
   if (nframes) std::memcpy(tail, site->frames, frames_bytes);
   if (name_len) std::memcpy(tail + frames_bytes, comm_name.data(), name_len);
   if (site_len) std::memcpy(tail + frames_bytes + name_len, site->summary, site_len);
+  if (python_len) std::memcpy(tail + frames_bytes + name_len + site_len, site->python, python_len);
   slot.commit(type);
 }
 

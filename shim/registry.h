@@ -47,6 +47,7 @@ struct CommEntry {
   uint32_t children_made = 0;  // splits/shrinks of this comm issued on this rank
   uint16_t library_id = 0;     // the NCCL library that made it (resolver.h)
   char site[192] = {};         // "function (module)" of the creating call
+  char python_site[128] = {};  // "train.py:43 (main)": the Python line that made it, if any
   char name[48] = {};          // config->commName
 };
 
@@ -59,6 +60,7 @@ struct ResourceEntry {
   uint64_t bytes = 0;
   int64_t created_ns = 0;
   char site[192] = {};
+  char python_site[128] = {};
 };
 
 // A spin lock the signal path can try without blocking.

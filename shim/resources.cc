@@ -2,6 +2,7 @@
 // custom reduction ops. Each acquire is remembered until its release; what is left at exit is
 // reported. Resources tied to a communicator are freed by NCCL with it (registry.cc).
 #include "config.h"
+#include "python_site.h"
 #include "recorder.h"
 #include "registry.h"
 
@@ -62,6 +63,7 @@ void finish_acquire(const ResourceCall& call, ncclResult_t result, uint64_t reso
     entry.bytes = end.bytes;
     entry.created_ns = end.time_ns;
     std::memcpy(entry.site, call.site.summary, sizeof(entry.site));
+    short_python_site(call.site.python, entry.python_site, sizeof(entry.python_site));
     registry().add_resource(entry);
   });
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -39,19 +40,31 @@ std::map<std::string, std::string> parse_strings(const RecordView& r) {
 // shim writes at most 64 frames (shim/callsite.h); names and call-site summaries are short.
 constexpr size_t kMaxFramesKept = 64;
 constexpr size_t kMaxTextKept = 1024;  // bytes of a name or call-site summary
+constexpr size_t kMaxPythonKept = 4096;  // bytes of Python frames (the shim writes at most 3)
 
-// Frames, name and call-site summary that follow an ApiEvent, bounds-checked and cut to the above.
-void event_tail(const RecordView& r, const ApiEvent& e, std::vector<uint64_t>* frames, std::string* name,
-                std::string* site) {
+// What follows an ApiEvent.
+struct EventTail {
+  std::vector<uint64_t> stack;
+  std::string name;
+  std::string site;
+  std::vector<PythonFrame> python_site;
+};
+
+// Frames, name, call-site summary and Python site that follow an ApiEvent, bounds-checked and cut
+// to the above.
+EventTail event_tail(const RecordView& r, const ApiEvent& e) {
+  EventTail out;
   size_t frames_bytes = size_t{e.nframes} * 8;
-  if (sizeof(ApiEvent) + frames_bytes + e.name_len + e.site_len > r.size) return;
+  if (sizeof(ApiEvent) + frames_bytes + e.name_len + e.site_len > r.size) return out;
   const std::byte* tail = r.data + sizeof(ApiEvent);
-  if (frames) {
-    frames->resize(std::min<size_t>(e.nframes, kMaxFramesKept));
-    if (!frames->empty()) std::memcpy(frames->data(), tail, frames->size() * 8);
-  }
-  if (name) *name = record_text(tail + frames_bytes, std::min<size_t>(e.name_len, kMaxTextKept));
-  if (site) *site = record_text(tail + frames_bytes + e.name_len, std::min<size_t>(e.site_len, kMaxTextKept));
+  out.stack.resize(std::min<size_t>(e.nframes, kMaxFramesKept));
+  if (!out.stack.empty()) std::memcpy(out.stack.data(), tail, out.stack.size() * 8);
+  out.name = record_text(tail + frames_bytes, std::min<size_t>(e.name_len, kMaxTextKept));
+  out.site = record_text(tail + frames_bytes + e.name_len, std::min<size_t>(e.site_len, kMaxTextKept));
+  size_t python_at = frames_bytes + e.name_len + e.site_len;
+  if (sizeof(ApiEvent) + python_at + e.python_site_len <= r.size)
+    out.python_site = parse_python_site(record_text(tail + python_at, std::min<size_t>(e.python_site_len, kMaxPythonKept)));
+  return out;
 }
 
 Api api_of(const ApiEvent& e) { return static_cast<Api>(e.api); }
@@ -146,14 +159,14 @@ class ProcessBuilder {
 
   void on_begin(const RecordView& r, const ApiEvent& e) {
     Api api = api_of(e);
-    Pending pending{e, {}, {}, {}};
-    event_tail(r, e, &pending.stack, &pending.name, &pending.site);
+    Pending pending{e, event_tail(r, e)};
     if (api == Api::kCommDestroy || api == Api::kCommAbort) {
       if (CommInstance* c = live_comm(e.comm)) {
         c->release_api = api;
         c->release_begin_ns = e.time_ns;
-        c->release_stack = pending.stack;
-        c->release_site = pending.site;
+        c->release_stack = pending.tail.stack;
+        c->release_site = pending.tail.site;
+        c->release_python_site = pending.tail.python_site;
         c->release_during_exit = (e.flags & kFlagDuringExit) || entered_after_exit_began(e.time_ns);
       }
     }
@@ -180,9 +193,10 @@ class ProcessBuilder {
       if (begin) {
         c.begin_ns = begin->event.time_ns;
         c.torch = begin->event.flags & kFlagTorchCaller;
-        c.stack = begin->stack;
-        c.name = begin->name;
-        c.site = begin->site;
+        c.stack = begin->tail.stack;
+        c.name = begin->tail.name;
+        c.site = begin->tail.site;
+        c.python_site = begin->tail.python_site;
       }
       if (!ok_or_pending(e.result) || e.comm == 0) {
         c.state = CommState::kInitFailed;
@@ -228,8 +242,9 @@ class ProcessBuilder {
           res.bytes = e.bytes;
           res.created_ns = e.time_ns;
           if (begin) {
-            res.stack = begin->stack;
-            res.site = begin->site;
+            res.stack = begin->tail.stack;
+            res.site = begin->tail.site;
+            res.python_site = begin->tail.python_site;
             if (api == Api::kCommRegister || api == Api::kCommWindowRegister) res.buffer = begin->event.resource;
           }
           p_.resources.push_back(std::move(res));
@@ -317,9 +332,10 @@ class ProcessBuilder {
       c.library = e.library;
       c.begin_ns = e.time_ns;
       c.torch = e.flags & kFlagTorchCaller;
-      c.stack = pending.stack;
-      c.name = pending.name;
-      c.site = pending.site;
+      c.stack = pending.tail.stack;
+      c.name = pending.tail.name;
+      c.site = pending.tail.site;
+      c.python_site = pending.tail.python_site;
       c.state = CommState::kInitHung;
       p_.comms.push_back(std::move(c));
     }
@@ -338,15 +354,38 @@ class ProcessBuilder {
 
   struct Pending {
     ApiEvent event;
-    std::vector<uint64_t> stack;
-    std::string name;
-    std::string site;
+    EventTail tail;
   };
   ProcessTrace& p_;
   std::map<uint64_t, Pending> pending_;
 };
 
 }  // namespace
+
+std::string PythonFrame::describe() const { return fmt::format("{}:{} in {}", file, line, function); }
+
+std::string PythonFrame::describe_short() const {
+  size_t slash = file.rfind('/');
+  return fmt::format("{}:{} ({})", slash == std::string::npos ? file : file.substr(slash + 1), line, function);
+}
+
+std::vector<PythonFrame> parse_python_site(std::string_view text) {
+  std::vector<PythonFrame> frames;
+  while (!text.empty()) {
+    size_t end = text.find('\n');
+    std::string_view line = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view{} : text.substr(end + 1);
+    size_t tab = line.find('\t');
+    size_t tab2 = tab == std::string_view::npos ? tab : line.find('\t', tab + 1);
+    if (tab2 == std::string_view::npos) continue;
+    PythonFrame frame{std::string(line.substr(0, tab)), 0, std::string(line.substr(tab2 + 1))};
+    std::string_view number = line.substr(tab + 1, tab2 - tab - 1);
+    auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), frame.line);
+    if (ec != std::errc() || ptr != number.data() + number.size() || frame.file.empty()) continue;
+    frames.push_back(std::move(frame));
+  }
+  return frames;
+}
 
 
 std::string hex_id(uint64_t id) { return fmt::format("{:016x}", id); }

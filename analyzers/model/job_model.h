@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ncclwatch::report {
@@ -26,6 +27,20 @@ struct Module {
   std::string path;
   std::string build_id;  // raw bytes; empty when the trace does not say (format < 4, or none)
 };
+
+// One Python frame of the code that made a communicator or resource (the shim keeps the
+// program's own innermost frames, python_site.h).
+struct PythonFrame {
+  std::string file;
+  int line = 0;
+  std::string function;
+
+  std::string describe() const;       // "/work/train.py:43 in main"
+  std::string describe_short() const; // "train.py:43 (main)"
+};
+
+// "path\tline\tfunction\n" lines as the shim wrote them; malformed lines are skipped.
+std::vector<PythonFrame> parse_python_site(std::string_view text);
 
 // One communicator as one process saw it (one rank of it).
 struct CommInstance {
@@ -50,8 +65,10 @@ struct CommInstance {
   bool release_during_exit = false;
   std::vector<uint64_t> stack;  // call-site return addresses of the creating call
   std::string site;             // the shim's own reading of the call site (dynamic symbols)
+  std::vector<PythonFrame> python_site;  // the Python lines that made it, innermost first
   std::vector<uint64_t> release_stack;  // ... of the destroy or abort
   std::string release_site;
+  std::vector<PythonFrame> release_python_site;
   uint16_t library = 0;         // id of the NCCL library that made it (0: the process's only one)
   CommState state = CommState::kLeaked;
 };
@@ -70,6 +87,7 @@ struct ResourceInstance {
   bool released_with_comm = false;
   std::vector<uint64_t> stack;
   std::string site;             // the shim's own reading of the call site
+  std::vector<PythonFrame> python_site;
 };
 
 // An NCCL copy the process held (kLibrary record).

@@ -77,8 +77,11 @@ LifecycleFindings lifecycle_findings(const Job& job) {
     for (const CommInstance& c : p.comms) {
       if (!made(c)) continue;
       alive_ever.push_back(&c);
+      // From Python every group comes through one native instruction: the Python line tells them apart.
       std::string key = site_key(p, c.stack, 1);
-      by_site[key.empty() ? c.site : key].push_back(&c);
+      if (key.empty()) key = c.site;
+      if (!c.python_site.empty()) key = fmt::format("{}:{} {}", c.python_site.front().file, c.python_site.front().line, key);
+      by_site[key].push_back(&c);
     }
     auto [peak, when] = peak_alive(alive_ever);
     if (peak > out.peak.count) out.peak = {peak, &p, since_start(p, when)};
@@ -90,9 +93,17 @@ LifecycleFindings lifecycle_findings(const Job& job) {
       std::vector<int64_t> created;
       for (const CommInstance* c : comms) created.push_back(c->created_ns);
       std::sort(created.begin(), created.end());
-      uint64_t bursts = 1;
-      for (size_t i = 1; i < created.size(); ++i) bursts += wrap_sub(created[i], created[i - 1]) > kBurstGapNs;
-      if (kept < kPileUpMin || bursts < 2) continue;
+      uint64_t bursts = 1, burst_size = 1, largest_burst = 1;
+      for (size_t i = 1; i < created.size(); ++i) {
+        bool new_burst = wrap_sub(created[i], created[i - 1]) > kBurstGapNs;
+        bursts += new_burst;
+        burst_size = new_burst ? 1 : burst_size + 1;
+        largest_burst = std::max(largest_burst, burst_size);
+      }
+      // Piling up: a later burst was made while an earlier one's were still alive. Groups
+      // destroyed before they are remade never exceed one burst, however many cycles run.
+      uint64_t site_peak = peak_alive(comms).first;
+      if (bursts < 2 || site_peak <= largest_burst || site_peak < kPileUpMin) continue;
       CommPileUp& pile = pile_ups[key];
       pile.site_key = key;
       int32_t rank = world_rank(p);
@@ -103,7 +114,7 @@ LifecycleFindings lifecycle_findings(const Job& job) {
         pile.made = comms.size();
         pile.not_destroyed = kept;
         pile.bursts = bursts;
-        pile.peak_alive = peak_alive(comms).first;
+        pile.peak_alive = site_peak;
         pile.first_s = since_start(p, created.front());
         pile.last_s = since_start(p, created.back());
       }

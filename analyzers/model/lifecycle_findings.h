@@ -12,11 +12,12 @@
 
 namespace ncclwatch::report {
 
-// A call site (the frame that called NCCL: the same call instruction, whoever called it; calls a
-// compiler duplicated, unrolling a loop, count apart) that made
-// communicators which piled up: in some process it made at least
-// kPileUpMin of them, in more than one burst, and none of those was destroyed before the program
-// began exiting.
+// A call site (the Python line where Python made the call, else the frame that called NCCL: the
+// same call instruction, whoever called it; calls a compiler duplicated, unrolling a loop, count
+// apart) that made communicators which piled up: in some process it made them in more than one
+// burst, and a later burst was made while an earlier one's were still alive, so that at least
+// kPileUpMin, and more than its largest burst, were alive at once. Destroyed at exit or not: the
+// memory they hold grows while the program runs.
 struct CommPileUp {
   std::string site_key;              // the call site, the same in every process (module+offset)
   const ProcessTrace* process = nullptr;  // the process where most piled up (for its call site)

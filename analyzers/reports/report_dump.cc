@@ -87,6 +87,13 @@ json record_json(const RecordView& r) {
           if (!frames.empty()) j["frames"] = frames;
           if (e->name_len) j["name"] = record_text(r.data + sizeof(ApiEvent) + frames_bytes, e->name_len);
           if (e->site_len) j["site"] = record_text(r.data + sizeof(ApiEvent) + frames_bytes + e->name_len, e->site_len);
+          size_t python_at = sizeof(ApiEvent) + frames_bytes + e->name_len + e->site_len;
+          if (e->python_site_len && python_at + e->python_site_len <= r.size) {
+            json python = json::array();
+            for (const PythonFrame& f : parse_python_site(record_text(r.data + python_at, e->python_site_len)))
+              python.push_back({{"file", f.file}, {"line", f.line}, {"function", f.function}});
+            j["python_site"] = python;
+          }
         }
       }
       break;

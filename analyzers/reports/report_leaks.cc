@@ -23,14 +23,15 @@ double seconds_between(int64_t from, int64_t to) { return static_cast<double>(wr
 
 // The first frame of a call site worth showing, and the whole stack.
 struct Site {
-  std::string first;
-  std::vector<std::string> stack;
+  std::string first;                  // "train.py:43 (main) via c10d::NCCLComm::create (...)"
+  std::vector<std::string> stack;     // native frames
+  json python = json::array();        // [{"file", "line", "function"}], innermost first
 };
 
 // `recorded` is what the shim read at the call; it stands in when the module's file (and so its
 // debug information) is not on this machine.
-Site describe_site(Symbolizer* symbolizer, const ProcessTrace& p, const std::vector<uint64_t>& frames,
-                   const std::string& recorded) {
+Site describe_native_site(Symbolizer* symbolizer, const ProcessTrace& p, const std::vector<uint64_t>& frames,
+                          const std::string& recorded) {
   Site site;
   bool first_has_function = false;
   for (uint64_t address : frames) {
@@ -45,6 +46,25 @@ Site describe_site(Symbolizer* symbolizer, const ProcessTrace& p, const std::vec
   }
   if (!first_has_function && !recorded.empty() && recorded.find(" (") != std::string::npos) site.first = recorded;
   return site;
+}
+
+// The Python line, where there is one, leads: it is the line the user wrote.
+Site describe_site(Symbolizer* symbolizer, const ProcessTrace& p, const std::vector<uint64_t>& frames,
+                   const std::string& recorded, const std::vector<PythonFrame>& python = {}) {
+  Site site = describe_native_site(symbolizer, p, frames, recorded);
+  for (const PythonFrame& f : python)
+    site.python.push_back({{"file", valid_utf8(f.file)}, {"line", f.line}, {"function", valid_utf8(f.function)}});
+  if (!python.empty())
+    site.first = valid_utf8(python.front().describe_short()) + (site.first.empty() ? "" : " via " + site.first);
+  return site;
+}
+
+// "/work/train.py:43 in make_groups, called from /work/train.py:90 in main": the full Python
+// lines, for when the short one leaves the path or its callers in doubt.
+std::string python_stack_text(const std::vector<PythonFrame>& frames) {
+  std::string text;
+  for (size_t i = 0; i < frames.size(); ++i) text += (i == 0 ? "" : i == 1 ? ", called from " : ", ") + valid_utf8(frames[i].describe());
+  return text;
 }
 
 std::string describe_how_ended(const CommInstance& c) {
@@ -125,7 +145,7 @@ LeakScan scan_leaks(const Job& job, Symbolizer* sym) {
   for (const ProcessTrace& p : job.processes) {
     for (const CommInstance& c : p.comms) {
       ++state_counts[state_name(c.state)];
-      Site site = describe_site(sym, p, c.stack, c.site);
+      Site site = describe_site(sym, p, c.stack, c.site, c.python_site);
       json entry = {{"comm", hex_id(c.id)},
                     {"rank", c.rank},
                     {"nranks", c.nranks},
@@ -141,6 +161,7 @@ LeakScan scan_leaks(const Job& job, Symbolizer* sym) {
                     {"age_s", seconds_between(c.created_ns, end_of(p))},
                     {"created_at", site.first},
                     {"stack", site.stack},
+                    {"python_site", site.python},
                     {"library", p.library_path(c)},
                     {"trace", p.path}};
       if (c.release_begin_ns) {
@@ -162,7 +183,7 @@ LeakScan scan_leaks(const Job& job, Symbolizer* sym) {
     for (const ResourceInstance& r : p.resources) {
       if (r.released) continue;
       ++leaked_resources;
-      Site site = describe_site(sym, p, r.stack, r.site);
+      Site site = describe_site(sym, p, r.stack, r.site, r.python_site);
       leaks.push_back({{"kind", trace::resource_kind(r.api)},
                        {"comm", r.comm_id ? json(hex_id(r.comm_id)) : json(nullptr)},
                        {"rank", r.rank},
@@ -175,6 +196,7 @@ LeakScan scan_leaks(const Job& job, Symbolizer* sym) {
                        {"age_s", seconds_between(r.created_ns, end_of(p))},
                        {"created_at", site.first},
                        {"stack", site.stack},
+                       {"python_site", site.python},
                        {"trace", p.path}});
       resource_lines.push_back(fmt::format("  {} 0x{:x}{} ({}) on {} pid {}{}: never released{}", trace::resource_kind(r.api),
                                            r.handle, r.bytes ? fmt::format(", {} bytes", r.bytes) : "",
@@ -210,13 +232,14 @@ LifecycleReport lifecycle_report(const Job& job, Symbolizer* sym) {
   LifecycleReport out;
   LifecycleFindings f = lifecycle_findings(job);
   for (const CommPileUp& pile : f.pile_ups) {
-    Site site = describe_site(sym, *pile.process, pile.example->stack, pile.example->site);
+    Site site = describe_site(sym, *pile.process, pile.example->stack, pile.example->site, pile.example->python_site);
+    std::string kept = pile.not_destroyed
+                           ? fmt::format("{} of them never destroyed before exit", pile.not_destroyed)
+                           : std::string("each burst made while the earlier ones were alive (all destroyed only at the end)");
     std::string text = fmt::format(
-        "{} communicators made at {} (rank(s) {}, each), in {} bursts from {:.1f} s to {:.1f} s; {} of them never destroyed "
-        "before exit, at most {} alive at once",
-        pile.made, site.first, ranks_text(pile.ranks), pile.bursts, pile.first_s, pile.last_s, pile.not_destroyed,
-        pile.peak_alive);
-    out.pile_ups.push_back({{"created_at", site.first}, {"stack", site.stack}, {"made", pile.made},
+        "{} communicators made at {} (rank(s) {}, each), in {} bursts from {:.1f} s to {:.1f} s; {}, at most {} alive at once",
+        pile.made, site.first, ranks_text(pile.ranks), pile.bursts, pile.first_s, pile.last_s, kept, pile.peak_alive);
+    out.pile_ups.push_back({{"created_at", site.first}, {"stack", site.stack}, {"python_site", site.python}, {"made", pile.made},
                             {"not_destroyed", pile.not_destroyed}, {"bursts", pile.bursts}, {"peak_alive", pile.peak_alive},
                             {"first_s", pile.first_s}, {"last_s", pile.last_s}, {"ranks", pile.ranks}, {"text", text}});
     out.lines.push_back("  PILING UP: " + text + "; destroy each group you replace (ncclCommDestroy, or "
@@ -228,7 +251,7 @@ LifecycleReport lifecycle_report(const Job& job, Symbolizer* sym) {
   for (const ResourceOrder& o : f.order) {
     const ResourceInstance& r = *o.resource;
     const ProcessTrace& p = *o.process;
-    Site made = describe_site(sym, p, r.stack, r.site);
+    Site made = describe_site(sym, p, r.stack, r.site, r.python_site);
     json entry = {{"kind", o.kind == ResourceOrder::Kind::kOutlivedComm ? "outlived_communicator" : "registered_twice"},
                   {"resource", trace::resource_kind(r.api)},
                   {"handle", fmt::format("0x{:x}", r.handle)},
@@ -238,18 +261,19 @@ LifecycleReport lifecycle_report(const Job& job, Symbolizer* sym) {
                   {"rank", r.rank},
                   {"host", p.host()},
                   {"pid", p.pid()},
-                  {"created_at", made.first}};
+                  {"created_at", made.first},
+                  {"python_site", made.python}};
     std::string what = fmt::format("{} 0x{:x}{} on comm {} rank {} (pid {})", trace::resource_kind(r.api), r.handle,
                                    r.buffer ? fmt::format(" of buffer 0x{:x}", r.buffer) : "", hex_id(r.comm_id), r.rank, p.pid());
     if (o.kind == ResourceOrder::Kind::kOutlivedComm) {
-      std::string destroyed = o.comm ? describe_site(sym, p, o.comm->release_stack, o.comm->release_site).first : "";
+      std::string destroyed = o.comm ? describe_site(sym, p, o.comm->release_stack, o.comm->release_site, o.comm->release_python_site).first : "";
       entry["comm_released_at"] = destroyed;
       out.lines.push_back(fmt::format("  ORDER: {} was still held when its communicator was destroyed; made at {}{} — "
                                       "release it first ({})",
                                       what, made.first, destroyed.empty() ? "" : ", communicator destroyed at " + destroyed,
                                       trace::api_name(trace::releasing_api(r.api))));
     } else {
-      Site first = describe_site(sym, p, o.earlier->stack, o.earlier->site);
+      Site first = describe_site(sym, p, o.earlier->stack, o.earlier->site, o.earlier->python_site);
       entry["earlier_handle"] = fmt::format("0x{:x}", o.earlier->handle);
       entry["earlier_created_at"] = first.first;
       out.lines.push_back(fmt::format("  ORDER: {} registers a buffer already registered on it (as 0x{:x}, made at {}); "
@@ -338,8 +362,9 @@ int run_leaks(const Job& job, const Options& options) {
       }
       fmt::print("  comm {}{} ({}, {} ranks): {} on rank(s) {}\n", hex_id(id), c.name.empty() ? "" : " \"" + c.name + "\"",
                  trace::api_name(c.api), c.nranks, states, ranks_list(g.ranks));
-      Site site = describe_site(sym, *g.process, c.stack, c.site);
+      Site site = describe_site(sym, *g.process, c.stack, c.site, c.python_site);
       if (!site.first.empty()) fmt::print("      created at {}\n", site.first);
+      if (c.python_site.size() > 1) fmt::print("      python: {}\n", python_stack_text(c.python_site));
       if (g.process->has_several_libraries()) fmt::print("      by NCCL {}\n", g.process->library_path(c));
     }
     for (const std::string& line : resource_lines) fmt::print("{}\n", line);
@@ -375,7 +400,7 @@ json leaks_json(const Job& job, bool symbolize) {
   for (const auto& [id, g] : scan.groups) {
     const CommInstance& c = *g.first;
     torch |= c.torch;
-    Site site = describe_site(sym, *g.process, c.stack, c.site);
+    Site site = describe_site(sym, *g.process, c.stack, c.site, c.python_site);
     std::vector<int32_t> ranks(g.ranks.begin(), g.ranks.end());
     json group = {{"comm", hex_id(id)},
                   {"name", c.name},
@@ -384,7 +409,8 @@ json leaks_json(const Job& job, bool symbolize) {
                   {"ranks_text", ranks_text(ranks)},
                   {"states", g.states},
                   {"hosts", g.hosts},
-                  {"created_at", site.first}};
+                  {"created_at", site.first},
+                  {"python_site", site.python}};
     if (g.process->has_several_libraries()) group["library"] = g.process->library_path(c);
     groups.push_back(group);
   }

@@ -15,6 +15,16 @@ namespace ncclwatch::report {
 
 using nlohmann::json;
 
+namespace {
+
+// "train.py:43 (main)" where Python made them; else "one call site" (`leaks` symbolizes it).
+std::string pile_up_site(const CommPileUp& pile) {
+  if (pile.example && !pile.example->python_site.empty()) return valid_utf8(pile.example->python_site.front().describe_short());
+  return "one call site";
+}
+
+}  // namespace
+
 int run_summary(const Options& options) {
   JobAnalysis a = analyze_job(options.inputs, {});
   print_problems(a.job.problems);
@@ -89,9 +99,9 @@ int run_summary(const Options& options) {
   std::string first_look;
   if (hang.findings) first_look = hang.verdict;
   else if (!lifecycle.pile_ups.empty())
-    first_look = fmt::format("communicators piling up: {} made at one call site, never destroyed before exit — run "
+    first_look = fmt::format("communicators piling up: {} made at {}, earlier ones still alive as more were made — run "
                              "`ncclwatch-report leaks`",
-                             lifecycle.pile_ups.front().made);
+                             lifecycle.pile_ups.front().made, pile_up_site(lifecycle.pile_ups.front()));
   else if (leaks || !lifecycle.order.empty()) first_look = "leaks: run `ncclwatch-report leaks`";
   else if (!untraced.empty())
     first_look = "not traced: " + untraced.front().path + " (" + untraced.front().reason + "): its NCCL calls are in no trace";
@@ -113,7 +123,7 @@ int run_summary(const Options& options) {
                    json list = json::array();
                    for (const CommPileUp& pile : lifecycle.pile_ups)
                      list.push_back({{"made", pile.made}, {"not_destroyed", pile.not_destroyed}, {"peak_alive", pile.peak_alive},
-                                     {"ranks", pile.ranks}, {"site", pile.site_key}});
+                                     {"ranks", pile.ranks}, {"site", pile.site_key}, {"created_at", pile_up_site(pile)}});
                    return list;
                  }()},
                 {"resources_out_of_order", lifecycle.order.size()},
@@ -165,9 +175,9 @@ int run_summary(const Options& options) {
   else
     fmt::print("  no leaks: every communicator and resource was released\n");
   for (const CommPileUp& pile : lifecycle.pile_ups)
-    fmt::print("  PILING UP: {} communicators made at one call site on rank(s) {} in {} bursts, {} never destroyed before "
+    fmt::print("  PILING UP: {} communicators made at {} on rank(s) {} in {} bursts, {} never destroyed before "
                "exit, at most {} alive at once — run `ncclwatch-report leaks`\n",
-               pile.made, ranks_text(pile.ranks), pile.bursts, pile.not_destroyed, pile.peak_alive);
+               pile.made, pile_up_site(pile), ranks_text(pile.ranks), pile.bursts, pile.not_destroyed, pile.peak_alive);
   if (!lifecycle.order.empty())
     fmt::print("  ORDER: {} resource(s) released out of order or registered twice — run `ncclwatch-report leaks`\n",
                lifecycle.order.size());

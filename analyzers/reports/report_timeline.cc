@@ -261,9 +261,10 @@ class FileTimeline {
         event(R"J({{"name":"{} {} (never returned)","ph":"X","pid":{},"tid":{},"ts":{},"dur":{},"args":{{"comm":"{}","rank":{},"nranks":{},"state":"init_hung"}}}})J",
               api_name(c.api), label, pid_, comm_track(), us(c.begin_ns), dur(c.begin_ns, end), hex_id(c.id), c.rank, c.nranks);
       if (c.begin_ns && c.created_ns && wants(c.begin_ns, c.created_ns))
-        event(R"J({{"name":"{} {}","ph":"X","pid":{},"tid":{},"ts":{},"dur":{},"args":{{"comm":"{}","rank":{},"nranks":{}}}}})J",
+        event(R"J({{"name":"{} {}","ph":"X","pid":{},"tid":{},"ts":{},"dur":{},"args":{{"comm":"{}","rank":{},"nranks":{}{}}}}})J",
               api_name(c.api), label, pid_, comm_track(), us(c.begin_ns), dur(c.begin_ns, c.created_ns), hex_id(c.id), c.rank,
-              c.nranks);
+              c.nranks,
+              c.python_site.empty() ? "" : R"(,"created_at":")" + json_text(c.python_site.front().describe_short()) + '"');
       if (c.release_begin_ns) {
         int64_t release_end = c.release_end_ns ? c.release_end_ns : end;
         if (wants(c.release_begin_ns, release_end))

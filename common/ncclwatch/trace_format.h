@@ -134,9 +134,12 @@ inline constexpr uint32_t kFlagTorchCaller = 1u << 3;    // the call site is ins
 // One lifecycle or resource call: a kCallBegin when entered, one kCallEnd per outcome when it
 // returned (ncclCommInitAll writes one kCallEnd per communicator it created).
 // Followed by `nframes` uint64 return addresses (kCallBegin only; resolved through kModule
-// records), `name_len` bytes of config->commName and `site_len` bytes of the call site as the shim
+// records), `name_len` bytes of config->commName, `site_len` bytes of the call site as the shim
 // read it at the time ("function (module)" from the dynamic symbol table, for when the module's
-// file is not at hand to symbolize the frames later); strings not NUL-terminated, padded to 8.
+// file is not at hand to symbolize the frames later) and `python_site_len` bytes of the Python
+// frames that made the call, innermost first, one "path\tline\tfunction\n" each (the program's own
+// frames; PyTorch's, DeepEP's and the standard library's only when there is no other); strings
+// not NUL-terminated, padded to 8.
 struct ApiEvent {
   RecordHeader h;
   uint64_t call_id;     // pairs kCallBegin with its kCallEnd(s); unique within the file
@@ -160,7 +163,8 @@ struct ApiEvent {
   uint32_t split_index; // split/shrink: how many splits of the parent this rank made before
   uint16_t site_len;    // call-site summary bytes following the name
   uint16_t library;     // id of the kLibrary the call went to (0 unknown: one library, format 2)
-  uint32_t reserved1;
+  uint16_t python_site_len;  // Python frames following the site (0: none, or a file before them)
+  uint16_t reserved1;
 };
 static_assert(sizeof(ApiEvent) % 8 == 0);
 

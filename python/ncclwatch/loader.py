@@ -382,7 +382,8 @@ def load(paths, symbolize=True):
     env        one row per setting the process recorded (file, key, value): NCCL_*, versions
     comms      one row per communicator instance (a rank of a communicator in a process): comm_id,
                name, rank, nranks, api, state (destroyed, leaked, released_at_exit, init_hung, ...),
-               parent, created_at (the call site), init_ms, host, pid, file. End states follow rules
+               parent, created_at (the call site, the Python line first where Python made it),
+               python_site (its Python frames: file, line, function), init_ms, host, pid, file. End states follow rules
                kept in one place, the report tool's: these rows are `ncclwatch-report leaks --json`'s
                (symbolize=False skips symbolizing the call sites; None when the tool is not found)
     leaks      the communicators and resources never released, as `leaks` lists them

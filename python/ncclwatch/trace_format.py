@@ -45,7 +45,7 @@ API_EVENT = _struct([("call_id", "<u8", 8), ("time_ns", "<i8", 16), ("tid", "<u4
                      ("resource", "<u8", 56), ("bytes", "<u8", 64), ("rank", "<i4", 72), ("nranks", "<i4", 76),
                      ("device", "<i4", 80), ("arg0", "<i4", 84), ("arg1", "<i4", 88), ("flags", "<u4", 92),
                      ("nframes", "<u2", 96), ("name_len", "<u2", 98), ("split_index", "<u4", 100),
-                     ("site_len", "<u2", 104), ("library", "<u2", 106)], 112)
+                     ("site_len", "<u2", 104), ("library", "<u2", 106), ("python_site_len", "<u2", 108)], 112)
 
 STALL_RECORD = _struct([("time_ns", "<i8", 8), ("launch_id", "<u8", 16), ("comm_id", "<u8", 24), ("seq", "<u8", 32),
                         ("enqueued_ns", "<i8", 40), ("api", "<u2", 48), ("state", "<u4", 52), ("ncomms", "<u4", 56)], 64)

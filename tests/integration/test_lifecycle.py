@@ -246,6 +246,18 @@ def groups_remade_each_cycle_are_named_piling_up():
     code, summary, _ = job.report("summary", "--json")
     check(code == 1 and summary["piling_up"][0]["made"] == 12 and "piling up" in summary["first_look"],
           f"summary: {summary['piling_up']} {summary['first_look']}")
+    # Destroyed only after the last cycle: they still piled up while the program ran.
+    job = Job([app("lifecycle_app"), "pile-up", "destroyed-at-end"], nranks=2)
+    job.run()
+    code, report, _ = job.report("leaks", "--json")
+    piles = report["pile_ups"]
+    check(len(piles) == 1 and (piles[0]["made"], piles[0]["not_destroyed"], piles[0]["peak_alive"]) == (12, 0, 12) and
+          "destroyed only at the end" in piles[0]["text"], f"piled up, destroyed at the end: {piles}")
+    # Each cycle's groups destroyed before the next are made: never more than one burst alive.
+    job = Job([app("lifecycle_app"), "pile-up", "replaced"], nranks=2)
+    job.run()
+    code, report, _ = job.report("leaks", "--json")
+    check(code == 0 and report["pile_ups"] == [], f"groups replaced each cycle do not pile up: {report['pile_ups']}")
     # The same splits made all at once and kept (a job's fixed set of groups): no pile-up.
     job = Job([app("lifecycle_app"), "all-resources"], nranks=2)
     job.run()

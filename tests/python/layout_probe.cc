@@ -40,7 +40,7 @@ int main() {
                                  FIELD(ApiEvent, rank), FIELD(ApiEvent, nranks), FIELD(ApiEvent, device), FIELD(ApiEvent, arg0),
                                  FIELD(ApiEvent, arg1), FIELD(ApiEvent, flags), FIELD(ApiEvent, nframes),
                                  FIELD(ApiEvent, name_len), FIELD(ApiEvent, split_index), FIELD(ApiEvent, site_len),
-                                 FIELD(ApiEvent, library)}}};
+                                 FIELD(ApiEvent, library), FIELD(ApiEvent, python_site_len)}}};
   out["StallRecord"] = {{"size", sizeof(trace::StallRecord)},
                         {"fields", {FIELD(StallRecord, time_ns), FIELD(StallRecord, launch_id), FIELD(StallRecord, comm_id),
                                     FIELD(StallRecord, seq), FIELD(StallRecord, enqueued_ns), FIELD(StallRecord, api),

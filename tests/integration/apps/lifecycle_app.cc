@@ -222,13 +222,22 @@ void make_parallel_groups(ncclComm_t world, std::vector<ncclComm_t>& groups) {
   for (int g = 0; g < 4; ++g) groups.push_back(make_parallel_group(world, g));
 }
 
-int pile_up() {
+// `variant`: "" drops the groups; "destroyed-at-end" destroys all 12 only after the last cycle
+// (still piling up while it ran); "replaced" destroys each cycle's groups before the next (no
+// pile-up: never more than 4 alive).
+int pile_up(const std::string& variant) {
   ncclComm_t world = init_world("world");
   std::vector<ncclComm_t> groups;
   for (int cycle = 0; cycle < 3; ++cycle) {
     if (cycle) std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    if (variant == "replaced") {
+      for (ncclComm_t g : groups) CHECK(ncclCommDestroy(g));
+      groups.clear();
+    }
     make_parallel_groups(world, groups);
   }
+  if (variant == "destroyed-at-end" || variant == "replaced")
+    for (ncclComm_t g : groups) CHECK(ncclCommDestroy(g));
   CHECK(ncclCommDestroy(world));
   return 0;
 }
@@ -322,7 +331,7 @@ int main(int argc, char** argv) {
   if (scenario == "destroy-hangs") return destroy_hangs();
   if (scenario == "all-resources") return all_resources();
   if (scenario == "churn") return churn();
-  if (scenario == "pile-up") return pile_up();
+  if (scenario == "pile-up") return pile_up(argc > 2 ? argv[2] : "");
   if (scenario == "out-of-order") return out_of_order();
   if (scenario == "signalfd") return takes_sigterm_from_a_signalfd();
   if (scenario == "init-hangs") return init_hangs();

@@ -1,0 +1,23 @@
+// The Python lines that made a communicator or resource. Read from the calling thread's own
+// Python stack without the GIL (PyTorch releases it around NCCL calls, and taking it here could
+// deadlock or, during shutdown, end the thread): the thread is inside this native call, so its
+// frames stay put; every object is read through a checked copy and type-checked, so a layout we
+// got wrong costs the site, never the process.
+#pragma once
+
+#include <cstddef>
+
+namespace ncclwatch {
+
+inline constexpr int kMaxPythonFrames = 3;
+
+// Writes up to kMaxPythonFrames lines "path\tline\tfunction\n", innermost first: the frames of
+// the program's own code, skipping PyTorch's, DeepEP's and the standard library's (all frames when
+// there is no other). Writes "" when the process runs no Python, the thread has no Python stack,
+// or the interpreter is finalizing.
+void capture_python_site(char* out, size_t size) noexcept;
+
+// "train.py:43 (main)" from the first line of a captured site; "" from "".
+void short_python_site(const char* site, char* out, size_t size) noexcept;
+
+}  // namespace ncclwatch
