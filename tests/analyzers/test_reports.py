@@ -181,6 +181,26 @@ def test_real_torch_ring_counts_the_whole_run():
     check("piling up" in s["first_look"] and s["window"]["processes_wrapped"] == 1, s["first_look"])
 
 
+def test_real_torch_python_sites():
+    # PyTorch 2.11 under torchrun on one H200, Python 3.12 (tests/gpu/torch_python_site.py --mode
+    # lazy --no-destroy, paths replaced): the world made at its first all-reduce (line 25), 12
+    # groups made at their first use (line 37, in warm_up) over 3 cycles and never destroyed.
+    d = os.path.join(REAL, "torch_python_site")
+    rc, leaks, _ = report_json("leaks", d)
+    lines = sorted((c["python_site"][0]["line"], c["python_site"][0]["function"]) for c in leaks["communicators"])
+    check(lines == [(25, "<module>")] + [(37, "warm_up")] * 12, lines)
+    check(all(c["python_site"][0]["file"].endswith("/tests/gpu/torch_python_site.py") and
+              c["created_at"].startswith(f"torch_python_site.py:{c['python_site'][0]['line']} (") and
+              "(libtorch_cuda.so)" in c["created_at"] for c in leaks["communicators"]), leaks["communicators"][0])
+    callers = {f["line"] for c in leaks["communicators"] for f in c["python_site"][1:]}
+    check(callers == {44}, f"warm_up's caller, the loop at line 44: {callers}")
+    piles = leaks["pile_ups"]
+    check(rc == 1 and len(piles) == 1 and piles[0]["made"] == 12 and piles[0]["created_at"].startswith("torch_python_site.py:37 (warm_up)"),
+          piles)
+    rc, s, _ = report_json("summary", d)
+    check("made at torch_python_site.py:37 (warm_up)" in s["first_look"], s["first_look"])
+
+
 def test_unknown_report_is_refused():
     # A typo must not be read as a folder (which would analyse whatever ./ncclwatch holds).
     p = report("lekas", tempdir())
