@@ -58,6 +58,7 @@ const CudaDriver* load() {
       !resolve(get, lib, "cuCtxPopCurrent", NCCLWATCH_STR(cuCtxPopCurrent), d->ctx_pop_current)) {
     d->stream_get_ctx = nullptr;  // all three or none
   }
+  if (!resolve(get, lib, "cuMemGetInfo", NCCLWATCH_STR(cuMemGetInfo), d->mem_get_info)) d->mem_get_info = nullptr;
   if (!resolve(get, lib, "cuThreadExchangeStreamCaptureMode", "cuThreadExchangeStreamCaptureMode",
                d->exchange_capture_mode))
     d->exchange_capture_mode = nullptr;

@@ -22,6 +22,8 @@ struct CudaDriver {
   decltype(&::cuStreamGetCtx) stream_get_ctx = nullptr;
   decltype(&::cuCtxPushCurrent) ctx_push_current = nullptr;
   decltype(&::cuCtxPopCurrent) ctx_pop_current = nullptr;
+  // Optional: the device's free memory, for what a communicator holds (comm_memory.h).
+  decltype(&::cuMemGetInfo) mem_get_info = nullptr;
   // Optional: this thread's interaction with other threads' CUDA-graph captures (see below).
   decltype(&::cuThreadExchangeStreamCaptureMode) exchange_capture_mode = nullptr;
 };

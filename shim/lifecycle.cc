@@ -1,5 +1,6 @@
 // Wrappers for communicator lifecycle calls: init, split, shrink, finalize, destroy, abort, revoke.
 #include "clock.h"
+#include "comm_memory.h"
 #include "comm_table.h"
 #include "config.h"
 #include "exit_hooks.h"
@@ -52,6 +53,10 @@ struct Creation {
   int nranks = -1;
   ConfigView config;
   CallSite site;
+  // What the device's free memory was before the call: one communicator made on the calling
+  // thread's device (not ncclCommInitAll's several) changes it by what that communicator took.
+  bool one_comm_on_this_device = true;
+  FreeMemoryBefore free_before;
 };
 
 void begin_creation(Creation& c, int32_t arg0 = 0, int32_t arg1 = 0, uint64_t parent_handle = 0,
@@ -59,6 +64,7 @@ void begin_creation(Creation& c, int32_t arg0 = 0, int32_t arg1 = 0, uint64_t pa
   c.call_id = next_call_id();
   safely([&] {
   capture_call_site(c.site, config().frames);
+  if (c.one_comm_on_this_device) c.free_before = free_memory_now();
   trace::ApiEvent e = make_event(c.call_id, c.api);
   e.comm = parent_handle;
   e.comm_id = c.comm_id;
@@ -96,6 +102,14 @@ void finish_creation(const RealNccl* real, Creation& c, ncclResult_t result, ncc
   e.nranks = nranks;
   e.device = device;
   if (c.config.non_blocking) e.flags |= trace::kFlagNonBlocking;
+  // A non-blocking communicator may still be allocating when the call returns.
+  CommMemory held;
+  if (result == ncclSuccess && comm) {
+    held = nccl_comm_memory(real, comm);
+    if (!held.flag && c.one_comm_on_this_device) held = free_memory_change(c.free_before, true);
+  }
+  e.bytes = held.bytes;
+  e.flags |= held.flag;
   emit_api_event(RecordType::kCallEnd, e);
   if (!succeeded_or_pending(result) || !comm) return;
 
@@ -109,6 +123,7 @@ void finish_creation(const RealNccl* real, Creation& c, ncclResult_t result, ncc
   entry.created_by = c.api;
   entry.created_ns = e.time_ns;
   entry.torch_caller = c.site.in_torch;
+  entry.memory_bytes = held.bytes;
   entry.library_id = real->library_id;
   std::memcpy(entry.site, c.site.summary, sizeof(entry.site));
   short_python_site(c.site.python, entry.python_site, sizeof(entry.python_site));
@@ -147,12 +162,20 @@ struct Teardown {
   bool known = false;
   CommEntry entry;
   trace::ApiEvent begin{};
+  // Destroy and abort: what the communicator held just before, as NCCL counts it, else the free
+  // memory before, to compare after.
+  CommMemory held;
+  FreeMemoryBefore free_before;
 };
 
-void begin_teardown(Teardown& t, Api api, ncclComm_t comm, int32_t arg0) noexcept {
+void begin_teardown(const RealNccl* real, Teardown& t, Api api, ncclComm_t comm, int32_t arg0) noexcept {
   t.api = api;
   t.handle = as_u64(comm);
   safely([&] {
+    if (releases_comm(api)) {
+      t.held = nccl_comm_memory(real, comm);
+      if (!t.held.flag) t.free_before = free_memory_now();
+    }
     t.known = registry().find_comm(t.handle, t.entry);
     t.call_id = next_call_id();
     t.begin = make_event(t.call_id, api);
@@ -172,6 +195,11 @@ void finish_teardown(const Teardown& t, ncclResult_t result) noexcept {
     trace::ApiEvent end = t.begin;
     end.time_ns = make_event(t.call_id, t.api).time_ns;
     end.result = static_cast<int16_t>(result);
+    if (releases_comm(t.api) && (result == ncclSuccess || t.api == Api::kCommAbort)) {
+      CommMemory freed = t.held.flag ? t.held : free_memory_change(t.free_before, false);
+      end.bytes = freed.bytes;
+      end.flags |= freed.flag;
+    }
     emit_api_event(RecordType::kCallEnd, end);
     if (!t.known) return;
     if (releases_comm(t.api)) {
@@ -241,6 +269,7 @@ NCCLWATCH_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const
   Creation c;
   c.api = trace::Api::kCommInitAll;
   c.nranks = ndev;
+  c.one_comm_on_this_device = false;
   begin_creation(c, ndev);
   c.comm_id = comm_id_for_local_group(XXH3_64bits(process_info().host.data(), process_info().host.size()),
                                       static_cast<uint64_t>(process_info().pid), c.call_id);
@@ -312,9 +341,10 @@ NCCLWATCH_EXPORT ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const nc
 namespace ncclwatch {
 namespace {
 // The shape of every call on an existing comm: begin record, call, end record, registry update.
-template <class Call> ncclResult_t run_teardown(trace::Api api, ncclComm_t comm, int32_t arg0, Call&& call) noexcept {
+template <class Call>
+ncclResult_t run_teardown(const RealNccl* real, trace::Api api, ncclComm_t comm, int32_t arg0, Call&& call) noexcept {
   Teardown t;
-  begin_teardown(t, api, comm, arg0);
+  begin_teardown(real, t, api, comm, arg0);
   ncclResult_t result = call();
   finish_teardown(t, result);
   return result;
@@ -326,31 +356,31 @@ template <class Call> ncclResult_t run_teardown(trace::Api api, ncclComm_t comm,
 // calls on the comm, which stays alive (and a leak if never destroyed).
 NCCLWATCH_EXPORT ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) {
   NCCLWATCH_FORWARD_UNRECORDED(ncclCommSuspend, comm, flags)
-  return run_teardown(trace::Api::kCommSuspend, comm, flags, [&] { return real->ncclCommSuspend(comm, flags); });
+  return run_teardown(real, trace::Api::kCommSuspend, comm, flags, [&] { return real->ncclCommSuspend(comm, flags); });
 }
 
 NCCLWATCH_EXPORT ncclResult_t ncclCommResume(ncclComm_t comm) {
   NCCLWATCH_FORWARD_UNRECORDED(ncclCommResume, comm)
-  return run_teardown(trace::Api::kCommResume, comm, 0, [&] { return real->ncclCommResume(comm); });
+  return run_teardown(real, trace::Api::kCommResume, comm, 0, [&] { return real->ncclCommResume(comm); });
 }
 
 NCCLWATCH_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   NCCLWATCH_FORWARD_UNRECORDED(ncclCommFinalize, comm)
-  return run_teardown(trace::Api::kCommFinalize, comm, 0, [&] { return real->ncclCommFinalize(comm); });
+  return run_teardown(real, trace::Api::kCommFinalize, comm, 0, [&] { return real->ncclCommFinalize(comm); });
 }
 
 NCCLWATCH_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   NCCLWATCH_FORWARD_UNRECORDED(ncclCommDestroy, comm)
-  return run_teardown(trace::Api::kCommDestroy, comm, 0, [&] { return real->ncclCommDestroy(comm); });
+  return run_teardown(real, trace::Api::kCommDestroy, comm, 0, [&] { return real->ncclCommDestroy(comm); });
 }
 
 NCCLWATCH_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
   NCCLWATCH_FORWARD_UNRECORDED(ncclCommAbort, comm)
-  return run_teardown(trace::Api::kCommAbort, comm, 0, [&] { return real->ncclCommAbort(comm); });
+  return run_teardown(real, trace::Api::kCommAbort, comm, 0, [&] { return real->ncclCommAbort(comm); });
 }
 
 NCCLWATCH_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   NCCLWATCH_FORWARD_UNRECORDED(ncclCommRevoke, comm, revokeFlags)
-  return run_teardown(trace::Api::kCommRevoke, comm, revokeFlags,
+  return run_teardown(real, trace::Api::kCommRevoke, comm, revokeFlags,
                       [&] { return real->ncclCommRevoke(comm, revokeFlags); });
 }

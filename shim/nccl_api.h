@@ -4,6 +4,8 @@
 
 #include <nccl.h>
 
+#include <cstdint>
+
 extern "C" {
 struct ncclDevComm;
 struct ncclDevCommRequirements;
@@ -11,6 +13,19 @@ ncclResult_t ncclDevCommCreate(ncclComm_t comm, const struct ncclDevCommRequirem
                                struct ncclDevComm* outDevComm);
 ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const struct ncclDevComm* devComm);
 }
+
+// NCCL 2.29.7's memory statistics, when the headers at hand are older.
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 29, 7)
+extern "C" {
+typedef enum {
+  ncclStatGpuMemSuspend = 0,
+  ncclStatGpuMemSuspended = 1,
+  ncclStatGpuMemPersist = 2,
+  ncclStatGpuMemTotal = 3
+} ncclCommMemStat_t;
+ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value);
+}
+#endif
 
 // NCCL 2.31 added *Config variants of the collectives, taking a per-call ncclCollConfig_t (opaque
 // to the shim). Declared here when the headers at hand are older.

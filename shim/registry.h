@@ -46,6 +46,7 @@ struct CommEntry {
   int64_t created_ns = 0;
   uint32_t children_made = 0;  // splits/shrinks of this comm issued on this rank
   uint16_t library_id = 0;     // the NCCL library that made it (resolver.h)
+  uint64_t memory_bytes = 0;   // GPU memory it held when made (0: unknown)
   char site[192] = {};         // "function (module)" of the creating call
   char python_site[128] = {};  // "train.py:43 (main)": the Python line that made it, if any
   char name[48] = {};          // config->commName

@@ -190,6 +190,7 @@ class ProcessBuilder {
       c.non_blocking = e.flags & kFlagNonBlocking;
       c.created_ns = e.time_ns;
       c.library = e.library;
+      c.memory = CommMemoryFigure::of(e);
       if (begin) {
         c.begin_ns = begin->event.time_ns;
         c.torch = begin->event.flags & kFlagTorchCaller;
@@ -224,6 +225,7 @@ class ProcessBuilder {
         if (CommInstance* c = live_comm(e.comm)) {
           c->release_end_ns = e.time_ns;
           c->release_result = e.result;
+          c->freed = CommMemoryFigure::of(e);
           if (e.result == 0 || api == Api::kCommAbort) release_comm_resources(e.comm, e.time_ns);
         }
         break;
@@ -361,6 +363,12 @@ class ProcessBuilder {
 };
 
 }  // namespace
+
+CommMemoryFigure CommMemoryFigure::of(const ApiEvent& end) {
+  if (end.flags & kFlagMemoryFromNccl) return {end.bytes, "ncclCommMemStats"};
+  if (end.flags & kFlagMemoryFromFreeChange) return {end.bytes, "free_memory_change"};
+  return {};
+}
 
 std::string PythonFrame::describe() const { return fmt::format("{}:{} in {}", file, line, function); }
 

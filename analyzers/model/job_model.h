@@ -42,6 +42,15 @@ struct PythonFrame {
 // "path\tline\tfunction\n" lines as the shim wrote them; malformed lines are skipped.
 std::vector<PythonFrame> parse_python_site(std::string_view text);
 
+// GPU memory a communicator held, as the shim measured it when it was made or released.
+struct CommMemoryFigure {
+  uint64_t bytes = 0;
+  const char* from = nullptr;  // "ncclCommMemStats" | "free_memory_change"; nullptr: not measured
+
+  bool known() const { return from != nullptr; }
+  static CommMemoryFigure of(const trace::ApiEvent& end);
+};
+
 // One communicator as one process saw it (one rank of it).
 struct CommInstance {
   uint64_t handle = 0;
@@ -70,6 +79,8 @@ struct CommInstance {
   std::string release_site;
   std::vector<PythonFrame> release_python_site;
   uint16_t library = 0;         // id of the NCCL library that made it (0: the process's only one)
+  CommMemoryFigure memory;      // held when made
+  CommMemoryFigure freed;       // given back by its destroy or abort
   CommState state = CommState::kLeaked;
 };
 

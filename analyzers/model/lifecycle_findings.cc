@@ -115,6 +115,8 @@ LifecycleFindings lifecycle_findings(const Job& job) {
         pile.not_destroyed = kept;
         pile.bursts = bursts;
         pile.peak_alive = site_peak;
+        pile.memory_bytes = 0;
+        for (const CommInstance* c : comms) pile.memory_bytes += c->memory.bytes;
         pile.first_s = since_start(p, created.front());
         pile.last_s = since_start(p, created.back());
       }

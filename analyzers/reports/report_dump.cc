@@ -86,6 +86,7 @@ json record_json(const RecordView& r) {
           }
           if (!frames.empty()) j["frames"] = frames;
           if (e->name_len) j["name"] = record_text(r.data + sizeof(ApiEvent) + frames_bytes, e->name_len);
+          if (CommMemoryFigure m = CommMemoryFigure::of(*e); m.known()) j["gpu_memory_from"] = m.from;
           if (e->site_len) j["site"] = record_text(r.data + sizeof(ApiEvent) + frames_bytes + e->name_len, e->site_len);
           size_t python_at = sizeof(ApiEvent) + frames_bytes + e->name_len + e->site_len;
           if (e->python_site_len && python_at + e->python_site_len <= r.size) {

@@ -71,14 +71,6 @@ std::string str(const json& j, const char* key) {
 // A JSON value as plain text: strings without their quotes.
 std::string value_text(const json& v) { return v.is_string() ? v.get<std::string>() : dump_json(v); }
 
-std::string bytes_text(uint64_t bytes) {
-  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  size_t u = 0;
-  while (v >= 1024 && u + 1 < std::size(units)) v /= 1024, ++u;
-  return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.{}f} {}", v, v == std::floor(v) ? 0 : 1, units[u]);
-}
-
 std::string number(const std::optional<double>& v, int precision) {
   return v ? fmt::format("{:.{}f}", *v, precision) : std::string("–");
 }

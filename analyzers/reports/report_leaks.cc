@@ -67,6 +67,17 @@ std::string python_stack_text(const std::vector<PythonFrame>& frames) {
   return text;
 }
 
+json memory_json(const CommMemoryFigure& m) {
+  return m.known() ? json{{"bytes", m.bytes}, {"from", m.from}} : json(nullptr);
+}
+
+// ", 96 MiB of GPU memory when made (free memory change during the call)"
+std::string memory_text(const CommMemoryFigure& m) {
+  if (!m.known() || !m.bytes) return "";
+  return fmt::format("{} of GPU memory when made ({})", bytes_text(m.bytes),
+                     std::string_view(m.from) == "ncclCommMemStats" ? "ncclCommMemStats" : "free memory change during the call");
+}
+
 std::string describe_how_ended(const CommInstance& c) {
   switch (c.state) {
     case CommState::kReleasedAtExit:
@@ -162,6 +173,8 @@ LeakScan scan_leaks(const Job& job, Symbolizer* sym) {
                     {"created_at", site.first},
                     {"stack", site.stack},
                     {"python_site", site.python},
+                    {"gpu_memory", memory_json(c.memory)},
+                    {"gpu_memory_freed", memory_json(c.freed)},
                     {"library", p.library_path(c)},
                     {"trace", p.path}};
       if (c.release_begin_ns) {
@@ -237,9 +250,11 @@ LifecycleReport lifecycle_report(const Job& job, Symbolizer* sym) {
                            ? fmt::format("{} of them never destroyed before exit", pile.not_destroyed)
                            : std::string("each burst made while the earlier ones were alive (all destroyed only at the end)");
     std::string text = fmt::format(
-        "{} communicators made at {} (rank(s) {}, each), in {} bursts from {:.1f} s to {:.1f} s; {}, at most {} alive at once",
-        pile.made, site.first, ranks_text(pile.ranks), pile.bursts, pile.first_s, pile.last_s, kept, pile.peak_alive);
+        "{} communicators made at {} (rank(s) {}, each), in {} bursts from {:.1f} s to {:.1f} s; {}, at most {} alive at once{}",
+        pile.made, site.first, ranks_text(pile.ranks), pile.bursts, pile.first_s, pile.last_s, kept, pile.peak_alive,
+        pile.memory_bytes ? fmt::format(", together holding {} of GPU memory when made", bytes_text(pile.memory_bytes)) : "");
     out.pile_ups.push_back({{"created_at", site.first}, {"stack", site.stack}, {"python_site", site.python}, {"made", pile.made},
+                            {"gpu_memory_bytes", pile.memory_bytes},
                             {"not_destroyed", pile.not_destroyed}, {"bursts", pile.bursts}, {"peak_alive", pile.peak_alive},
                             {"first_s", pile.first_s}, {"last_s", pile.last_s}, {"ranks", pile.ranks}, {"text", text}});
     out.lines.push_back("  PILING UP: " + text + "; destroy each group you replace (ncclCommDestroy, or "
@@ -365,6 +380,7 @@ int run_leaks(const Job& job, const Options& options) {
       Site site = describe_site(sym, *g.process, c.stack, c.site, c.python_site);
       if (!site.first.empty()) fmt::print("      created at {}\n", site.first);
       if (c.python_site.size() > 1) fmt::print("      python: {}\n", python_stack_text(c.python_site));
+      if (std::string memory = memory_text(c.memory); !memory.empty()) fmt::print("      held {}\n", memory);
       if (g.process->has_several_libraries()) fmt::print("      by NCCL {}\n", g.process->library_path(c));
     }
     for (const std::string& line : resource_lines) fmt::print("{}\n", line);

@@ -1,10 +1,11 @@
-// Where a report's text goes: standard output, or a file replaced in one step; and the CSV the
-// tabular reports write.
+// Where a report's text goes: standard output, or a file replaced in one step; the CSV the
+// tabular reports write; bytes as people read them.
 #include "reports.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -34,6 +35,14 @@ void write_csv_row(const std::vector<std::string>& fields) {
   quoted.reserve(fields.size());
   for (const std::string& f : fields) quoted.push_back(csv_field(f));
   fmt::print("{}\n", fmt::join(quoted, ","));
+}
+
+std::string bytes_text(uint64_t bytes) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  size_t u = 0;
+  while (v >= 1024 && u + 1 < std::size(units)) v /= 1024, ++u;
+  return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.{}f} {}", v, v == std::floor(v) ? 0 : 1, units[u]);
 }
 
 bool write_output_atomically(const std::string& path, const std::string& text) {

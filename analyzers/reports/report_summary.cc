@@ -39,6 +39,7 @@ int run_summary(const Options& options) {
   size_t leaked_ranks = 0, open_resources = 0, killed = 0;
   uint64_t lost = 0;
   std::set<uint64_t> leaked_ids;
+  uint64_t leaked_memory = 0;  // GPU memory the leaked instances held when made, where measured
   std::set<int> world_ranks;
   for (size_t i = 0; i < job.processes.size(); ++i) {
     const ProcessTrace& p = job.processes[i];
@@ -59,6 +60,7 @@ int run_summary(const Options& options) {
       if (is_leak(c.state)) {
         ++leaked_ranks;
         leaked_ids.insert(c.id);
+        leaked_memory += c.memory.bytes;
       }
     }
     for (const ResourceInstance& r : p.resources) open_resources += !r.released;
@@ -118,6 +120,7 @@ int run_summary(const Options& options) {
                 {"states", states},
                 {"leaked_communicators", leaked_ids.size()},
                 {"leaked_instances", leaked_ranks},
+                {"leaked_gpu_memory_bytes", leaked_memory},
                 {"unreleased_resources", open_resources},
                 {"piling_up", [&] {
                    json list = json::array();
@@ -170,8 +173,10 @@ int run_summary(const Options& options) {
   if (lost) fmt::print("  {} record(s) were lost while tracing\n", lost);
   if (latency.window.partial()) fmt::print("  {}\n", latency.window.text());
   if (leaks)
-    fmt::print("  LEAKS: {} communicator(s) never destroyed, {} resource(s) never released — run `ncclwatch-report leaks`\n",
-               leaked_ids.size(), open_resources);
+    fmt::print("  LEAKS: {} communicator(s) never destroyed{}, {} resource(s) never released — run `ncclwatch-report leaks`\n",
+               leaked_ids.size(),
+               leaked_memory ? fmt::format(" (holding {} of GPU memory when made, all ranks)", bytes_text(leaked_memory)) : "",
+               open_resources);
   else
     fmt::print("  no leaks: every communicator and resource was released\n");
   for (const CommPileUp& pile : lifecycle.pile_ups)

@@ -51,6 +51,9 @@ std::string dump_json(const nlohmann::json& j, int indent = -1);
 // pieces, then how many ranks in all. `ranks` is sorted.
 std::string ranks_text(const std::vector<int32_t>& ranks, size_t limit = 16);
 
+// "4 KiB", "1.5 MiB": bytes as people read them (binary units, one decimal unless whole).
+std::string bytes_text(uint64_t bytes);
+
 // Writes `text` to standard output (path "" or "-") or to `path`, through a temporary file
 // renamed over it; false (named on stderr) when that fails.
 bool write_output_atomically(const std::string& path, const std::string& text);

@@ -130,6 +130,11 @@ inline constexpr uint32_t kFlagDuringExit = 1u << 0;     // the program had begu
 inline constexpr uint32_t kFlagNonBlocking = 1u << 1;    // config->blocking == 0
 inline constexpr uint32_t kFlagNestedCall = 1u << 2;     // issued from inside another NCCL call
 inline constexpr uint32_t kFlagTorchCaller = 1u << 3;    // the call site is inside PyTorch
+// A creation's or release's kCallEnd: `bytes` is the GPU memory the communicator held when made
+// (or gave back when released), as NCCL counts it (ncclCommMemStats) ...
+inline constexpr uint32_t kFlagMemoryFromNccl = 1u << 4;
+// ... or as the device's free memory changed across the call (NCCL without ncclCommMemStats).
+inline constexpr uint32_t kFlagMemoryFromFreeChange = 1u << 5;
 
 // One lifecycle or resource call: a kCallBegin when entered, one kCallEnd per outcome when it
 // returned (ncclCommInitAll writes one kCallEnd per communicator it created).
@@ -151,7 +156,8 @@ struct ApiEvent {
   uint64_t comm_id;     // communicator identity, the same on every rank (0 when unknown)
   uint64_t parent_id;   // identity of the parent (split/shrink), else 0
   uint64_t resource;    // buffer pointer, registration handle, window, device comm or redop
-  uint64_t bytes;       // size of the allocation/registration, else 0
+  uint64_t bytes;       // size of the allocation/registration; a creation's or release's end:
+                        // GPU memory (kFlagMemory*); else 0
   int32_t rank;         // rank in `comm` (-1 unknown)
   int32_t nranks;       // its size (-1 unknown)
   int32_t device;       // CUDA device (-1 unknown)

@@ -45,6 +45,13 @@ long hostcuda_driver_calls_on_this_thread(void);
 // HOSTCUDA_DEVICES, default 8.
 int hostcuda_device_count(void);
 
+// Device memory the NCCL stand-in holds on `device` grows by `delta` bytes (negative: freed), so
+// that cuMemGetInfo's free memory moves as a real device's does when communicators come and go.
+void hostcuda_account_device_memory(int device, long long delta);
+
+// The device of the calling thread's current context: where its allocations land.
+int hostcuda_current_device(void);
+
 #ifdef __cplusplus
 }
 #endif

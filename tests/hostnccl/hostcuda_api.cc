@@ -161,6 +161,29 @@ int hostcuda_events_recorded_while_capturing(void) { return g_events_while_captu
 
 long hostcuda_driver_calls_on_this_thread(void) { return t_driver_calls; }
 
+// 80 GiB per stand-in device, less what the NCCL stand-in holds there.
+constexpr long long kDeviceBytes = 80ll << 30;
+std::atomic<long long> g_device_used[64];
+
+void hostcuda_account_device_memory(int device, long long delta) {
+  if (device >= 0 && device < 64) g_device_used[device].fetch_add(delta);
+}
+
+CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
+  if (!free || !total) return CUDA_ERROR_INVALID_VALUE;
+  CUcontext c = t_current_set ? t_current : primary_context();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  long long used = c->device < 64 ? g_device_used[c->device].load() : 0;
+  *total = size_t(kDeviceBytes);
+  *free = size_t(kDeviceBytes - used);
+  return CUDA_SUCCESS;
+}
+
+int hostcuda_current_device(void) {
+  CUcontext c = t_current_set ? t_current : primary_context();
+  return c ? c->device : 0;
+}
+
 int hostcuda_device_count(void) {
   const char* env = getenv("HOSTCUDA_DEVICES");
   if (!env || !*env) return 8;
@@ -619,6 +642,7 @@ const ProcEntry kProcs[] = {
     {"cuCtxSynchronize", 2000, fnptr(cuCtxSynchronize)},
     {"cuStreamGetId", 12000, fnptr(cuStreamGetId)},
     {"cuCtxGetCurrent", 4000, fnptr(cuCtxGetCurrent)},
+    {"cuMemGetInfo", 3020, fnptr(cuMemGetInfo_v2)},
     {"cuCtxSetCurrent", 4000, fnptr(cuCtxSetCurrent)},
     {"cuCtxGetDevice", 2000, fnptr(cuCtxGetDevice)},
     {"cuCtxCreate", 2000, fnptr(cuCtxCreate)},

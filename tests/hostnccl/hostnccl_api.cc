@@ -23,6 +23,10 @@ struct ncclwatchWaitSignalDesc;
 typedef struct ncclwatchWaitSignalDesc ncclWaitSignalDesc_t;
 #endif
 
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 29, 7)
+typedef enum { ncclStatGpuMemSuspend = 0, ncclStatGpuMemSuspended = 1, ncclStatGpuMemPersist = 2, ncclStatGpuMemTotal = 3 } ncclCommMemStat_t;
+#endif
+
 extern "C" {
 ncclResult_t pncclDevCommCreate(ncclComm_t comm, const struct ncclDevCommRequirements* reqs,
                                 struct ncclDevComm* outDevComm);
@@ -240,6 +244,16 @@ ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* device) {
   CommState* s = state_of(comm);
   if (!s || !device) return invalid("%s: invalid arguments", "CommCuDevice");
   *device = s->device;
+  return ncclSuccess;
+}
+
+// NCCL 2.29.7's memory statistics (the enum is declared below when nccl.h is older). With
+// HOSTNCCL_NO_MEMSTATS set it refuses, as a library without it leaves callers to other means.
+ncclResult_t pncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value) {
+  CommState* s = state_of(comm);
+  if (!s || !value) return invalid("%s: invalid arguments", "CommMemStats");
+  if (getenv("HOSTNCCL_NO_MEMSTATS")) return invalid("%s: not available", "CommMemStats");
+  *value = stat == ncclStatGpuMemTotal ? uint64_t(s->device_bytes) : 0;
   return ncclSuccess;
 }
 
@@ -495,6 +509,7 @@ HOSTNCCL_ALIAS(ncclCommGetAsyncError)
 HOSTNCCL_ALIAS(ncclCommCount)
 HOSTNCCL_ALIAS(ncclCommUserRank)
 HOSTNCCL_ALIAS(ncclCommCuDevice)
+HOSTNCCL_ALIAS(ncclCommMemStats)
 HOSTNCCL_ALIAS(ncclMemAlloc)
 HOSTNCCL_ALIAS(ncclMemFree)
 HOSTNCCL_ALIAS(ncclCommRegister)

@@ -56,14 +56,26 @@ __attribute__((constructor)) void detach_at_exit_once_loaded() {
 
 }  // namespace
 
+// HOSTNCCL_COMM_MIB: device memory each communicator holds from its init to its destroy (as
+// NCCL's buffers do), seen through cuMemGetInfo and ncclCommMemStats; default 0.
+long long comm_device_bytes() {
+  static const long long bytes = [] {
+    const char* env = getenv("HOSTNCCL_COMM_MIB");
+    return env && *env ? atoll(env) << 20 : 0ll;
+  }();
+  return bytes;
+}
+
 CommState::CommState(uint64_t t, int n, int r, int dev)
     : tag(t), nranks(n), rank(r), device(dev), send_seq(size_t(n)), recv_seq(size_t(n)),
-      ctl(std::make_unique<Ctl>(t)) {
+      ctl(std::make_unique<Ctl>(t)), device_bytes(comm_device_bytes()), memory_device(hostcuda_current_device()) {
+  hostcuda_account_device_memory(memory_device, device_bytes);
   std::lock_guard<std::mutex> g(live().mu);
   live().comms.insert(this);
 }
 
 CommState::~CommState() {
+  if (!detached.load()) hostcuda_account_device_memory(memory_device, -device_bytes);
   std::lock_guard<std::mutex> g(live().mu);
   live().comms.erase(this);
 }
@@ -88,7 +100,10 @@ void CommState::detach() {
     std::lock_guard<std::mutex> g(live().mu);
     live().comms.erase(this);
   }
-  if (!detached.exchange(true)) ctl->detach(nranks);
+  if (!detached.exchange(true)) {
+    ctl->detach(nranks);
+    hostcuda_account_device_memory(memory_device, -device_bytes);  // destroy frees the buffers, as NCCL's does
+  }
 }
 
 namespace {

@@ -54,6 +54,8 @@ struct CommState {
   std::set<void*> registrations;
   std::set<void*> windows;
   std::set<const void*> devcomms;
+  long long device_bytes = 0;  // device memory it holds (HOSTNCCL_COMM_MIB) ...
+  int memory_device = 0;       // ... on the device current when it was made, as allocations land
 
   CommState(uint64_t tag, int nranks, int rank, int device);
   ~CommState();

@@ -228,6 +228,40 @@ def every_resource_kind_and_end_state():
     check("finalized" in text, f"the text report mentions the finalized comm:\n{text}")
 
 
+def communicator_gpu_memory_is_measured():
+    # Each stand-in communicator holds 96 MiB of device memory from init to destroy. NCCL's own
+    # count (ncclCommMemStats) where the library has it; else the free memory's change across the
+    # call; no figure at all in host timing mode (no CUDA call).
+    mib = 1 << 20
+    for env, source in (({}, "ncclCommMemStats"), ({"HOSTNCCL_NO_MEMSTATS": "1"}, "free_memory_change"),
+                        ({"NCCLWATCH_TIMING": "host"}, None)):
+        job = Job([app("lifecycle_app"), "leaky"], nranks=2, env={"HOSTNCCL_COMM_MIB": "96", **env})
+        results = job.run()
+        check(all(r.returncode == 0 for r in results), f"{env}: {[r.stderr for r in results]}")
+        code, report, _ = job.report("leaks", "--json")
+        comms = report["communicators"]
+        check(len(comms) == 6, f"{env}: world, half and doomed on 2 ranks: {comms}")
+        for c in comms:
+            if source is None:
+                check(c["gpu_memory"] is None and c["gpu_memory_freed"] is None, f"{env}: no figure in host mode: {c}")
+                continue
+            check(c["gpu_memory"] == {"bytes": 96 * mib, "from": source}, f"{env}: {c['api']} rank {c['rank']}: {c['gpu_memory']}")
+            freed = c["gpu_memory_freed"]
+            if c["state"] == "leaked":
+                check(freed is None, f"{env}: a leaked communicator freed nothing: {c}")
+            else:
+                check(freed == {"bytes": 96 * mib, "from": source}, f"{env}: {c['api']} {c['state']}: freed {freed}")
+        alert = "\n".join(alert_blocks(results[0].stderr)[0])
+        code, summary, _ = job.report("summary", "--json")
+        if source is None:
+            check("GPU memory" not in alert and summary["leaked_gpu_memory_bytes"] == 0, f"{env}: {alert}")
+        else:
+            check("96.0 MiB of GPU memory" in alert, f"{env}: the alert names the memory: {alert}")
+            check(summary["leaked_gpu_memory_bytes"] == 2 * 96 * mib, f"{env}: {summary['leaked_gpu_memory_bytes']}")
+            code, text, _ = job.report("leaks")
+            check("held 96 MiB of GPU memory when made" in text, f"{env}: leaks text\n{text}")
+
+
 def groups_remade_each_cycle_are_named_piling_up():
     # Three cycles of 4 splits from one call site, none destroyed (the Megatron pattern).
     job = Job([app("lifecycle_app"), "pile-up"], nranks=2)
@@ -326,7 +360,7 @@ def process_without_nccl_leaves_nothing():
 
 if __name__ == "__main__":
     main({f.__name__: f for f in [
-        groups_remade_each_cycle_are_named_piling_up, resources_out_of_order_are_named,
+        groups_remade_each_cycle_are_named_piling_up, communicator_gpu_memory_is_measured, resources_out_of_order_are_named,
         another_build_of_a_module_is_never_used_to_symbolize,
         init_hang_names_who_never_joined, leaky_job_reports_exactly_its_leaks, leaky_job_on_three_ranks, clean_job_is_silent,
         nccl_inside_rtld_local_library_is_traced, on_leak_fail_changes_only_leaky_exits, sigkill_loses_no_record,
