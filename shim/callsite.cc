@@ -164,6 +164,7 @@ void capture_call_site(CallSite& site, int max_frames) noexcept {
 void callsite_after_fork_in_child() noexcept {
   g_modules_lock.reset();
   g_seen_bases = nullptr;  // the child writes a new file, so it describes modules again
+  python_site_after_fork_in_child();
 }
 
 }  // namespace ncclwatch

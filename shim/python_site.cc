@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <optional>
 
 namespace ncclwatch {
@@ -279,6 +280,10 @@ void capture_python_site(char* out, size_t size) noexcept {
     used += n;
   }
   out[used] = '\0';
+}
+
+void python_site_after_fork_in_child() noexcept {
+  new (&g_resolve_mutex) std::mutex();  // the interpreter found (or not) before the fork stays valid
 }
 
 void short_python_site(const char* site, char* out, size_t size) noexcept {

@@ -17,6 +17,9 @@ inline constexpr int kMaxPythonFrames = 3;
 // or the interpreter is finalizing.
 void capture_python_site(char* out, size_t size) noexcept;
 
+// A child forked while another thread was looking for the interpreter must not inherit its lock.
+void python_site_after_fork_in_child() noexcept;
+
 // "train.py:43 (main)" from the first line of a captured site; "" from "".
 void short_python_site(const char* site, char* out, size_t size) noexcept;
 
