@@ -3,6 +3,10 @@
 #include "cuda_driver.h"
 #include "gpu_timer.h"
 
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
 namespace ncclwatch {
 namespace {
 
@@ -26,9 +30,16 @@ FreeMemoryBefore free_memory_now() noexcept {
 }
 
 CommMemory nccl_comm_memory(const RealNccl* real, ncclComm_t comm) noexcept {
+  static std::atomic<bool> refused{[] {
+    const char* disabled = std::getenv("NCCL_MEM_MANAGER_DISABLE");  // NCCL would refuse, and warn
+    return disabled && *disabled && std::strcmp(disabled, "0") != 0;
+  }()};
   uint64_t value = 0;
-  if (!comm || !real || !real->ncclCommMemStats || !driver_for_memory()) return {};
-  if (real->ncclCommMemStats(comm, ncclStatGpuMemTotal, &value) != ncclSuccess) return {};
+  if (!comm || !real || !real->ncclCommMemStats || !driver_for_memory() || refused.load(std::memory_order_relaxed)) return {};
+  if (real->ncclCommMemStats(comm, ncclStatGpuMemTotal, &value) != ncclSuccess) {
+    refused.store(true, std::memory_order_relaxed);
+    return {};
+  }
   return {value, trace::kFlagMemoryFromNccl};
 }
 

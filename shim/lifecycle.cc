@@ -162,20 +162,15 @@ struct Teardown {
   bool known = false;
   CommEntry entry;
   trace::ApiEvent begin{};
-  // Destroy and abort: what the communicator held just before, as NCCL counts it, else the free
-  // memory before, to compare after.
-  CommMemory held;
+  // Destroy and abort: the free memory before, to compare after (comm_memory.h: no NCCL call).
   FreeMemoryBefore free_before;
 };
 
-void begin_teardown(const RealNccl* real, Teardown& t, Api api, ncclComm_t comm, int32_t arg0) noexcept {
+void begin_teardown(Teardown& t, Api api, ncclComm_t comm, int32_t arg0) noexcept {
   t.api = api;
   t.handle = as_u64(comm);
   safely([&] {
-    if (releases_comm(api)) {
-      t.held = nccl_comm_memory(real, comm);
-      if (!t.held.flag) t.free_before = free_memory_now();
-    }
+    if (releases_comm(api)) t.free_before = free_memory_now();
     t.known = registry().find_comm(t.handle, t.entry);
     t.call_id = next_call_id();
     t.begin = make_event(t.call_id, api);
@@ -196,7 +191,7 @@ void finish_teardown(const Teardown& t, ncclResult_t result) noexcept {
     end.time_ns = make_event(t.call_id, t.api).time_ns;
     end.result = static_cast<int16_t>(result);
     if (releases_comm(t.api) && (result == ncclSuccess || t.api == Api::kCommAbort)) {
-      CommMemory freed = t.held.flag ? t.held : free_memory_change(t.free_before, false);
+      CommMemory freed = free_memory_change(t.free_before, false);
       end.bytes = freed.bytes;
       end.flags |= freed.flag;
     }
@@ -341,10 +336,9 @@ NCCLWATCH_EXPORT ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const nc
 namespace ncclwatch {
 namespace {
 // The shape of every call on an existing comm: begin record, call, end record, registry update.
-template <class Call>
-ncclResult_t run_teardown(const RealNccl* real, trace::Api api, ncclComm_t comm, int32_t arg0, Call&& call) noexcept {
+template <class Call> ncclResult_t run_teardown(trace::Api api, ncclComm_t comm, int32_t arg0, Call&& call) noexcept {
   Teardown t;
-  begin_teardown(real, t, api, comm, arg0);
+  begin_teardown(t, api, comm, arg0);
   ncclResult_t result = call();
   finish_teardown(t, result);
   return result;
@@ -356,31 +350,31 @@ ncclResult_t run_teardown(const RealNccl* real, trace::Api api, ncclComm_t comm,
 // calls on the comm, which stays alive (and a leak if never destroyed).
 NCCLWATCH_EXPORT ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) {
   NCCLWATCH_FORWARD_UNRECORDED(ncclCommSuspend, comm, flags)
-  return run_teardown(real, trace::Api::kCommSuspend, comm, flags, [&] { return real->ncclCommSuspend(comm, flags); });
+  return run_teardown(trace::Api::kCommSuspend, comm, flags, [&] { return real->ncclCommSuspend(comm, flags); });
 }
 
 NCCLWATCH_EXPORT ncclResult_t ncclCommResume(ncclComm_t comm) {
   NCCLWATCH_FORWARD_UNRECORDED(ncclCommResume, comm)
-  return run_teardown(real, trace::Api::kCommResume, comm, 0, [&] { return real->ncclCommResume(comm); });
+  return run_teardown(trace::Api::kCommResume, comm, 0, [&] { return real->ncclCommResume(comm); });
 }
 
 NCCLWATCH_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   NCCLWATCH_FORWARD_UNRECORDED(ncclCommFinalize, comm)
-  return run_teardown(real, trace::Api::kCommFinalize, comm, 0, [&] { return real->ncclCommFinalize(comm); });
+  return run_teardown(trace::Api::kCommFinalize, comm, 0, [&] { return real->ncclCommFinalize(comm); });
 }
 
 NCCLWATCH_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   NCCLWATCH_FORWARD_UNRECORDED(ncclCommDestroy, comm)
-  return run_teardown(real, trace::Api::kCommDestroy, comm, 0, [&] { return real->ncclCommDestroy(comm); });
+  return run_teardown(trace::Api::kCommDestroy, comm, 0, [&] { return real->ncclCommDestroy(comm); });
 }
 
 NCCLWATCH_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
   NCCLWATCH_FORWARD_UNRECORDED(ncclCommAbort, comm)
-  return run_teardown(real, trace::Api::kCommAbort, comm, 0, [&] { return real->ncclCommAbort(comm); });
+  return run_teardown(trace::Api::kCommAbort, comm, 0, [&] { return real->ncclCommAbort(comm); });
 }
 
 NCCLWATCH_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   NCCLWATCH_FORWARD_UNRECORDED(ncclCommRevoke, comm, revokeFlags)
-  return run_teardown(real, trace::Api::kCommRevoke, comm, revokeFlags,
+  return run_teardown(trace::Api::kCommRevoke, comm, revokeFlags,
                       [&] { return real->ncclCommRevoke(comm, revokeFlags); });
 }
