@@ -181,6 +181,12 @@ def check_known_version(version, job, result, script):
     code, text, _ = job.report("summary")
     check(f"PILING UP: 8 communicators made at train.py:{lines['pile_a']} (<module>)" in text, f"{version}: summary\n{text}")
     check("Python creation sites are not recorded" not in result.stderr, f"{version}: {result.stderr}")
+    out = os.path.join(job.tmp, "timeline.json")
+    code, _, err = job.report("timeline", "-o", out)
+    made = [e["args"]["created_at"] for e in json.load(open(out))["traceEvents"]
+            if e.get("ph") == "X" and e.get("name", "").startswith("ncclCommInitRank") and "created_at" in e.get("args", {})]
+    check(code == 0 and made.count(f"train.py:{lines['pile_a']} (<module>)") == 8,
+          f"{version}: the timeline's creation slices carry the Python line: {made} {err}")
 
 
 def python_line_on_every_installed_cpython():
