@@ -40,7 +40,8 @@ CommMemory nccl_comm_memory(const RealNccl* real, ncclComm_t comm) noexcept {
     refused.store(true, std::memory_order_relaxed);
     return {};
   }
-  return {value, trace::kFlagMemoryFromNccl};
+  // 0 is what NCCL says of a communicator its memory manager does not track: not a figure.
+  return value ? CommMemory{value, trace::kFlagMemoryFromNccl} : CommMemory{};
 }
 
 CommMemory free_memory_change(FreeMemoryBefore before, bool taken) noexcept {

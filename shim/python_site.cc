@@ -5,6 +5,7 @@
 #include "resolver.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <fcntl.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -54,11 +55,28 @@ Fn find(const char* name) {
   return reinterpret_cast<Fn>(real_dlsym(RTLD_DEFAULT, name));
 }
 
+// How many objects the dynamic linker has loaded so far (dl_phdr_info.dlpi_adds).
+unsigned long long objects_loaded() noexcept {
+  unsigned long long adds = 0;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* out) {
+        *static_cast<unsigned long long*>(out) = info->dlpi_adds;
+        return 1;
+      },
+      &adds);
+  return adds;
+}
+unsigned long long g_objects_when_looked = ~0ull;  // under g_resolve_mutex
+
 // Looks for an interpreter in the process. Stays kNoPythonYet while there is none: a program may
-// load Python after its first communicator.
+// load Python after its first communicator, so it looks again, but only once objects were loaded
+// since (a lookup in every object on each registration would cost a C++ job tens of µs per call).
 void resolve() noexcept {
   std::lock_guard lock(g_resolve_mutex);
   if (g_availability.load(std::memory_order_relaxed) != Availability::kNoPythonYet) return;
+  unsigned long long loaded = objects_loaded();
+  if (loaded == g_objects_when_looked) return;
+  g_objects_when_looked = loaded;
   auto version = find<const char* (*)()>("Py_GetVersion");
   if (!version) return;
   int major = 0, minor = 0;
@@ -284,6 +302,7 @@ void capture_python_site(char* out, size_t size) noexcept {
 
 void python_site_after_fork_in_child() noexcept {
   new (&g_resolve_mutex) std::mutex();  // the interpreter found (or not) before the fork stays valid
+  g_objects_when_looked = ~0ull;
 }
 
 void short_python_site(const char* site, char* out, size_t size) noexcept {

@@ -215,5 +215,22 @@ def program_without_python_has_no_python_site():
         check(begins and all("python_site" not in b for b in begins), f"{trace}: {begins[:3]}")
 
 
+def python_loaded_after_the_first_communicator():
+    # A native program embeds the running interpreter's libpython after its first communicator.
+    import sysconfig
+    libpython = os.path.join(sysconfig.get_config_var("LIBDIR") or "", sysconfig.get_config_var("LDLIBRARY") or "")
+    check(libpython.endswith(".so") or ".so." in libpython, f"this interpreter has no shared libpython: {libpython}")
+    job = Job([os.path.join(BUILD, "tests", "integration", "late_python_app"), libpython], nranks=1,
+              env={"PYTHONHOME": sys.base_prefix, "PYTHONPATH": ""})
+    result = job.run()[0]
+    check(result.returncode == 0 and "late_python_app: done" in result.stdout, f"exit {result.returncode}: {result.stderr}")
+    code, report, _ = job.report("leaks", "--json")
+    sites = [(c["python_site"][0]["file"], c["python_site"][0]["line"]) if c["python_site"] else None
+             for c in report["communicators"]]
+    check(len(sites) == 2 and sites.count(None) == 1 and ("<string>", 7) in sites,
+          f"the native one without a line, the embedded one at <string>:7: {report['communicators']}")
+
+
 if __name__ == "__main__":
-    main({f.__name__: f for f in (python_line_on_every_installed_cpython, program_without_python_has_no_python_site)})
+    main({f.__name__: f for f in (python_line_on_every_installed_cpython, program_without_python_has_no_python_site,
+                                  python_loaded_after_the_first_communicator)})
