@@ -218,8 +218,11 @@ def program_without_python_has_no_python_site():
 def python_loaded_after_the_first_communicator():
     # A native program embeds the running interpreter's libpython after its first communicator.
     import sysconfig
-    libpython = os.path.join(sysconfig.get_config_var("LIBDIR") or "", sysconfig.get_config_var("LDLIBRARY") or "")
-    check(libpython.endswith(".so") or ".so." in libpython, f"this interpreter has no shared libpython: {libpython}")
+    libdir = sysconfig.get_config_var("LIBDIR") or ""
+    names = [sysconfig.get_config_var("INSTSONAME") or "", sysconfig.get_config_var("LDLIBRARY") or ""]
+    found = [os.path.join(libdir, n) for n in names if ".so" in n and os.path.exists(os.path.join(libdir, n))]
+    check(found, f"this interpreter has no shared libpython in {libdir}: {names}")
+    libpython = found[0]
     job = Job([os.path.join(BUILD, "tests", "integration", "late_python_app"), libpython], nranks=1,
               env={"PYTHONHOME": sys.base_prefix, "PYTHONPATH": ""})
     result = job.run()[0]
