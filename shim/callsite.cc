@@ -119,10 +119,12 @@ void summarize(const Dl_info& info, uint64_t address, char* out, size_t size) {
 
 }  // namespace
 
-void capture_call_site(CallSite& site, int max_frames) noexcept {
+void capture_call_site(CallSite& site, int max_frames, bool python) noexcept {
   try {
-    void* raw[CallSite::kMaxFrames + 8];
-    int depth = backtrace(raw, CallSite::kMaxFrames + 8);
+    // Room for our own wrapper frames and a sanitizer's interceptor below them.
+    constexpr int kFramesBelowCaller = 8;
+    void* raw[CallSite::kMaxFrames + kFramesBelowCaller];
+    int depth = backtrace(raw, std::clamp(max_frames, 0, CallSite::kMaxFrames) + kFramesBelowCaller);
     // Frames before our own belong to backtrace's implementation (a sanitizer's interceptor).
     int first = 0;
     while (first < depth && !is_inside_shim(raw[first])) ++first;
@@ -158,7 +160,7 @@ void capture_call_site(CallSite& site, int max_frames) noexcept {
     }
   } catch (...) {
   }
-  capture_python_site(site.python, sizeof(site.python));
+  if (python) capture_python_site(site.python, sizeof(site.python));
 }
 
 void callsite_after_fork_in_child() noexcept {

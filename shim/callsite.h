@@ -18,9 +18,10 @@ struct CallSite {
   char python[kMaxPythonFrames * 704] = {};  // python_site.h: the Python lines that led here ("" without Python)
 };
 
-// Captures up to `max_frames` frames above the shim and writes kModule records for modules not
-// seen before. Never throws.
-void capture_call_site(CallSite& site, int max_frames) noexcept;
+// Captures up to `max_frames` frames above the shim (unwinding no deeper: unwinding costs about a
+// microsecond per frame through an interpreter's stack) and writes kModule records for modules
+// not seen before; with `python`, the Python lines too (python_site.h). Never throws.
+void capture_call_site(CallSite& site, int max_frames, bool python = true) noexcept;
 
 void callsite_after_fork_in_child() noexcept;
 

@@ -63,6 +63,17 @@ struct TotalsMemo {
   uint32_t generation = 0;  // 0: empty
 };
 
+// resources.cc: the nearest frames of the last PreMulSum caller, by its return address (PyTorch
+// makes one around each collective that uses it, from the same few call instructions).
+struct NearestSiteMemo {
+  static constexpr int kFrames = 4;
+  uint64_t caller = 0;  // 0: empty
+  int nframes = 0;
+  uint64_t frames[kFrames] = {};
+  char summary[192] = {};
+  bool in_torch = false;
+};
+
 struct ThreadState {
   int nccl_call_depth = 0;             // recorder.h: inside a wrapper (nested NCCL calls pass by)
   uint32_t tid = 0;                    // recorder.cc: gettid(), cached
@@ -77,6 +88,7 @@ struct ThreadState {
   static constexpr int kStreamMemoEntries = 8;
   StreamRefMemo streams[kStreamMemoEntries];
   TotalsMemo totals[kTotalsMemoEntries];  // op_ring.h
+  NearestSiteMemo nearest_site;        // resources.cc
   gpu::LaunchThread* gpu = nullptr;    // gpu_launch.cc: this thread's rings and event pool
 };
 
@@ -95,6 +107,7 @@ inline void thread_state_after_fork_in_child() noexcept {
   t_thread.last_comm = CommLookupMemo{};
   for (StreamRefMemo& memo : t_thread.streams) memo = StreamRefMemo{};
   for (TotalsMemo& memo : t_thread.totals) memo = TotalsMemo{};
+  t_thread.nearest_site = NearestSiteMemo{};  // the child's trace must describe the modules again
 }
 
 }  // namespace ncclwatch

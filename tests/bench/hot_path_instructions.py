@@ -2,6 +2,10 @@
 unlike timings): the calling thread's instructions inside one call, with the shim preloaded
 (NCCLWATCH_TIMING=host, so no CUDA calls) minus without it, on the CPU stand-in for NCCL, whose
 own collective is left out of both counts.
+  hot_path_instructions.py BUDGET [premul]
+With `premul`, the same for one ncclRedOpCreatePreMulSum + ncclRedOpDestroy pair made 64 frames
+down (PyTorch makes one around each collective that uses it): its call site must not cost more
+for a deep caller.
 Prints the figure; exits 1 above the budget given as the first argument."""
 import os
 import re
@@ -10,6 +14,9 @@ import sys
 import tempfile
 
 budget = int(sys.argv[1]) if len(sys.argv) > 1 else 400
+premul = len(sys.argv) > 2 and sys.argv[2] == "premul"
+scenario, counted, label = (("bench-premul", "*bench_one_premul*", "ncclRedOpCreatePreMulSum + ncclRedOpDestroy") if premul
+                            else ("bench", "*bench_one_allreduce*", "ncclAllReduce"))
 build = os.environ["NCCLWATCH_BUILD_DIR"]
 app = os.path.join(build, "tests", "integration", "collectives_app")
 shim = os.path.join(build, "shim", "libncclwatch.so")
@@ -26,12 +33,12 @@ def instructions(preload, timing="host"):
     # swamp a difference of a few instructions. It also stops inside the clock's periodic
     # recalibration, a cost per unit of time (callgrind's 50-fold slowdown would charge it to
     # whichever calls happen to cross a period).
-    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--toggle-collect=*bench_one_allreduce*",
+    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", f"--toggle-collect={counted}",
            "--toggle-collect=(anonymous namespace)::collective*", "--toggle-collect=*resample_tsc_clock*",
            "--separate-threads=no"]
     if preload:
         env["LD_PRELOAD"] = shim
-    proc = subprocess.run(cmd + [app, "bench", str(calls)], env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(cmd + [app, scenario, str(calls)], env=env, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         sys.exit(f"callgrind run failed: {proc.stderr[-2000:]}")
     totals = re.search(r"^summary:\s+(\d+)", open(out).read(), re.M) or re.search(r"^totals:\s+(\d+)", open(out).read(), re.M)
@@ -41,6 +48,6 @@ def instructions(preload, timing="host"):
 without = instructions(False)
 with_shim = instructions(True)
 per_call = (with_shim - without) / calls
-print(f"ncclAllReduce: {without / calls:.0f} instructions a call without the shim, {with_shim / calls:.0f} with it "
+print(f"{label}: {without / calls:.0f} instructions a call without the shim, {with_shim / calls:.0f} with it "
       f"(NCCLWATCH_TIMING=host): the shim adds {per_call:.0f} per call (budget {budget})")
 sys.exit(0 if per_call <= budget else 1)

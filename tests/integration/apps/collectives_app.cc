@@ -291,6 +291,34 @@ int exit_in_flight() {
   return 0;
 }
 
+// One PreMulSum operator made and destroyed, as PyTorch does around each collective that uses
+// one: the instruction-count benchmark counts what happens inside it.
+__attribute__((noinline)) ncclResult_t bench_one_premul(ncclComm_t comm) {
+  static float scalar = 0.5f;
+  ncclRedOp_t op{};
+  ncclResult_t result = ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat, ncclScalarHostImmediate, comm);
+  return result == ncclSuccess ? ncclRedOpDestroy(op, comm) : result;
+}
+
+// N of them from `depth` frames down, as deep as a Python training step's stack: the call site
+// must cost the same however deep the caller is.
+__attribute__((noinline)) int bench_premul_at_depth(ncclComm_t world, int n, int depth) {
+  if (depth > 0) {
+    int failed = bench_premul_at_depth(world, n, depth - 1);
+    asm volatile("" ::: "memory");  // not a tail call: each level keeps its frame
+    return failed;
+  }
+  for (int i = 0; i < n; ++i) CHECK(bench_one_premul(world));
+  return 0;
+}
+
+int bench_premul(int n) {
+  ncclComm_t world = init_world("world");
+  int failed = bench_premul_at_depth(world, n, 64);
+  CHECK(ncclCommDestroy(world));
+  return failed;
+}
+
 // N one-element all-reduces: the instruction-count benchmark runs this under callgrind.
 int bench(int n) {
   ncclComm_t world = init_world("world");
@@ -381,6 +409,7 @@ int main(int argc, char** argv) {
   if (scenario == "late-peer") return late_peer();
   if (scenario == "soak") return soak(argc > 2 ? std::atol(argv[2]) : 1000000);
   if (scenario == "bench") return bench(argc > 2 ? std::atoi(argv[2]) : 1000);
+  if (scenario == "bench-premul") return bench_premul(argc > 2 ? std::atoi(argv[2]) : 1000);
   if (scenario == "bench-driver-calls") return bench_driver_calls(argc > 2 ? std::atoi(argv[2]) : 10000);
   if (scenario == "count-mismatch") return count_mismatch();
   if (scenario == "skip-interleaved") return skip_interleaved();
