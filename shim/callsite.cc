@@ -147,6 +147,7 @@ void capture_call_site(CallSite& site, int max_frames, bool python) noexcept {
       if (info.dli_fname && std::strstr(base_name(info.dli_fname), "torch")) site.in_torch = true;
       if (site.nframes == 1) {
         caller_module = info.dli_fbase;
+        site.by_nvshmem = info.dli_fname && std::strstr(base_name(info.dli_fname), "nvshmem");
         // A return address points after the call; -1 lands inside the calling instruction.
         summarize(info, address - 1, site.summary, sizeof(site.summary));
       }

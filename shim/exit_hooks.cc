@@ -87,7 +87,8 @@ struct AlertCounts {
   uint32_t comms = 0;         // still in the table: the exit record's live count
   uint32_t leaked_comms = 0;  // of them, leaks (lifecycle::is_leak): what the alert counts
   uint32_t resources = 0;
-  bool torch = false;
+  bool torch = false;             // PyTorch made a leaked one (NVSHMEM's aside)
+  uint32_t leaked_by_nvshmem = 0; // NVSHMEM made them
   bool complete = true;  // false when the state could not be read (signal path, lock busy)
 };
 
@@ -110,7 +111,8 @@ AlertCounts build_alert(AlertText& out, bool wait) {
           ++counts.comms;
           bool leak = lifecycle::is_leak(end_state_at_exit(c.phase));
           counts.leaked_comms += leak;
-          counts.torch |= leak && c.torch_caller;
+          counts.torch |= leak && c.torch_caller && !c.nvshmem_caller;
+          counts.leaked_by_nvshmem += leak && c.nvshmem_caller;
           if (full()) {
             ++not_shown;
             continue;
@@ -155,8 +157,9 @@ AlertCounts build_alert(AlertText& out, bool wait) {
     out.add(" in pid ").add_int(proc.pid).add(" on ").add(proc.host.c_str());
     if (!proc.job_rank.empty()) out.add(" (job rank ").add(proc.job_rank.c_str()).add(')');
     out.add('\n').add(body.data());
+    if (counts.leaked_by_nvshmem) out.add("  remedy: ").add(lifecycle::kNvshmemRemedy).add('\n');
     if (counts.torch) out.add("  remedy: ").add(lifecycle::kTorchRemedy).add('\n');
-    else if (counts.leaked_comms) out.add("  remedy: ").add(lifecycle::kNcclRemedy).add('\n');
+    else if (counts.leaked_comms > counts.leaked_by_nvshmem) out.add("  remedy: ").add(lifecycle::kNcclRemedy).add('\n');
   }
   const char* path = trace_path_c();
   if (path[0]) out.add("  trace: ").add(path).add('\n');

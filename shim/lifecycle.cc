@@ -76,6 +76,7 @@ void begin_creation(Creation& c, int32_t arg0 = 0, int32_t arg1 = 0, uint64_t pa
   e.split_index = split_index;
   if (c.config.non_blocking) e.flags |= trace::kFlagNonBlocking;
   if (c.site.in_torch) e.flags |= trace::kFlagTorchCaller;
+  if (c.site.by_nvshmem) e.flags |= trace::kFlagNvshmemCaller;
   emit_api_event(RecordType::kCallBegin, e, &c.site, c.config.name);
   });
 }
@@ -123,6 +124,7 @@ void finish_creation(const RealNccl* real, Creation& c, ncclResult_t result, ncc
   entry.created_by = c.api;
   entry.created_ns = e.time_ns;
   entry.torch_caller = c.site.in_torch;
+  entry.nvshmem_caller = c.site.by_nvshmem;
   entry.memory_bytes = held.bytes;
   entry.library_id = real->library_id;
   std::memcpy(entry.site, c.site.summary, sizeof(entry.site));

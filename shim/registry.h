@@ -43,6 +43,7 @@ struct CommEntry {
   trace::Api released_by = trace::Api::kUnknown;  // for kReleasedAtExit
   CommPhase phase = CommPhase::kAlive;
   bool torch_caller = false;
+  bool nvshmem_caller = false;  // NVSHMEM made it: nvshmem_finalize releases it
   int64_t created_ns = 0;
   uint32_t children_made = 0;  // splits/shrinks of this comm issued on this rank
   uint16_t library_id = 0;     // the NCCL library that made it (resolver.h)

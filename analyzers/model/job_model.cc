@@ -194,6 +194,7 @@ class ProcessBuilder {
       if (begin) {
         c.begin_ns = begin->event.time_ns;
         c.torch = begin->event.flags & kFlagTorchCaller;
+        c.nvshmem = begin->event.flags & kFlagNvshmemCaller;
         c.stack = begin->tail.stack;
         c.name = begin->tail.name;
         c.site = begin->tail.site;
@@ -334,6 +335,7 @@ class ProcessBuilder {
       c.library = e.library;
       c.begin_ns = e.time_ns;
       c.torch = e.flags & kFlagTorchCaller;
+      c.nvshmem = e.flags & kFlagNvshmemCaller;
       c.stack = pending.tail.stack;
       c.name = pending.tail.name;
       c.site = pending.tail.site;

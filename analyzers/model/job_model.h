@@ -64,6 +64,7 @@ struct CommInstance {
   int result = 0;              // of the creating call
   bool non_blocking = false;
   bool torch = false;
+  bool nvshmem = false;         // NVSHMEM made it (its team communicators)
   int64_t begin_ns = 0;        // creating call entered
   int64_t created_ns = 0;      // ... returned (0: never returned)
   int64_t finalized_ns = 0;

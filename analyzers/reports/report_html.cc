@@ -569,8 +569,7 @@ void verdict_section(Page& page, const json& leaks, const HangReport& report, co
                            g["nranks"].get<int>(), states, esc(str(g, "created_at")), hosts));
     }
     page.add("</table>");
-    page.add(fmt::format("<p class=\"note\">Remedy: {}.</p>",
-                         esc(leaks.value("torch", false) ? lifecycle::kTorchRemedy : lifecycle::kNcclRemedy)));
+    for (const json& remedy : leaks["remedies"]) page.add(fmt::format("<p class=\"note\">Remedy: {}.</p>", esc(remedy.get<std::string>())));
   }
   if (leaked_resources) {
     page.add("<h3>Resources never released</h3><table><tr><th>kind</th><th>API</th><th>comm</th><th>rank</th><th>bytes</th><th>host</th><th>pid</th><th>created at</th></tr>");

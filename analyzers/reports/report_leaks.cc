@@ -78,6 +78,22 @@ std::string memory_text(const CommMemoryFigure& m) {
                      std::string_view(m.from) == "ncclCommMemStats" ? "ncclCommMemStats" : "free memory change during the call");
 }
 
+// The remedies for a set of leaked communicators: NVSHMEM's for those NVSHMEM made, PyTorch's
+// when PyTorch made one of the others, else NCCL's.
+std::vector<std::string> remedies(const std::vector<const CommInstance*>& leaked) {
+  bool nvshmem = false, torch = false, plain = false;
+  for (const CommInstance* c : leaked) {
+    nvshmem |= c->nvshmem;
+    torch |= c->torch && !c->nvshmem;
+    plain |= !c->nvshmem;
+  }
+  std::vector<std::string> out;
+  if (nvshmem) out.emplace_back(lifecycle::kNvshmemRemedy);
+  if (torch) out.emplace_back(lifecycle::kTorchRemedy);
+  else if (plain) out.emplace_back(lifecycle::kNcclRemedy);
+  return out;
+}
+
 std::string describe_how_ended(const CommInstance& c) {
   switch (c.state) {
     case CommState::kReleasedAtExit:
@@ -139,6 +155,13 @@ struct LeakScan {
   std::vector<std::string> resource_lines;
   std::map<std::string, int> state_counts;
   std::map<uint64_t, std::set<int>> finalized_only;  // finalized, never destroyed: not a leak by contract
+
+  // One communicator of each leaked identity.
+  std::vector<const CommInstance*> leaked_identities() const {
+    std::vector<const CommInstance*> out;
+    for (const auto& [id, g] : groups) out.push_back(g.first);
+    return out;
+  }
 };
 
 LeakScan scan_leaks(const Job& job, Symbolizer* sym) {
@@ -175,6 +198,7 @@ LeakScan scan_leaks(const Job& job, Symbolizer* sym) {
                     {"python_site", site.python},
                     {"gpu_memory", memory_json(c.memory)},
                     {"gpu_memory_freed", memory_json(c.freed)},
+                    {"made_by_nvshmem", c.nvshmem},
                     {"library", p.library_path(c)},
                     {"trace", p.path}};
       if (c.release_begin_ns) {
@@ -356,7 +380,7 @@ int run_leaks(const Job& job, const Options& options) {
       not_traced.push_back({{"path", u.path}, {"reason", u.reason}, {"processes", u.processes}});
     json out = {{"leaks", leaks}, {"communicators", communicators}, {"traces", job.processes.size()},
                 {"not_traced", not_traced}, {"pile_ups", lifecycle.pile_ups}, {"order", lifecycle.order},
-                {"peak_alive", lifecycle.peak_alive}};
+                {"peak_alive", lifecycle.peak_alive}, {"remedies", remedies(scan.leaked_identities())}};
     std::cout << dump_json(out, 2) << "\n";
     return found ? 1 : 0;
   }
@@ -366,10 +390,8 @@ int run_leaks(const Job& job, const Options& options) {
   } else {
     fmt::print("{} communicator(s) never destroyed ({} rank instance(s)), {} NCCL resource(s) never released\n",
                groups.size(), leaked_comm_ranks, leaked_resources);
-    bool torch = false;
     for (const auto& [id, g] : groups) {
       const CommInstance& c = *g.first;
-      torch |= c.torch;
       std::string states;
       for (const std::string& s : g.states) {
         if (!states.empty()) states += "; ";
@@ -378,14 +400,13 @@ int run_leaks(const Job& job, const Options& options) {
       fmt::print("  comm {}{} ({}, {} ranks): {} on rank(s) {}\n", hex_id(id), c.name.empty() ? "" : " \"" + c.name + "\"",
                  trace::api_name(c.api), c.nranks, states, ranks_list(g.ranks));
       Site site = describe_site(sym, *g.process, c.stack, c.site, c.python_site);
-      if (!site.first.empty()) fmt::print("      created at {}\n", site.first);
+      if (!site.first.empty()) fmt::print("      created at {}{}\n", site.first, c.nvshmem ? " (by NVSHMEM, for its teams)" : "");
       if (c.python_site.size() > 1) fmt::print("      python: {}\n", python_stack_text(c.python_site));
       if (std::string memory = memory_text(c.memory); !memory.empty()) fmt::print("      held {}\n", memory);
       if (g.process->has_several_libraries()) fmt::print("      by NCCL {}\n", g.process->library_path(c));
     }
     for (const std::string& line : resource_lines) fmt::print("{}\n", line);
-    if (torch) fmt::print("  remedy: {}\n", lifecycle::kTorchRemedy);
-    else if (!groups.empty()) fmt::print("  remedy: {}\n", lifecycle::kNcclRemedy);
+    for (const std::string& remedy : remedies(scan.leaked_identities())) fmt::print("  remedy: {}\n", remedy);
   }
   for (const std::string& line : lifecycle.lines) fmt::print("{}\n", line);
   for (const auto& [id, ranks] : finalized_only)
@@ -426,14 +447,16 @@ json leaks_json(const Job& job, bool symbolize) {
                   {"states", g.states},
                   {"hosts", g.hosts},
                   {"created_at", site.first},
-                  {"python_site", site.python}};
+                  {"python_site", site.python},
+                  {"made_by_nvshmem", c.nvshmem}};
     if (g.process->has_several_libraries()) group["library"] = g.process->library_path(c);
     groups.push_back(group);
   }
   LifecycleReport lifecycle = lifecycle_report(job, sym);
   say_other_builds(symbolizer);
   return {{"leaks", scan.leaks}, {"communicators", scan.communicators}, {"traces", job.processes.size()},
-          {"not_traced", not_traced}, {"groups", groups}, {"torch", torch}, {"pile_ups", lifecycle.pile_ups},
+          {"not_traced", not_traced}, {"groups", groups}, {"torch", torch}, {"remedies", remedies(scan.leaked_identities())},
+          {"pile_ups", lifecycle.pile_ups},
           {"order", lifecycle.order}, {"peak_alive", lifecycle.peak_alive}, {"lifecycle_lines", lifecycle.lines}};
 }
 

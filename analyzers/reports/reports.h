@@ -138,7 +138,8 @@ nlohmann::json to_json(const LatencyTable& table);  // `latency --json`
 
 // The leaks report's findings: "leaks", "communicators", "traces" and "not_traced" as `leaks --json`
 // prints them, plus "groups" (one per leaked communicator identity: "comm", "name", "api", "nranks",
-// "ranks_text", "states" (how it ended, in words), "hosts", "created_at") and "torch".
+// "ranks_text", "states" (how it ended, in words), "hosts", "created_at", "made_by_nvshmem"), "torch"
+// and "remedies" (sentences, NVSHMEM's, PyTorch's or NCCL's, for what leaked).
 nlohmann::json leaks_json(const Job& job, bool symbolize);
 
 }  // namespace ncclwatch::report

@@ -45,5 +45,10 @@ inline constexpr const char* kFinalizedNote = "finalized but never destroyed (it
 // The remedy printed under leaked communicators: PyTorch's when PyTorch made one of them.
 inline constexpr const char* kTorchRemedy = "call torch.distributed.destroy_process_group() before the program exits";
 inline constexpr const char* kNcclRemedy = "call ncclCommFinalize then ncclCommDestroy on each communicator before exit";
+// ... and NVSHMEM's, for the communicators NVSHMEM made for its teams (PyTorch's NVSHMEM symmetric
+// memory, DeepEP's buffer): only NVSHMEM can release them.
+inline constexpr const char* kNvshmemRemedy =
+    "NVSHMEM made some of them: finalize NVSHMEM before the program exits (nvshmem_finalize; DeepEP: "
+    "Buffer.destroy(), before destroy_process_group())";
 
 }  // namespace ncclwatch::lifecycle

@@ -130,6 +130,7 @@ inline constexpr uint32_t kFlagDuringExit = 1u << 0;     // the program had begu
 inline constexpr uint32_t kFlagNonBlocking = 1u << 1;    // config->blocking == 0
 inline constexpr uint32_t kFlagNestedCall = 1u << 2;     // issued from inside another NCCL call
 inline constexpr uint32_t kFlagTorchCaller = 1u << 3;    // the call site is inside PyTorch
+inline constexpr uint32_t kFlagNvshmemCaller = 1u << 6;  // NVSHMEM made the call (its team communicators)
 // A creation's or release's kCallEnd: `bytes` is the GPU memory the communicator held when made
 // (or gave back when released), as NCCL counts it (ncclCommMemStats) ...
 inline constexpr uint32_t kFlagMemoryFromNccl = 1u << 4;

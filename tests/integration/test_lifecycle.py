@@ -2,9 +2,11 @@
 alert, crash safety, threads, fork, and an unwritable trace directory."""
 import collections
 import os
+import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 
 from harness import BUILD, REPORT as REPORT_BIN, Job, alert_blocks, app, check, main
@@ -263,6 +265,56 @@ def communicator_gpu_memory_is_measured():
             check("held 96 MiB of GPU memory when made" in text, f"{env}: leaks text\n{text}")
 
 
+NVSHMEM_PROGRAM = r'''
+import ctypes, sys
+nvshmem = ctypes.CDLL(sys.argv[1])
+nccl = ctypes.CDLL("libnccl.so.2")
+assert nvshmem.nvshmem_standin_init() == 0  # the line that started NVSHMEM
+class UniqueId(ctypes.Structure):
+    _fields_ = [("internal", ctypes.c_byte * 128)]
+uid = UniqueId()
+assert nccl.ncclGetUniqueId(ctypes.byref(uid)) == 0
+own = ctypes.c_void_p()
+assert nccl.ncclCommInitRank(ctypes.byref(own), 1, uid, 0) == 0  # the program's own, leaked
+if sys.argv[2] == "finalize":
+    assert nvshmem.nvshmem_standin_finalize() == 0
+'''
+
+
+def communicators_nvshmem_made_get_its_remedy():
+    # NVSHMEM makes communicators for its teams (seen on an H200: PyTorch's NVSHMEM symmetric
+    # memory made 6); only nvshmem_finalize releases them, so destroy_process_group() is not
+    # their remedy. Here a stand-in NVSHMEM library makes 2, the program 1 of its own.
+    library = os.path.join(BUILD, "tests", "integration", "libnvshmem_host_standin.so")
+    for mode in ("never-finalized", "finalize"):
+        job = Job([sys.executable, "-c", NVSHMEM_PROGRAM, library, mode], nranks=1)
+        result = job.run()[0]
+        check(result.returncode == 0, f"{mode}: {result.stderr}")
+        code, report, _ = job.report("leaks", "--json")
+        by_nvshmem = [c for c in report["communicators"] if c["made_by_nvshmem"]]
+        check(len(by_nvshmem) == 2 and all("libnvshmem_host_standin.so" in c["created_at"] and
+                                           c["created_at"].startswith("<string>:5 (<module>)") for c in by_nvshmem),
+              f"{mode}: NVSHMEM's two, at the line that started it: {report['communicators']}")
+        alert = "\n".join(alert_blocks(result.stderr)[0])
+        code, text, _ = job.report("leaks")
+        if mode == "finalize":
+            check("NVSHMEM" not in alert and report["remedies"] == [lifecycle_remedy("kNcclRemedy")],
+                  f"finalized: only the program's own leak: {alert} {report['remedies']}")
+            continue
+        check(all(c["state"] == "leaked" for c in by_nvshmem), f"{by_nvshmem}")
+        check(report["remedies"][0].startswith("NVSHMEM made some of them") and len(report["remedies"]) == 2,
+              f"NVSHMEM's remedy, and NCCL's for the program's own: {report['remedies']}")
+        check("remedy: NVSHMEM made some of them: finalize NVSHMEM" in alert and "remedy: call ncclCommFinalize" in alert,
+              f"the alert gives both remedies: {alert}")
+        check(text.count("(by NVSHMEM, for its teams)") == 2 and "remedy: NVSHMEM made some of them" in text, text)
+
+
+def lifecycle_remedy(name):
+    header = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common", "ncclwatch",
+                               "lifecycle_rules.h")).read()
+    return re.search(name + r' = "([^"]*)"', header).group(1)
+
+
 def groups_remade_each_cycle_are_named_piling_up():
     # Three cycles of 4 splits from one call site, none destroyed (the Megatron pattern).
     job = Job([app("lifecycle_app"), "pile-up"], nranks=2)
@@ -362,6 +414,7 @@ def process_without_nccl_leaves_nothing():
 if __name__ == "__main__":
     main({f.__name__: f for f in [
         groups_remade_each_cycle_are_named_piling_up, communicator_gpu_memory_is_measured, resources_out_of_order_are_named,
+        communicators_nvshmem_made_get_its_remedy,
         another_build_of_a_module_is_never_used_to_symbolize,
         init_hang_names_who_never_joined, leaky_job_reports_exactly_its_leaks, leaky_job_on_three_ranks, clean_job_is_silent,
         nccl_inside_rtld_local_library_is_traced, on_leak_fail_changes_only_leaky_exits, sigkill_loses_no_record,
