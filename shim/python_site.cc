@@ -171,7 +171,7 @@ bool read_string(MemoryReader& memory, const Interpreter& py, uint64_t object, c
   // when reading past a short string's end reached unmapped memory.
   constexpr size_t kMaxChars = 256;
   constexpr size_t kFirstRead = 256;
-  unsigned char header[kFirstRead];
+  unsigned char header[kFirstRead] = {};
   const Layout& l = py.layout;
   size_t got = kFirstRead;
   if (!memory.read(header, object, got)) {
@@ -186,7 +186,7 @@ bool read_string(MemoryReader& memory, const Interpreter& py, uint64_t object, c
   if (kind != 1 && kind != 2 && kind != 4) return false;
   size_t data_offset = (state & python::kStateAscii) ? l.ascii_header : l.compact_header;
   size_t chars = static_cast<size_t>(std::min<int64_t>(length, kMaxChars));
-  unsigned char raw[kMaxChars * 4];
+  unsigned char raw[kMaxChars * 4] = {};
   if (data_offset + chars * kind <= got) std::memcpy(raw, header + data_offset, chars * kind);
   else if (!memory.read(raw, object + data_offset, chars * kind)) return false;
   size_t used = 0;
@@ -229,7 +229,7 @@ Walk walk_frames(const Interpreter& py, void* thread_state, FrameText& user, Fra
     return Walk::kLayoutMismatch;
   constexpr int kMaxDepth = 1024;  // a cycle would mean a layout we got wrong
   for (int depth = 0; frame && depth < kMaxDepth && user.count < kMaxPythonFrames; ++depth) {
-    unsigned char f[python::kMaxFrameBytes];
+    unsigned char f[python::kMaxFrameBytes] = {};
     if (!memory.read(f, frame, l.frame_size)) return Walk::kLayoutMismatch;
     if (l.frame_objects && field<uint64_t>(f, python::kObjectType) != py.frame_type) return Walk::kLayoutMismatch;
     uint64_t previous = field<uint64_t>(f, l.frame_previous);
@@ -238,7 +238,7 @@ Walk walk_frames(const Interpreter& py, void* thread_state, FrameText& user, Fra
       continue;
     }
     uint64_t code = field<uint64_t>(f, l.frame_code);
-    unsigned char c[python::kMaxCodeBytes];
+    unsigned char c[python::kMaxCodeBytes] = {};
     if (!memory.read(c, code, l.code_size) || field<uint64_t>(c, python::kObjectType) != py.code_type)
       return Walk::kLayoutMismatch;
     int64_t byte_offset;
@@ -252,7 +252,7 @@ Walk walk_frames(const Interpreter& py, void* thread_state, FrameText& user, Fra
     int line = byte_offset >= 0 && byte_offset < (1 << 30)
                    ? py.address_to_line(reinterpret_cast<void*>(code), static_cast<int>(byte_offset))
                    : field<int32_t>(c, l.code_first_line);
-    char path[512], function[128];
+    char path[512] = {}, function[128] = {};
     if (!read_string(memory, py, field<uint64_t>(c, l.code_filename), path, sizeof(path)) ||
         !read_string(memory, py, field<uint64_t>(c, l.code_name), function, sizeof(function)))
       return Walk::kLayoutMismatch;
