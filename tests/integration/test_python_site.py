@@ -14,7 +14,12 @@ import subprocess
 import sys
 import tempfile
 
-from harness import BUILD, Job, alert_blocks, check, main
+from harness import BUILD, SANITIZER_RUNTIME, SHIM, Job, alert_blocks, check, main
+
+# Under ThreadSanitizer the runtime must come before the instrumented shim: loaded as the shim's
+# dependency it comes after libc, whose pthread_create then starts the interpreter's threads
+# unseen by TSan, and instrumented code called on them crashes in TSan's entry hook.
+PRELOAD = f"{SANITIZER_RUNTIME} {SHIM}" if SANITIZER_RUNTIME else SHIM
 
 FAKE_TORCH = r'''
 import ctypes
@@ -136,7 +141,8 @@ def run_program(python):
     with open(script, "w") as f:
         f.write(PROGRAM)
     native = os.path.join(BUILD, "tests", "integration", "libnative_thread_init.so")
-    job = Job([python, script, native], nranks=1, env={"PYTHONPATH": folder, "PYTHONDONTWRITEBYTECODE": "1"})
+    job = Job([python, script, native], nranks=1,
+              env={"PYTHONPATH": folder, "PYTHONDONTWRITEBYTECODE": "1", "LD_PRELOAD": PRELOAD})
     result = job.run()[0]
     check(result.returncode == 0 and "program done" in result.stdout, f"{python}: exit {result.returncode}\n{result.stderr}")
     return job, result, script
