@@ -35,7 +35,7 @@ struct PythonFrame {
   int line = 0;
   std::string function;
 
-  std::string describe() const;       // "/work/train.py:43 in main"
+  std::string describe() const;       // "/jobs/train.py:43 in main"
   std::string describe_short() const; // "train.py:43 (main)"
 };
 

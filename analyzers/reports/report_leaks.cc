@@ -59,7 +59,7 @@ Site describe_site(Symbolizer* symbolizer, const ProcessTrace& p, const std::vec
   return site;
 }
 
-// "/work/train.py:43 in make_groups, called from /work/train.py:90 in main": the full Python
+// "/jobs/train.py:43 in make_groups, called from /jobs/train.py:90 in main": the full Python
 // lines, for when the short one leaves the path or its callers in doubt.
 std::string python_stack_text(const std::vector<PythonFrame>& frames) {
   std::string text;
