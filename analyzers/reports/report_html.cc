@@ -506,39 +506,36 @@ svg text{font:11px system-ui,sans-serif;fill:#33333d}svg text.axis{font-size:12p
 svg text.straggler{fill:#b10026;font-weight:bold}details{margin:8px 0}
 )CSS";
 
+// "0", "0,1" (a process driving several GPUs), or "–" (a process that made no communicator).
+std::string ranks_cell(const std::set<int32_t>& ranks) {
+  return ranks.empty() ? "–" : ranks_text(std::vector<int32_t>(ranks.begin(), ranks.end()));
+}
+
 struct Page {
   std::string body;
   void add(const std::string& s) { body += s; }
 };
 
 // Leaks, hang, mismatches, stragglers: what a person needs to know before any figure.
-void verdict_section(Page& page, const json& leaks, const HangReport& report, const std::vector<UntracedCopy>& untraced,
-                     const std::map<uint64_t, std::string>& names) {
+void verdict_section(Page& page, const LeakReport& leaks, const HangReport& report, const std::map<uint64_t, std::string>& names) {
   const json& hang = report.detail;
-  size_t leaked_resources = 0;
-  for (const json& l : leaks["leaks"]) leaked_resources += str(l, "kind") != "communicator";
-  const json& groups = leaks["groups"];
+  const std::vector<UntracedCopy>& untraced = leaks.untraced;
+  size_t leaked_resources = leaks.open_resources.size();
+  const std::vector<LeakedComm>& groups = leaks.leaked;
   size_t mismatched = report.mismatched_seqs;
   const std::vector<std::string>& stragglers = report.stragglers;
-  std::string first_look;
-  if (report.findings) first_look = report.verdict;
-  else if (!groups.empty() || leaked_resources)
-    first_look = fmt::format("leaks: {} communicator(s) never destroyed, {} resource(s) never released", groups.size(), leaked_resources);
-  else if (!untraced.empty()) first_look = "not traced: " + untraced.front().path + " (" + untraced.front().reason + ")";
-  else if (!stragglers.empty() || !report.environment_keys.empty()) first_look = report.verdict;
-  else first_look = "nothing: no leak, hang or mismatch found";
+  std::string first_look = first_look_at(leaks, report);
   page.add(fmt::format(R"(<h2 id="verdict">Verdict</h2><p class="look"><b>Look first at:</b> {}</p><div class="cards">)",
                        esc(first_look)));
 
-  bool leaky = !groups.empty() || leaked_resources;
-  page.add(fmt::format(R"(<div class="card {}" id="leaks"><h3>Leaks</h3>)", leaky ? "bad" : "ok"));
-  if (!leaky)
-    page.add(fmt::format("<p>None: {} communicator instance(s), all released.</p>", leaks["communicators"].size()));
+  page.add(fmt::format(R"(<div class="card {}" id="leaks"><h3>Leaks</h3>)", leaks.findings() ? "bad" : "ok"));
+  if (!leaks.leaks())
+    page.add(fmt::format("<p>None: {} communicator instance(s), all released.</p>", leaks.communicators.size()));
   else
     page.add(fmt::format("<p><b>{} communicator(s) never destroyed</b> ({} rank instance(s)), {} NCCL resource(s) never released.</p>",
-                         groups.size(), leaks["leaks"].size() - leaked_resources, leaked_resources));
+                         groups.size(), leaks.leaked_instances.size(), leaked_resources));
   // Communicators piling up, resources out of order: as `leaks` words them.
-  for (const json& line : leaks["lifecycle_lines"]) page.add("<p>" + esc(line.get<std::string>()) + "</p>");
+  for (const std::string& line : lifecycle_lines(leaks)) page.add("<p>" + esc(line) + "</p>");
   page.add("</div>");
 
   bool hung = report.hung();
@@ -556,30 +553,31 @@ void verdict_section(Page& page, const json& leaks, const HangReport& report, co
     page.add("<h3>Communicators never destroyed</h3><table><tr><th>communicator</th><th>API</th><th>ranks</th><th>how it ended</th>"
              "<th>created at</th><th>hosts</th></tr>");
     size_t shown = 0;
-    for (const json& g : groups) {
+    for (const LeakedComm& g : groups) {
       if (shown++ == kMaxTableRows) break;
       std::string states, hosts;
-      for (const json& s : g["states"]) states += (states.empty() ? "" : "<br>") + esc(s.get<std::string>());
+      for (const std::string& s : g.states) states += (states.empty() ? "" : "<br>") + esc(s);
       size_t listed = 0;
-      for (const json& h : g["hosts"])
-        if (listed++ < 8) hosts += (hosts.empty() ? "" : ", ") + esc(h.get<std::string>());
+      for (const std::string& h : g.hosts)
+        if (listed++ < 8) hosts += (hosts.empty() ? "" : ", ") + esc(h);
       if (listed > 8) hosts += fmt::format(", … ({} hosts)", listed);
       page.add(fmt::format("<tr><td>{}</td><td>{}</td><td>{} of {}</td><td>{}</td><td><code>{}</code></td><td>{}</td></tr>",
-                           comm_html(parse_hex(str(g, "comm")), names), esc(str(g, "api")), esc(str(g, "ranks_text")),
-                           g["nranks"].get<int>(), states, esc(str(g, "created_at")), hosts));
+                           comm_html(g.id, names), esc(trace::api_name(g.first->api)),
+                           esc(ranks_text(std::vector<int32_t>(g.ranks.begin(), g.ranks.end()))), g.first->nranks, states,
+                           esc(g.site.first), hosts));
     }
     page.add("</table>");
-    for (const json& remedy : leaks["remedies"]) page.add(fmt::format("<p class=\"note\">Remedy: {}.</p>", esc(remedy.get<std::string>())));
+    for (const std::string& remedy : leaks.remedies) page.add(fmt::format("<p class=\"note\">Remedy: {}.</p>", esc(remedy)));
   }
   if (leaked_resources) {
     page.add("<h3>Resources never released</h3><table><tr><th>kind</th><th>API</th><th>comm</th><th>rank</th><th>bytes</th><th>host</th><th>pid</th><th>created at</th></tr>");
     size_t shown = 0;
-    for (const json& l : leaks["leaks"]) {
-      if (str(l, "kind") == "communicator") continue;
+    for (const OpenResourceRow& row : leaks.open_resources) {
       if (shown++ == kMaxTableRows) break;
+      const ResourceInstance& r = *row.resource;
       page.add(fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td class=n>{}</td><td class=n>{}</td><td>{}</td><td class=n>{}</td><td><code>{}</code></td></tr>",
-                           esc(str(l, "kind")), esc(str(l, "api")), l["comm"].is_string() ? comm_html(parse_hex(str(l, "comm")), names) : "–",
-                           l["rank"].get<int>(), l.value("bytes", uint64_t{0}), esc(str(l, "host")), l["pid"].get<int>(), esc(str(l, "created_at"))));
+                           esc(trace::resource_kind(r.api)), esc(trace::api_name(r.api)), r.comm_id ? comm_html(r.comm_id, names) : "–",
+                           r.rank, r.bytes, esc(row.process->host()), row.process->pid(), esc(row.site.first)));
     }
     page.add("</table>");
   }
@@ -730,18 +728,15 @@ int run_html(const Options& options) {
   std::map<uint64_t, std::string> names = comm_names(a.job);
   HangReport hang = hang_report(a);
   LatencyTable latency = latency_table(a);
-  json leaks = leaks_json(a.job, options.symbolize);
-  std::vector<UntracedCopy> untraced = untraced_copies(a.job);
+  LeakReport leaks = leak_report(a.job, options.symbolize);
+  say_other_builds(leaks);
   std::vector<LatenessMap> maps = lateness_maps(a, hang.detail);
 
   std::set<std::string> hosts;
-  std::set<int> world_ranks;
+  std::set<int32_t> world_ranks;
   for (size_t i = 0; i < a.job.processes.size(); ++i) {
     hosts.insert(a.job.processes[i].host());
-    int32_t widest = 0;
-    for (const RankComm& c : a.ops[i].comms) widest = std::max(widest, c.nranks);
-    for (const RankComm& c : a.ops[i].comms)
-      if (c.rank >= 0 && c.nranks == widest) world_ranks.insert(c.rank);
+    world_ranks.merge(world_ranks_of(a, i));
   }
 
   Page page;
@@ -749,7 +744,7 @@ int run_html(const Options& options) {
                        "with ops</p>",
                        a.job.processes.size(), world_ranks.size(), hosts.size(), a.members.size()));
   if (latency.window.partial()) page.add(fmt::format("<p class=\"note\">{}.</p>", esc(latency.window.text())));
-  verdict_section(page, leaks, hang, untraced, names);
+  verdict_section(page, leaks, hang, names);
   std::map<std::string, std::string> op_colours;
   communicators_section(page, latency, names, op_colours);
   lateness_section(page, maps, names);
@@ -779,7 +774,7 @@ int run_html(const Options& options) {
       break;
     }
     page.add(fmt::format("<tr><td>{}</td><td class=n>{}</td><td class=n>{}</td><td><code>{}</code></td></tr>", esc(p.host()), p.pid(),
-                         a.ops[i].world_rank(), esc(p.path)));
+                         ranks_cell(world_ranks_of(a, i)), esc(p.path)));
   }
   page.add("</table></details>");
 
@@ -788,8 +783,7 @@ int run_html(const Options& options) {
   html += kStyle;
   html += "</style></head><body>\n" + page.body + "\n</body></html>\n";
   if (!write_output_atomically(options.output, html)) return 2;
-  bool leaky = !leaks["leaks"].empty();
-  bool findings = leaky || hang.findings || !untraced.empty();
+  bool findings = leaks.findings() || hang.findings || !leaks.untraced.empty();
   if (options.output != "-")
     std::printf("html: %zu trace(s), %s, written to %s\n", a.job.processes.size(), findings ? "findings" : "nothing found",
                 options.output.c_str());

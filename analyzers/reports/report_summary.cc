@@ -25,6 +25,36 @@ std::string pile_up_site(const CommPileUp& pile) {
 
 }  // namespace
 
+std::set<int32_t> world_ranks_of(const JobAnalysis& a, size_t process) {
+  std::set<int32_t> ranks;
+  int32_t widest = 0;
+  for (const RankComm& c : a.ops[process].comms) widest = std::max(widest, c.nranks);
+  for (const RankComm& c : a.ops[process].comms)
+    if (c.rank >= 0 && c.nranks == widest) ranks.insert(c.rank);
+  if (a.ops[process].comms.empty())
+    if (int32_t rank = world_rank(a.job.processes[process]); rank >= 0) ranks.insert(rank);
+  return ranks;
+}
+
+std::string first_look_at(const LeakReport& leaks, const HangReport& hang) {
+  if (hang.findings) return hang.verdict;
+  if (!leaks.pile_ups.empty())
+    return fmt::format("communicators piling up: {} made at {}, earlier ones still alive as more were made — run "
+                       "`ncclwatch-report leaks`",
+                       leaks.pile_ups.front().pile.made, pile_up_site(leaks.pile_ups.front().pile));
+  if (leaks.leaks())
+    return fmt::format("leaks: {} communicator(s) never destroyed, {} resource(s) never released — run `ncclwatch-report leaks`",
+                       leaks.leaked.size(), leaks.open_resources.size());
+  if (!leaks.order.empty())
+    return fmt::format("{} resource(s) released out of order or registered twice — run `ncclwatch-report leaks`",
+                       leaks.order.size());
+  if (!leaks.untraced.empty())
+    return "not traced: " + leaks.untraced.front().path + " (" + leaks.untraced.front().reason +
+           "): its NCCL calls are in no trace";
+  if (!hang.stragglers.empty() || !hang.environment_keys.empty()) return hang.verdict;
+  return "nothing: no leak, hang or mismatch found";
+}
+
 int run_summary(const Options& options) {
   JobAnalysis a = analyze_job(options.inputs, {});
   print_problems(a.job.problems);
@@ -35,40 +65,21 @@ int run_summary(const Options& options) {
   }
   std::set<std::string> hosts;
   std::set<uint64_t> comm_ids;
-  std::map<std::string, int> states;
-  size_t leaked_ranks = 0, open_resources = 0, killed = 0;
+  size_t killed = 0;
   uint64_t lost = 0;
-  std::set<uint64_t> leaked_ids;
-  uint64_t leaked_memory = 0;  // GPU memory the leaked instances held when made, where measured
-  std::set<int> world_ranks;
+  std::set<int32_t> world_ranks;
   for (size_t i = 0; i < job.processes.size(); ++i) {
     const ProcessTrace& p = job.processes[i];
     hosts.insert(p.host());
     lost += p.lost_records;
     if (!p.process_end) ++killed;
-    // Every rank this process holds in its largest communicator (one process may drive several GPUs).
-    int32_t widest = 0;
-    for (const RankComm& c : a.ops[i].comms) widest = std::max(widest, c.nranks);
-    for (const RankComm& c : a.ops[i].comms)
-      if (c.rank >= 0 && c.nranks == widest) world_ranks.insert(c.rank);
-    // A process that issued no op: its rank in the widest communicator it made.
-    if (a.ops[i].comms.empty())
-      if (int32_t rank = world_rank(p); rank >= 0) world_ranks.insert(rank);
-    for (const CommInstance& c : p.comms) {
+    world_ranks.merge(world_ranks_of(a, i));
+    for (const CommInstance& c : p.comms)
       if (c.state != CommState::kInitFailed) comm_ids.insert(c.id);
-      ++states[state_name(c.state)];
-      if (is_leak(c.state)) {
-        ++leaked_ranks;
-        leaked_ids.insert(c.id);
-        leaked_memory += c.memory.bytes;
-      }
-    }
-    for (const ResourceInstance& r : p.resources) open_resources += !r.released;
   }
   for (const CommOps& c : a.comms) comm_ids.insert(c.comm_id);
   comm_ids.erase(0);
-  bool leaks = leaked_ranks + open_resources > 0;
-  LifecycleFindings lifecycle = lifecycle_findings(job);
+  LeakReport leaks = leak_report(job, /*symbolize=*/false);  // summary names no native frame
   HangReport hang = hang_report(a);
   LatencyTable latency = latency_table(a);
 
@@ -96,41 +107,33 @@ int run_summary(const Options& options) {
       ++use.processes;
     }
   }
-  std::vector<UntracedCopy> untraced = untraced_copies(job);
+  const std::vector<UntracedCopy>& untraced = leaks.untraced;
 
-  std::string first_look;
-  if (hang.findings) first_look = hang.verdict;
-  else if (!lifecycle.pile_ups.empty())
-    first_look = fmt::format("communicators piling up: {} made at {}, earlier ones still alive as more were made — run "
-                             "`ncclwatch-report leaks`",
-                             lifecycle.pile_ups.front().made, pile_up_site(lifecycle.pile_ups.front()));
-  else if (leaks || !lifecycle.order.empty()) first_look = "leaks: run `ncclwatch-report leaks`";
-  else if (!untraced.empty())
-    first_look = "not traced: " + untraced.front().path + " (" + untraced.front().reason + "): its NCCL calls are in no trace";
-  else if (!hang.stragglers.empty() || !hang.environment_keys.empty()) first_look = hang.verdict;
-  else first_look = "nothing: no leak, hang or mismatch found";
+  std::string first_look = first_look_at(leaks, hang);
   // A copy we could not trace is a finding: "no leaks" cannot be vouched for.
-  bool findings = leaks || hang.findings || !untraced.empty() || !lifecycle.pile_ups.empty() || !lifecycle.order.empty();
+  bool findings = leaks.findings() || hang.findings || !untraced.empty();
 
   if (options.json) {
     json out = {{"traces", job.processes.size()},
                 {"ranks", world_ranks.size()},
                 {"hosts", hosts},
                 {"communicators", comm_ids.size()},
-                {"states", states},
-                {"leaked_communicators", leaked_ids.size()},
-                {"leaked_instances", leaked_ranks},
-                {"leaked_gpu_memory_bytes", leaked_memory},
-                {"unreleased_resources", open_resources},
+                {"states", leaks.state_counts},
+                {"leaked_communicators", leaks.leaked.size()},
+                {"leaked_instances", leaks.leaked_instances.size()},
+                {"leaked_gpu_memory_bytes", leaks.leaked_memory_bytes},
+                {"unreleased_resources", leaks.open_resources.size()},
                 {"piling_up", [&] {
                    json list = json::array();
-                   for (const CommPileUp& pile : lifecycle.pile_ups)
+                   for (const PileUpFinding& f : leaks.pile_ups) {
+                     const CommPileUp& pile = f.pile;
                      list.push_back({{"made", pile.made}, {"not_destroyed", pile.not_destroyed}, {"peak_alive", pile.peak_alive},
                                      {"ranks", pile.ranks}, {"site", pile.site_key}, {"created_at", pile_up_site(pile)}});
+                   }
                    return list;
                  }()},
-                {"resources_out_of_order", lifecycle.order.size()},
-                {"peak_alive_communicators", lifecycle.peak.count},
+                {"resources_out_of_order", leaks.order.size()},
+                {"peak_alive_communicators", leaks.peak.count},
                 {"processes_without_final_record", killed},
                 {"lost_records", lost},
                 {"mismatched_seqs", hang.mismatched_seqs},
@@ -160,7 +163,7 @@ int run_summary(const Options& options) {
   fmt::print("ncclwatch summary: {} process trace(s), {} rank(s) on {} host(s), {} communicator(s)\n", job.processes.size(),
              world_ranks.size(), hosts.size(), comm_ids.size());
   std::string by_state;
-  for (const auto& [s, n] : states) by_state += fmt::format("{}{} {}", by_state.empty() ? "" : ", ", n, s);
+  for (const auto& [s, n] : leaks.state_counts) by_state += fmt::format("{}{} {}", by_state.empty() ? "" : ", ", n, s);
   if (!by_state.empty()) fmt::print("  communicator instances: {}\n", by_state);
   for (const auto& [path, use] : libraries) {
     if (use.status == "not traced")
@@ -172,20 +175,23 @@ int run_summary(const Options& options) {
   if (killed) fmt::print("  {} process(es) ended without a final record (killed or crashed)\n", killed);
   if (lost) fmt::print("  {} record(s) were lost while tracing\n", lost);
   if (latency.window.partial()) fmt::print("  {}\n", latency.window.text());
-  if (leaks)
+  if (leaks.leaks())
     fmt::print("  LEAKS: {} communicator(s) never destroyed{}, {} resource(s) never released — run `ncclwatch-report leaks`\n",
-               leaked_ids.size(),
-               leaked_memory ? fmt::format(" (holding {} of GPU memory when made, all ranks)", bytes_text(leaked_memory)) : "",
-               open_resources);
+               leaks.leaked.size(),
+               leaks.leaked_memory_bytes
+                   ? fmt::format(" (holding {} of GPU memory when made, all ranks)", bytes_text(leaks.leaked_memory_bytes))
+                   : "",
+               leaks.open_resources.size());
   else
     fmt::print("  no leaks: every communicator and resource was released\n");
-  for (const CommPileUp& pile : lifecycle.pile_ups)
+  for (const PileUpFinding& f : leaks.pile_ups)
     fmt::print("  PILING UP: {} communicators made at {} on rank(s) {} in {} bursts, {} never destroyed before "
                "exit, at most {} alive at once — run `ncclwatch-report leaks`\n",
-               pile.made, pile_up_site(pile), ranks_text(pile.ranks), pile.bursts, pile.not_destroyed, pile.peak_alive);
-  if (!lifecycle.order.empty())
+               f.pile.made, pile_up_site(f.pile), ranks_text(f.pile.ranks), f.pile.bursts, f.pile.not_destroyed,
+               f.pile.peak_alive);
+  if (!leaks.order.empty())
     fmt::print("  ORDER: {} resource(s) released out of order or registered twice — run `ncclwatch-report leaks`\n",
-               lifecycle.order.size());
+               leaks.order.size());
   if (hang.mismatched_seqs)
     fmt::print("  MISMATCHES: ranks passed different arguments to {} collective(s) — run `ncclwatch-report hang`\n",
                hang.mismatched_seqs);

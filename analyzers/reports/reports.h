@@ -3,12 +3,15 @@
 #pragma once
 
 #include "job_model.h"
+#include "lifecycle_findings.h"
 #include "op_model.h"
 #include "op_window.h"
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -136,10 +139,82 @@ LatencyTable latency_table(const JobAnalysis& analysis);
 nlohmann::json to_json(const LatencyRow& row);      // one row as `latency --json` writes it
 nlohmann::json to_json(const LatencyTable& table);  // `latency --json`
 
-// The leaks report's findings: "leaks", "communicators", "traces" and "not_traced" as `leaks --json`
-// prints them, plus "groups" (one per leaked communicator identity: "comm", "name", "api", "nranks",
-// "ranks_text", "states" (how it ended, in words), "hosts", "created_at", "made_by_nvshmem"), "torch"
-// and "remedies" (sentences, NVSHMEM's, PyTorch's or NCCL's, for what leaked).
-nlohmann::json leaks_json(const Job& job, bool symbolize);
+// leaks' result, typed: what `leaks` prints in each form, and what summary and html read, so that
+// they say the same thing.
+
+// A call site as the reports show it.
+struct SiteText {
+  std::string first;                // "train.py:43 (main) via c10d::NCCLComm::create (libtorch_cuda.so)"
+  std::vector<std::string> stack;   // native frames, innermost first
+  std::vector<PythonFrame> python;  // innermost first
+};
+// One communicator instance (a rank of it in one process), or a resource never released.
+struct CommInstanceRow {
+  const ProcessTrace* process = nullptr;
+  const CommInstance* comm = nullptr;
+  SiteText site;
+};
+struct OpenResourceRow {
+  const ProcessTrace* process = nullptr;
+  const ResourceInstance* resource = nullptr;
+  SiteText site;
+};
+// A leaked communicator identity across the ranks where it leaked.
+struct LeakedComm {
+  uint64_t id = 0;
+  const CommInstance* first = nullptr;  // the instance of its lowest-numbered process
+  const ProcessTrace* process = nullptr;
+  std::set<int> ranks;
+  std::set<std::string> states;  // how it ended, in words
+  std::set<std::string> hosts;
+  SiteText site;
+};
+struct PileUpFinding {
+  CommPileUp pile;
+  SiteText site;
+  std::string text;  // the finding in one sentence, without the remedy
+};
+struct OrderFinding {
+  ResourceOrder order;
+  SiteText made;                 // the resource's creation site
+  std::string comm_released_at;  // kOutlivedComm: where its communicator was destroyed ("" unknown)
+  SiteText earlier;              // kRegisteredTwice: the registration still held
+};
+struct LeakReport {
+  std::vector<CommInstanceRow> communicators;  // every instance, in file order
+  std::vector<size_t> leaked_instances;  // indices into communicators
+  size_t traces = 0;                     // trace files read
+  std::vector<OpenResourceRow> open_resources;
+  std::vector<LeakedComm> leaked;  // by identity
+  std::map<std::string, int> state_counts;
+  std::map<uint64_t, std::set<int>> finalized_only;  // finalized, never destroyed: not a leak by contract
+  uint64_t leaked_memory_bytes = 0;  // GPU memory the leaked instances held when made, where measured
+  bool torch = false;                // PyTorch made a leaked communicator
+  std::vector<std::string> remedies; // NVSHMEM's, PyTorch's or NCCL's, for what leaked
+  std::vector<PileUpFinding> pile_ups;
+  PeakAlive peak;
+  std::vector<OrderFinding> order;
+  std::vector<UntracedCopy> untraced;
+  std::set<std::string> other_builds;     // module files of another build than traced: not symbolized
+
+  bool leaks() const { return !leaked_instances.empty() || !open_resources.empty(); }
+  // Exit status 1: leaks, pile-ups, resources out of order.
+  bool findings() const { return leaks() || !pile_ups.empty() || !order.empty(); }
+};
+// `symbolize`: native frames named from the modules' debug information (else addresses, or what
+// the shim read at the call).
+LeakReport leak_report(const Job& job, bool symbolize);
+nlohmann::json to_json(const LeakReport& report);  // `leaks --json`
+// The lines naming pile-ups and resources out of order, as `leaks` and html word them.
+std::vector<std::string> lifecycle_lines(const LeakReport& report);
+// Names the module files that were not used to symbolize, once, on stderr.
+void say_other_builds(const LeakReport& report);
+
+// The world ranks of process `process`: every rank it holds in its widest communicator with ops
+// (one process may drive several GPUs), else its rank in the widest communicator it made.
+std::set<int32_t> world_ranks_of(const JobAnalysis& analysis, size_t process);
+
+// The first thing to look at in a job, in one sentence: summary's and html's.
+std::string first_look_at(const LeakReport& leaks, const HangReport& hang);
 
 }  // namespace ncclwatch::report

@@ -366,6 +366,15 @@ def resources_out_of_order_are_named():
     check(twice["buffer"] and twice["earlier_handle"] != twice["handle"], f"both registrations named: {twice}")
     code, text, _ = job.report("leaks")
     check("ORDER: window" in text and "ncclCommWindowDeregister" in text and "registered on it" in text, f"text:\n{text}")
+    # summary and html read the same typed findings: both say it first, both exit 1.
+    code, summary, _ = job.report("summary", "--json")
+    check(code == 1 and summary["resources_out_of_order"] == 4 and "out of order" in summary["first_look"],
+          f"summary: {summary['first_look']}")
+    page = os.path.join(job.tmp, "report.html")
+    code, _, err = job.report("html", "-o", page)
+    html = open(page).read()
+    check(code == 1 and summary["first_look"] in html,
+          f"html exit {code}, its verdict differs from summary's {summary['first_look']!r}: {err}")
 
 
 def another_build_of_a_module_is_never_used_to_symbolize():
