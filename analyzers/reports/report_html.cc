@@ -4,7 +4,7 @@
 // over time, and the environment differences. Plots are inline SVG drawn here: the page loads
 // nothing (no script, font or stylesheet from anywhere) and opens offline.
 //
-// The figures are the other reports' own (hang_report, latency_table, leaks_json,
+// The figures are the other reports' own (hang_report, latency_table, leak_report,
 // environment_differences); only the heatmap needs a pass of its own over the op records (see
 // LatenessMap).
 #include "pending_launches.h"
@@ -63,11 +63,6 @@ std::string esc(std::string_view raw) {
   return out;
 }
 
-std::string str(const json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
 // A JSON value as plain text: strings without their quotes.
 std::string value_text(const json& v) { return v.is_string() ? v.get<std::string>() : dump_json(v); }
 
@@ -80,14 +75,6 @@ std::string comm_html(uint64_t id, const std::map<uint64_t, std::string>& names)
   auto it = names.find(id);
   if (it == names.end() || it->second.empty()) return fmt::format("<code>{}</code>", hex_id(id));
   return fmt::format("<b>{}</b> <code>{}</code>", esc(it->second), hex_id(id));
-}
-
-uint64_t parse_hex(const std::string& s) {
-  try {
-    return std::stoull(s, nullptr, 16);
-  } catch (...) {
-    return 0;
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -289,7 +276,7 @@ class StartScanner {
   PendingLaunches<Pending> pending_{kMaxPendingLaunches};
 };
 
-std::vector<LatenessMap> lateness_maps(const JobAnalysis& a, const json& hang) {
+std::vector<LatenessMap> lateness_maps(const JobAnalysis& a, const HangReport& hang) {
   // The busiest communicators with two ranks or more.
   std::vector<std::pair<uint64_t, uint64_t>> busiest;  // (collectives issued, comm id)
   for (const auto& [id, members] : a.members) {
@@ -324,13 +311,13 @@ std::vector<LatenessMap> lateness_maps(const JobAnalysis& a, const json& hang) {
     map.ranks_present = present.size();
     // On the GPU where the hang report judged stragglers there, so both say the same.
     std::vector<int32_t> keep;
-    for (const json& c : hang["comms"]) {
-      if (str(c, "comm") != hex_id(map.comm_id)) continue;
-      map.on_gpu = str(c["stragglers"], "measured_on") == "gpu_start";
-      for (const json& r : c["stragglers"]["ranks"])
-        if (r["finding"].get<bool>()) map.flagged.insert(r["rank"].get<int32_t>());
+    for (const CommHang& c : hang.comms) {
+      if (c.comm_id != map.comm_id) continue;
+      map.on_gpu = c.stragglers.on_gpu;
+      for (const StragglerRank& r : c.stragglers.ranks)
+        if (r.finding) map.flagged.insert(r.rank);
       keep.assign(map.flagged.begin(), map.flagged.end());
-      for (const json& w : c["stragglers"]["worst"]) keep.push_back(w["rank"].get<int32_t>());
+      for (const LateArrival& w : c.stragglers.worst) keep.push_back(w.rank);
     }
     // Too many ranks: the stragglers and the worst arrivals stay, then the lowest ranks.
     std::set<int32_t> rows;
@@ -518,7 +505,6 @@ struct Page {
 
 // Leaks, hang, mismatches, stragglers: what a person needs to know before any figure.
 void verdict_section(Page& page, const LeakReport& leaks, const HangReport& report, const std::map<uint64_t, std::string>& names) {
-  const json& hang = report.detail;
   const std::vector<UntracedCopy>& untraced = leaks.untraced;
   size_t leaked_resources = leaks.open_resources.size();
   const std::vector<LeakedComm>& groups = leaks.leaked;
@@ -588,18 +574,17 @@ void verdict_section(Page& page, const LeakReport& leaks, const HangReport& repo
   // Per-communicator hang findings, and every mismatch (up to a page of them).
   std::string findings, mismatches;
   size_t mismatch_rows = 0, mismatch_total = 0;
-  for (const json& c : hang["comms"]) {
-    std::string verdict = str(c, "verdict");
+  for (const CommHang& c : report.comms) {
+    const std::string& verdict = c.verdict;
     bool straggler_only = std::find(stragglers.begin(), stragglers.end(), verdict) != stragglers.end();  // in its card
     if (verdict.rfind("consistent", 0) != 0 && !straggler_only)
       findings += fmt::format("<li>{}</li>", esc(verdict));
-    for (const json& m : c["mismatches"]) {
+    for (const ArgumentMismatch& m : c.mismatches) {
       ++mismatch_total;
       if (mismatch_rows++ >= kMaxTableRows) continue;
       mismatches += fmt::format("<tr><td>{}</td><td class=n>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                                comm_html(parse_hex(str(c, "comm")), names), m["seq"].get<uint64_t>(), esc(str(m, "field")),
-                                esc(value_text(m["value"])), esc(ranks_text(m["ranks"].get<std::vector<int32_t>>())),
-                                esc(value_text(m["expected"])));
+                                comm_html(c.comm_id, names), m.seq, esc(m.field), esc(value_text(m.value)),
+                                esc(ranks_text(m.ranks)), esc(value_text(m.expected)));
     }
   }
   if (!findings.empty()) page.add("<h3>Per communicator</h3><ul>" + findings + "</ul>");
@@ -697,18 +682,17 @@ void lateness_section(Page& page, const std::vector<LatenessMap>& maps, const st
   }
 }
 
-void environment_section(Page& page, const json& env) {
+void environment_section(Page& page, const std::vector<EnvironmentDifference>& env) {
   page.add("<h2 id=\"environment\">Environment differences</h2>");
   if (env.empty()) {
     page.add("<p>None: every process ran the same NCCL version and <code>NCCL_*</code> settings.</p>");
     return;
   }
   page.add("<table class=\"environment\"><tr><th>setting</th><th>value</th><th>ranks</th><th>processes</th></tr>");
-  for (const json& e : env)
-    for (const json& v : e["values"])
+  for (const EnvironmentDifference& e : env)
+    for (const EnvironmentDifference::Value& v : e.values)
       page.add(fmt::format("<tr><td><code>{}</code></td><td><code>{}</code></td><td>{}</td><td class=n>{}</td></tr>",
-                           esc(str(e, "key")), esc(str(v, "value")), esc(ranks_text(v["ranks"].get<std::vector<int32_t>>())),
-                           v["processes"].get<size_t>()));
+                           esc(e.key), esc(v.value), esc(ranks_text(v.ranks)), v.processes));
   page.add("</table>");
 }
 
@@ -730,7 +714,7 @@ int run_html(const Options& options) {
   LatencyTable latency = latency_table(a);
   LeakReport leaks = leak_report(a.job, options.symbolize);
   say_other_builds(leaks);
-  std::vector<LatenessMap> maps = lateness_maps(a, hang.detail);
+  std::vector<LatenessMap> maps = lateness_maps(a, hang);
 
   std::set<std::string> hosts;
   std::set<int32_t> world_ranks;
@@ -762,7 +746,7 @@ int run_html(const Options& options) {
                            still_alive));
     page.add("</p>" + live);
   }
-  environment_section(page, hang.detail["environment"]);
+  environment_section(page, hang.environment);
 
   page.add("<h2 id=\"traces\">Traces</h2><details><summary>");
   page.add(fmt::format("{} trace file(s); clock alignment: {}</summary><table><tr><th>host</th><th>pid</th><th>rank</th><th>file</th></tr>",

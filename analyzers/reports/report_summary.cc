@@ -148,7 +148,7 @@ int run_summary(const Options& options) {
                    for (const LatencyRow* r : rows) list.push_back(to_json(*r));
                    return list;
                  }()},
-                {"environment", hang.detail["environment"]},
+                {"environment", to_json(hang.environment)},
                 {"window", latency.window.to_json()},
                 {"verdict", hang.verdict},
                 {"first_look", first_look}};

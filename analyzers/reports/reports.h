@@ -2,6 +2,7 @@
 // 0 nothing found, 1 findings, 2 no usable input.
 #pragma once
 
+#include "divergence.h"
 #include "job_model.h"
 #include "lifecycle_findings.h"
 #include "op_model.h"
@@ -82,14 +83,107 @@ std::map<uint64_t, std::string> comm_names(const Job& job);
 // "\"name\" (id)" or the id.
 std::string comm_label(uint64_t id, const std::map<uint64_t, std::string>& names);
 
-// NCCL_* variables and NCCL versions that differ across processes:
-// [{"key", "values": [{"value", "ranks", "processes"}]}]; "key" is "nccl_version" for versions.
-nlohmann::json environment_differences(const JobAnalysis& analysis);
+// An NCCL_* variable, or the NCCL version ("nccl_version"), that differs across processes.
+struct EnvironmentDifference {
+  struct Value {
+    std::string value;           // "(unset)" where a process has none
+    std::vector<int32_t> ranks;  // the processes' world ranks, sorted, at most 64
+    size_t processes = 0;
+  };
+  std::string key;
+  std::vector<Value> values;
+};
+std::vector<EnvironmentDifference> environment_differences(const JobAnalysis& analysis);
+// [{"key", "values": [{"value", "ranks", "processes"}]}]
+nlohmann::json to_json(const std::vector<EnvironmentDifference>& differences);
 
-// hang's result: its full detail as `hang --json` writes it ({"comms": [...], "verdict", ...}), and,
-// typed, what the other reports take from it, so that summary and hang say the same thing.
+// hang's result, typed: per communicator what each rank issued and completed, what the ranks
+// disagreed about, who was late and where a rank departed from its peers' program. `hang` writes
+// it as JSON, CSV and text; summary and html read it, so that they say the same thing.
+struct RankRange {
+  int32_t first = 0, last = 0;  // inclusive
+};
+uint64_t rank_count(const std::vector<RankRange>& ranges);
+// "0,3-5,9": at most `limit` ranges, then how many ranks in all.
+std::string ranges_text(const std::vector<RankRange>& ranges, size_t limit = 16);
+struct RankProgress {
+  int32_t rank = -1;
+  std::string host;
+  int pid = 0;
+  uint64_t last_seq = 0, completed_seq = 0;
+  bool process_ended = false;
+};
+using MissingRank = RankProgress;  // a rank that never issued last_seq + 1, which a peer issued
+struct IncompleteRank {
+  int32_t rank = -1;
+  uint64_t from_seq = 0, to_seq = 0;  // issued, never completed
+};
+// One argument in which some ranks differ from the most common signature at a seq.
+struct ArgumentMismatch {
+  uint64_t seq = 0;
+  std::string field;                        // "op", "count", "datatype", "redop", "root" or "peer"
+  nlohmann::json expected, value;           // a number or a name
+  std::vector<int32_t> ranks, expected_ranks;
+};
+struct StallSeen {  // a watchdog record
+  int32_t rank = -1;
+  uint64_t seq = 0;
+  trace::Api op = trace::Api::kUnknown;
+  bool stalled = true;  // false: resolved later
+  double pending_s = 0;
+  int64_t time_ns = 0;
+};
+struct UnmatchedP2P {
+  int32_t src = -1, dst = -1;
+  uint64_t sends = 0, recvs = 0;
+};
+struct StragglerRank {
+  int32_t rank = -1;
+  uint64_t times_last = 0;
+  double expected_by_chance = 0, typical_late_ms = 0, mean_late_ms = 0;
+  bool far_more_than_chance = false;
+  bool finding = false;  // far above chance, large, and measured on the GPU
+  std::string text;      // the finding in one sentence
+};
+struct LateArrival {
+  uint64_t seq = 0;
+  int32_t rank = -1;
+  double late_ms = 0;
+};
+struct StragglerStats {
+  std::vector<StragglerRank> ranks;  // every rank that was last at least once
+  std::vector<LateArrival> worst;    // the 10 latest arrivals
+  bool on_gpu = false;               // GPU start times (else host enqueue times)
+  uint64_t seqs_judged = 0;
+};
+struct CommHang {
+  uint64_t comm_id = 0;
+  std::string name;  // the application's, where it gave one
+  int32_t nranks = 0;
+  std::vector<int32_t> ranks;        // present: with a trace
+  std::vector<RankRange> absent;     // without one
+  std::vector<int32_t> init_never_returned;
+  uint64_t last_seq_issued = 0, last_seq_completed_by_all = 0;
+  std::vector<RankProgress> per_rank;
+  std::vector<MissingRank> missing;
+  std::vector<IncompleteRank> incomplete;
+  std::vector<ArgumentMismatch> mismatches;
+  uint64_t mismatched_seqs = 0;          // including those not detailed
+  uint64_t mismatches_not_detailed = 0;  // seqs past the op model's limit
+  std::vector<StallSeen> stalls;         // the first kMaxStallsPerComm
+  size_t stall_records = 0;
+  std::vector<UnmatchedP2P> p2p_unmatched;
+  StragglerStats stragglers;
+  std::vector<Divergence> divergence;
+  std::string verdict;  // the most telling finding, in words
+};
 struct HangReport {
-  nlohmann::json detail;
+  std::vector<CommHang> comms;
+  size_t traces = 0;
+  std::vector<EnvironmentDifference> environment;
+  std::string clock_method;
+  nlohmann::json clock_hosts;
+  OpWindow window;  // seqs, arrivals and mismatches are judged on the ops kept
   // Exit status 1: mismatches, missing or absent ranks, creations that never returned, ops never
   // completed, divergence, unmatched point-to-point.
   bool findings = false;
@@ -101,6 +195,7 @@ struct HangReport {
   std::vector<std::string> environment_keys;  // NCCL_* settings (or "nccl_version") that differ across ranks
 };
 HangReport hang_report(const JobAnalysis& analysis);
+nlohmann::json to_json(const HangReport& report);  // `hang --json`
 
 // latency's result, typed: what `latency` prints and what the other reports read (summary's
 // slowest ops, the html plots, the metrics). Durations in µs. A steady-state figure is empty where

@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
                   static_cast<double>(a.records) / s / 1e6, reader_threads(a.files.size()), answer, peak_rss_mb());
     }
   };
-  measure("hang", true, [](const JobAnalysis& a) { return hang_report(a).detail.dump().size(); });
+  measure("hang", true, [](const JobAnalysis& a) { return to_json(hang_report(a)).dump().size(); });
   measure("latency", false, [](const JobAnalysis& a) { return to_json(latency_table(a)).dump().size(); });
   if (timeline) {
     for (bool flows : {true, false}) {

@@ -1,0 +1,470 @@
+// The hang report's analysis: which rank stopped where, which ranks disagreed, who was late, and
+// where a rank's program departed from its peers'. Ranks are matched by (communicator identity,
+// seq). report_hang.cc writes it out.
+#include "divergence.h"
+#include "reports.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <iostream>
+#include <optional>
+#include <set>
+
+namespace ncclwatch::report {
+namespace {
+
+using nlohmann::json;
+using trace::Api;
+
+constexpr size_t kMaxStallsPerComm = 64;
+
+// The ranks of [0, nranks) missing from `present`, as ranges: as many as there are ranks present
+// (plus one), however many ranks a record claims the communicator has.
+std::vector<RankRange> absent_ranges(int32_t nranks, const std::map<int32_t, size_t>& present) {
+  std::vector<RankRange> out;
+  int32_t next = 0;
+  for (const auto& [rank, process] : present) {
+    if (rank >= nranks) break;
+    if (rank > next) out.push_back({next, rank - 1});
+    next = rank + 1;
+  }
+  if (next < nranks) out.push_back({next, nranks - 1});
+  return out;
+}
+
+bool is_rooted(uint16_t api) {
+  Api a = static_cast<Api>(api);
+  return a == Api::kBroadcast || a == Api::kBcast || a == Api::kReduce || a == Api::kGather || a == Api::kScatter;
+}
+
+// One entry per field in which `got` differs from `expected`.
+void compare_fields(uint64_t seq, const OpSignature& expected, const std::vector<int32_t>& expected_ranks,
+                    const OpSignature& got, const std::vector<int32_t>& ranks, std::vector<ArgumentMismatch>& out) {
+  auto add = [&](const char* field, json want, json value) {
+    out.push_back({seq, field, std::move(want), std::move(value), ranks, expected_ranks});
+  };
+  if (got.api != expected.api)
+    add("op", trace::api_name(static_cast<Api>(expected.api)), trace::api_name(static_cast<Api>(got.api)));
+  if (got.count != expected.count) add("count", expected.count, got.count);
+  if (got.datatype != expected.datatype) add("datatype", datatype_name(expected.datatype), datatype_name(got.datatype));
+  if (got.redop != expected.redop) add("redop", redop_name(expected.redop), redop_name(got.redop));
+  if (got.peer != expected.peer) add(is_rooted(expected.api) || is_rooted(got.api) ? "root" : "peer", expected.peer, got.peer);
+}
+
+// Severity of what a communicator shows, to pick what to look at first across communicators.
+enum Severity {
+  kNone = 0, kStraggler = 1, kIncomplete = 2, kMismatch = 3, kMissing = 4, kDivergence = 5, kInitHung = 6, kAbsent = 7
+};
+
+struct CommVerdict {
+  Severity severity = kNone;
+  std::string text;
+  // Between equally severe findings: a departure on the comm where the rank issued fewer ops (it
+  // skipped one there) explains the one where it issued more (it moved on to another comm).
+  bool rank_also_missing = false;
+  bool before(const CommVerdict& o) const {
+    return severity != o.severity ? severity > o.severity : rank_also_missing && !o.rank_also_missing;
+  }
+};
+
+// Who started last at each seq every present rank issued, and by how much. On the GPU side where
+// every rank's launch of the seq was timed: a host returns from an enqueue long before its GPU
+// runs the op, so host arrival gaps grow with every op a fast rank runs ahead.
+StragglerStats straggler_stats(const JobAnalysis& a, uint64_t id, const CommOps* ops, size_t n_present,
+                               const std::map<uint64_t, std::string>& names) {
+  StragglerStats out;
+  if (!ops || n_present < 2) return out;
+  out.on_gpu = std::any_of(ops->slots.begin(), ops->slots.end(), [&](const SeqSlot& s) { return s.gpu.complete(n_present); });
+  struct Lateness {
+    uint64_t times_last = 0;
+    double total_ns = 0;
+    LatencyHistogram hist;  // for the typical (median) lateness
+  };
+  std::map<int32_t, Lateness> lateness;
+  std::vector<std::pair<int64_t, uint64_t>> worst;  // (lateness, seq)
+  for (size_t i = 0; i < ops->slots.size(); ++i) {
+    const SeqSlot& s = ops->slots[i];
+    const LastArrivals& arrivals = out.on_gpu ? s.gpu : s.host;
+    if (!arrivals.complete(n_present)) continue;
+    int64_t late = wrap_sub(arrivals.last, arrivals.second);
+    ++out.seqs_judged;
+    Lateness& l = lateness[arrivals.last_rank];
+    ++l.times_last;
+    l.total_ns += static_cast<double>(late);
+    l.hist.add(late);
+    worst.emplace_back(late, ops->seq_at(i));
+    if (worst.size() > 64) {
+      std::nth_element(worst.begin(), worst.begin() + 9, worst.end(), std::greater<>());
+      worst.resize(10);
+    }
+  }
+  std::sort(worst.begin(), worst.end(), std::greater<>());
+  if (worst.size() > 10) worst.resize(10);
+  for (const auto& [late, seq] : worst) {
+    const SeqSlot& s = *ops->slot(seq);
+    out.worst.push_back({seq, out.on_gpu ? s.gpu.last_rank : s.host.last_rank, static_cast<double>(late) / 1e6});
+  }
+  // The op's own time: the longest of the communicator's fastest GPU-timed calls (a call waits
+  // for the last rank, so its fastest samples are the ones that waited for nobody).
+  int64_t own_ns = 0;
+  for (const LatencyBucket& b : a.latency)
+    if (b.key.comm_id == id && b.key.timing == TimingSource::kGpu && b.hist.count()) own_ns = std::max(own_ns, b.hist.min());
+  double p = 1.0 / static_cast<double>(n_present);
+  double expected = static_cast<double>(out.seqs_judged) * p;
+  for (const auto& [rank, l] : lateness) {
+    StragglerRank r;
+    r.rank = rank;
+    r.times_last = l.times_last;
+    r.expected_by_chance = expected;
+    double mean_late_ns = l.total_ns / static_cast<double>(l.times_last);
+    double typical_late_ns = static_cast<double>(l.hist.percentile(50));
+    r.mean_late_ms = mean_late_ns / 1e6;
+    r.typical_late_ms = typical_late_ns / 1e6;
+    // Far above chance: being last this often, if every rank were equally likely to be, has a
+    // probability under 1 %. (2 ranks: last at 7 of 7 judged seqs, or 10 of 11.)
+    r.far_more_than_chance = l.times_last >= 3 && binomial_tail(out.seqs_judged, l.times_last, p) < 0.01;
+    // A finding only when it is far above chance, large (1 ms) and large against the op itself,
+    // and measured where it happens: on the GPU.
+    r.finding = r.far_more_than_chance && out.on_gpu &&
+                typical_late_ns >= std::max(1e6, 2.0 * static_cast<double>(own_ns));
+    if (r.finding)
+      r.text = fmt::format("comm {}: rank {} started last on the GPU at {} of {} collectives, typically {:.2f} ms after the "
+                           "others (mean {:.2f} ms)",
+                           comm_label(id, names), rank, l.times_last, out.seqs_judged, r.typical_late_ms, r.mean_late_ms);
+    out.ranks.push_back(std::move(r));
+  }
+  return out;
+}
+
+// The most telling finding about communicator `c`, in words. `present`: rank -> process;
+// `lowest_issued`: the last seq of the rank that issued fewest.
+CommVerdict comm_verdict(const JobAnalysis& a, const CommHang& c, const std::map<int32_t, size_t>& present, Api hung_api,
+                         uint64_t lowest_issued, const std::map<uint64_t, std::string>& names) {
+  CommVerdict v;
+  std::string label = comm_label(c.comm_id, names);
+  auto set = [&](Severity s, std::string text) {
+    if (s > v.severity) {
+      v.severity = s;
+      v.text = std::move(text);
+    }
+  };
+  const std::vector<int32_t>& hung_ranks = c.init_never_returned;
+  if (!hung_ranks.empty()) {
+    std::string stuck = fmt::format("comm {}: rank(s) {} entered {} and never returned", label, ranks_text(hung_ranks),
+                                    trace::api_name(hung_api));
+    std::vector<int32_t> made;
+    for (const auto& [rank, process] : present)
+      if (!std::binary_search(hung_ranks.begin(), hung_ranks.end(), rank)) made.push_back(rank);
+    if (!c.absent.empty())
+      set(kAbsent, fmt::format("{}, waiting for rank(s) {} of {}, which never called it (no trace shows them in it) — "
+                               "look at them first",
+                               stuck, ranges_text(c.absent), c.nranks));
+    else if (!made.empty())
+      set(kInitHung, fmt::format("{}, though rank(s) {} created it", stuck, ranks_text(made)));
+    else
+      set(kInitHung, fmt::format("{}: every rank is in it (a rank passed another unique id, size or rank?)", stuck));
+  }
+  if (!c.absent.empty())
+    set(kAbsent, fmt::format("comm {}: rank(s) {} of {} left no trace file; their state is unknown — look at them first",
+                             label, ranges_text(c.absent), c.nranks));
+  if (!c.divergence.empty()) {
+    const Divergence& d = c.divergence.front();
+    set(kDivergence, fmt::format("comm {}: rank {} departed from its peers' program within seqs {}..{}{}: {}", label, d.rank,
+                                 d.from_seq, d.to_seq, d.likely_seq ? fmt::format(" (likely at seq {})", d.likely_seq) : "",
+                                 d.reason));
+    if (v.severity == kDivergence)
+      v.rank_also_missing =
+          std::any_of(c.missing.begin(), c.missing.end(), [&](const MissingRank& m) { return m.rank == d.rank; });
+  }
+  if (!c.missing.empty()) {
+    std::vector<int32_t> lowest;
+    for (const MissingRank& m : c.missing)
+      if (m.last_seq == lowest_issued) lowest.push_back(m.rank);
+    std::string why;
+    if (lowest.size() == 1) {
+      size_t process = present.at(lowest[0]);
+      why = a.job.processes[process].process_end ? "; its process exited"
+                                                 : "; its trace ends without a final record (killed, crashed or still hung)";
+      // Blocked elsewhere? An op of another communicator it issued but never completed.
+      for (const RankComm& other : a.ops[process].comms)
+        if (other.comm_id != c.comm_id && other.completed_seq() < other.max_seq) {
+          why += fmt::format("; it waits in comm {} seq {}", comm_label(other.comm_id, names), other.completed_seq() + 1);
+          break;
+        }
+    }
+    set(kMissing, fmt::format("comm {}: rank(s) {} never issued seq {} that {} peer(s) issued (they reached seq {}){}", label,
+                              ranks_text(lowest), lowest_issued + 1, present.size() - c.missing.size(), c.last_seq_issued, why));
+  }
+  if (!c.mismatches.empty()) {
+    const ArgumentMismatch& m = c.mismatches.front();
+    set(kMismatch, fmt::format("comm {}: rank(s) {} passed {} {} where the others passed {} at seq {}{}", label,
+                               ranks_text(m.ranks), m.field, dump_json(m.value), dump_json(m.expected), m.seq,
+                               c.mismatched_seqs > 1 ? fmt::format(" (and {} more mismatched seq(s))", c.mismatched_seqs - 1)
+                                                     : ""));
+  }
+  if (!c.incomplete.empty() && c.missing.empty()) {
+    std::vector<int32_t> ranks;
+    for (const IncompleteRank& r : c.incomplete) ranks.push_back(r.rank);
+    set(kIncomplete, fmt::format("comm {}: every rank issued seq {} but it never completed on rank(s) {}: look at the "
+                                 "GPUs/network of those ranks",
+                                 label, c.last_seq_completed_by_all + 1, ranks_text(ranks)));
+  }
+  for (const StragglerRank& r : c.stragglers.ranks)
+    if (r.finding) set(kStraggler, r.text);
+  return v;
+}
+
+}  // namespace
+
+uint64_t rank_count(const std::vector<RankRange>& ranges) {
+  uint64_t n = 0;
+  for (const RankRange& r : ranges) n += static_cast<uint64_t>(r.last - r.first) + 1;
+  return n;
+}
+
+std::string ranges_text(const std::vector<RankRange>& ranges, size_t limit) {
+  std::string out;
+  for (size_t i = 0; i < ranges.size() && i < limit; ++i) {
+    const RankRange& r = ranges[i];
+    if (i) out += ',';
+    out += r.first == r.last ? std::to_string(r.first) : fmt::format("{}-{}", r.first, r.last);
+  }
+  if (ranges.size() > limit) out += fmt::format(",... ({} ranks)", rank_count(ranges));
+  return out;
+}
+
+std::map<uint64_t, std::string> comm_names(const Job& job) {
+  std::map<uint64_t, std::string> names;
+  for (const ProcessTrace& p : job.processes)
+    for (const CommInstance& c : p.comms)
+      if (!c.name.empty()) names.emplace(c.id, c.name);
+  return names;
+}
+
+// P(X >= k) for X ~ Binomial(n, p). The first term comes from lgamma (no overflow for large n);
+// each next one from the one before, P(i+1) / P(i) = (n-i)/(i+1) * p/(1-p), kept relative to the
+// first (rescaled as it grows) so that neither underflow nor overflow loses it. Past the mode the
+// terms fall geometrically: the sum stops when they no longer change a double.
+double binomial_tail(uint64_t n, uint64_t k, double p) {
+  if (k == 0) return 1.0;
+  if (k > n || p <= 0) return 0.0;
+  if (p >= 1) return 1.0;
+  const double dn = static_cast<double>(n), dk = static_cast<double>(k);
+  double log_first = std::lgamma(dn + 1) - std::lgamma(dk + 1) - std::lgamma(dn - dk + 1) + dk * std::log(p) +
+                     (dn - dk) * std::log1p(-p);
+  const double odds = p / (1 - p), mode = dn * p;
+  double term = 1, sum = 0, log_scale = 0;  // the tail is exp(log_first + log_scale) * sum
+  for (uint64_t i = k; i <= n; ++i) {
+    sum += term;
+    if (static_cast<double>(i) > mode && term < sum * 1e-17) break;
+    term *= static_cast<double>(n - i) / static_cast<double>(i + 1) * odds;
+    if (sum > 1e280) {
+      sum *= 1e-280, term *= 1e-280;
+      log_scale += 280 * std::log(10.0);
+    }
+  }
+  return std::min(std::exp(log_first + log_scale + std::log(sum)), 1.0);
+}
+
+std::string comm_label(uint64_t id, const std::map<uint64_t, std::string>& names) {
+  auto it = names.find(id);
+  if (it != names.end() && !it->second.empty()) return fmt::format("\"{}\" ({})", it->second, hex_id(id));
+  return hex_id(id);
+}
+
+std::vector<EnvironmentDifference> environment_differences(const JobAnalysis& a) {
+  std::set<std::string> keys;
+  std::vector<std::map<std::string, std::string>> envs;
+  for (size_t i = 0; i < a.job.processes.size(); ++i) {
+    const ProcessTrace& p = a.job.processes[i];
+    auto env = p.nccl_env();
+    if (!p.nccl_version().empty()) env["nccl_version"] = p.nccl_version();
+    for (const auto& [k, v] : env) keys.insert(k);
+    envs.push_back(std::move(env));
+  }
+  std::vector<EnvironmentDifference> out;
+  for (const std::string& key : keys) {
+    std::map<std::string, std::vector<int32_t>> values;
+    for (size_t i = 0; i < envs.size(); ++i) {
+      auto it = envs[i].find(key);
+      values[it == envs[i].end() ? "(unset)" : it->second].push_back(a.ops[i].world_rank());
+    }
+    if (values.size() < 2) continue;
+    EnvironmentDifference& d = out.emplace_back(EnvironmentDifference{key, {}});
+    for (auto& [value, ranks] : values) {
+      std::sort(ranks.begin(), ranks.end());
+      size_t n = ranks.size();
+      if (ranks.size() > 64) ranks.resize(64);
+      d.values.push_back({value, std::move(ranks), n});
+    }
+  }
+  return out;
+}
+
+json to_json(const std::vector<EnvironmentDifference>& differences) {
+  json out = json::array();
+  for (const EnvironmentDifference& d : differences) {
+    json entry = {{"key", d.key}, {"values", json::array()}};
+    for (const EnvironmentDifference::Value& v : d.values)
+      entry["values"].push_back({{"value", v.value}, {"ranks", v.ranks}, {"processes", v.processes}});
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+HangReport hang_report(const JobAnalysis& a) {
+  HangReport report;
+  std::map<uint64_t, std::string> names = comm_names(a.job);
+  std::map<uint64_t, std::vector<Divergence>> divergences = find_divergences(a, names);
+
+  // Ranks that created a communicator (lifecycle records) count as present even without ops.
+  // Ranks still in the creation call (it never returned) are present too, and named.
+  struct Created {
+    int32_t nranks = 0;
+    std::map<int32_t, size_t> ranks;  // rank -> process
+    std::map<int32_t, Api> hung;      // rank -> its creation call that never returned
+  };
+  std::map<uint64_t, Created> created;
+  for (size_t i = 0; i < a.job.processes.size(); ++i)
+    for (const CommInstance& c : a.job.processes[i].comms) {
+      if (c.state == CommState::kInitFailed || !c.id) continue;
+      Created& cr = created[c.id];
+      cr.nranks = std::max(cr.nranks, c.nranks);
+      if (c.rank < 0) continue;
+      cr.ranks.emplace(c.rank, i);
+      if (c.state == CommState::kInitHung) cr.hung.emplace(c.rank, c.api);
+    }
+  std::set<uint64_t> ids;
+  for (const auto& [id, m] : a.members) ids.insert(id);
+  for (const auto& [id, c] : created) ids.insert(id);
+
+  std::vector<CommVerdict> verdicts;
+  for (uint64_t id : ids) {
+    if (!id) continue;
+    const CommOps* ops = a.comm(id);
+    static const std::vector<MemberRef> none;
+    auto mit = a.members.find(id);
+    const std::vector<MemberRef>& members = mit == a.members.end() ? none : mit->second;
+    CommHang c;
+    c.comm_id = id;
+    c.nranks = ops ? ops->nranks : 0;
+    std::map<int32_t, size_t> present;  // rank -> process
+    std::map<int32_t, const RankComm*> by_rank;
+    for (const MemberRef& m : members) {
+      const RankComm& rc = a.member(m);
+      c.nranks = std::max(c.nranks, rc.nranks);
+      if (rc.rank >= 0) {
+        present.emplace(rc.rank, m.process);
+        by_rank.emplace(rc.rank, &rc);
+      }
+    }
+    Api hung_api = Api::kUnknown;
+    if (auto cit = created.find(id); cit != created.end()) {
+      c.nranks = std::max(c.nranks, cit->second.nranks);
+      for (const auto& [rank, process] : cit->second.ranks) present.emplace(rank, process);
+      for (const auto& [rank, api] : cit->second.hung) c.init_never_returned.push_back(rank), hung_api = api;
+    }
+    uint64_t collective_ops = 0;
+    for (const auto& [rank, rc] : by_rank) {
+      c.last_seq_issued = std::max(c.last_seq_issued, rc->max_seq);
+      collective_ops += rc->issued + rc->p2p_ops;
+    }
+    c.absent = absent_ranges(c.nranks, present);
+    if (!collective_ops && c.absent.empty() && c.init_never_returned.empty()) continue;  // never ran ops: nothing to say
+    for (const auto& [r, p] : present) c.ranks.push_back(r);
+    if (auto n = names.find(id); n != names.end()) c.name = n->second;
+
+    // Completion and missing ops.
+    uint64_t done_by_all = c.last_seq_issued, lowest_issued = c.last_seq_issued;
+    for (const auto& [rank, process] : present) {
+      auto it = by_rank.find(rank);
+      const RankComm* rc = it == by_rank.end() ? nullptr : it->second;
+      uint64_t last = rc ? rc->max_seq : 0, done = rc ? rc->completed_seq() : 0;
+      done_by_all = std::min(done_by_all, done);
+      const ProcessTrace& p = a.job.processes[process];
+      RankProgress progress{rank, p.host(), p.pid(), last, done, p.process_end.has_value()};
+      c.per_rank.push_back(progress);
+      if (last < c.last_seq_issued) {
+        c.missing.push_back(progress);
+        lowest_issued = std::min(lowest_issued, last);
+      }
+      if (done < last) c.incomplete.push_back({rank, done + 1, last});
+    }
+    c.last_seq_completed_by_all = present.empty() ? 0 : done_by_all;
+
+    // Mismatches, every seq.
+    size_t detailed_seqs = 0;
+    if (ops)
+      for (const auto& [seq, groups] : ops->deviants) {
+        auto sg = a.signature_groups(*ops, seq);
+        if (sg.size() < 2) continue;
+        ++detailed_seqs;
+        for (size_t g = 1; g < sg.size(); ++g) compare_fields(seq, sg[0].first, sg[0].second, sg[g].first, sg[g].second, c.mismatches);
+      }
+    c.mismatches_not_detailed = ops ? ops->untracked_mismatches : 0;
+    c.mismatched_seqs = detailed_seqs + c.mismatches_not_detailed;
+
+    // Stalls the shim's watchdog recorded.
+    for (const MemberRef& m : members)
+      for (const StallEvent& s : a.ops[m.process].stalls) {
+        if (s.comm_id != id) continue;
+        if (++c.stall_records > kMaxStallsPerComm) continue;
+        c.stalls.push_back({a.member(m).rank, s.seq, static_cast<Api>(s.api), s.stalled,
+                            static_cast<double>(wrap_sub(s.time, s.enqueued)) / 1e9, s.time});
+      }
+
+    // Point-to-point: sends with no matching receive (or the reverse).
+    for (const MemberRef& m : members)
+      for (const P2PChannel& ch : a.ops[m.process].p2p) {
+        if (ch.comm_id != id || !ch.send) continue;
+        uint64_t recvs = 0;
+        bool peer_traced = false;
+        if (auto peer = by_rank.find(ch.peer); peer != by_rank.end()) {
+          for (const MemberRef& pm : members)
+            if (a.member(pm).rank == ch.peer)
+              for (const P2PChannel& rc : a.ops[pm.process].p2p)
+                if (rc.comm_id == id && !rc.send && rc.peer == ch.rank) recvs = rc.ops;
+          peer_traced = true;
+        }
+        if (peer_traced && recvs != ch.ops) c.p2p_unmatched.push_back({ch.rank, ch.peer, ch.ops, recvs});
+      }
+
+    c.stragglers = straggler_stats(a, id, ops, by_rank.size(), names);
+    if (auto it = divergences.find(id); it != divergences.end()) c.divergence = it->second;
+
+    CommVerdict v = comm_verdict(a, c, present, hung_api, lowest_issued, names);
+    c.verdict = v.text.empty() ? "consistent: every rank issued and completed the same ops" : v.text;
+    report.findings |= !c.absent.empty() || !c.init_never_returned.empty() || !c.divergence.empty() || !c.missing.empty() ||
+                       !c.mismatches.empty() || !c.incomplete.empty() || !c.p2p_unmatched.empty() || c.mismatched_seqs;
+    verdicts.push_back(v);
+    for (const StragglerRank& r : c.stragglers.ranks)
+      if (r.finding) report.stragglers.push_back(r.text);
+    report.mismatched_seqs += c.mismatched_seqs;
+    report.missing_ranks += c.missing.size();
+    report.absent_ranks += rank_count(c.absent);
+    report.init_hung_ranks += c.init_never_returned.size();
+    report.incomplete_ranks += c.incomplete.size();
+    report.stall_records += c.stall_records;
+    report.divergences += c.divergence.size();
+    report.comms.push_back(std::move(c));
+  }
+
+  report.traces = a.job.processes.size();
+  report.environment = environment_differences(a);
+  for (const EnvironmentDifference& e : report.environment) report.environment_keys.push_back(e.key);
+  report.clock_method = a.clock.method;
+  report.clock_hosts = a.clock.hosts;
+  size_t first = verdicts.size();
+  for (size_t i = 0; i < verdicts.size(); ++i)
+    if (verdicts[i].severity > kNone && (first == verdicts.size() || verdicts[i].before(verdicts[first]))) first = i;
+  report.verdict = first < verdicts.size() ? verdicts[first].text : "no hang or mismatch found";
+  if (!report.environment_keys.empty())
+    report.verdict += fmt::format(". Also: ranks run with different {}", fmt::join(report.environment_keys, ", "));
+  report.window = op_window(a);
+  return report;
+}
+
+}  // namespace ncclwatch::report
