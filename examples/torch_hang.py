@@ -14,8 +14,13 @@ import torch.distributed as dist
 
 def main():
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank),
+    if int(os.environ.get("LOCAL_WORLD_SIZE", 1)) > torch.cuda.device_count():
+        # More ranks than GPUs: each rank claims a host of its own, so that NCCL lets them share a
+        # GPU (through its network transport).
+        os.environ["NCCL_HOSTID"] = f"rank{local_rank}"
+    device = local_rank % torch.cuda.device_count()
+    torch.cuda.set_device(device)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", device),
                             timeout=datetime.timedelta(seconds=20))
     rank = dist.get_rank()
     side = dist.new_group(ranks=list(range(dist.get_world_size())))

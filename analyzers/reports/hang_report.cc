@@ -275,6 +275,11 @@ std::string comm_label(uint64_t id, const std::map<uint64_t, std::string>& names
   return hex_id(id);
 }
 
+namespace {
+// Settings whose values differ across processes by design: NCCL_HOSTID names the host.
+bool differs_by_design(const std::string& key) { return key == "NCCL_HOSTID"; }
+}  // namespace
+
 std::vector<EnvironmentDifference> environment_differences(const JobAnalysis& a) {
   std::set<std::string> keys;
   std::vector<std::map<std::string, std::string>> envs;
@@ -282,7 +287,8 @@ std::vector<EnvironmentDifference> environment_differences(const JobAnalysis& a)
     const ProcessTrace& p = a.job.processes[i];
     auto env = p.nccl_env();
     if (!p.nccl_version().empty()) env["nccl_version"] = p.nccl_version();
-    for (const auto& [k, v] : env) keys.insert(k);
+    for (const auto& [k, v] : env)
+      if (!differs_by_design(k)) keys.insert(k);
     envs.push_back(std::move(env));
   }
   std::vector<EnvironmentDifference> out;

@@ -104,12 +104,14 @@ const std::map<std::string, std::function<SimJob()>> kScenarios = {
        }
        return job;
      }},
-    // Ranks run different NCCL versions and NCCL_ALGO settings; nothing else is wrong.
+    // Ranks run different NCCL versions and NCCL_ALGO settings; nothing else is wrong. Each
+    // claims a host of its own (NCCL_HOSTID), as such settings are meant to differ.
     {"env_diff",
      [] {
        SimJob job = world_job(3, 4);
        job.ranks[2].nccl_version = "2.21.5";
        job.ranks[1].env["NCCL_ALGO"] = "Tree";
+       for (size_t r = 0; r < job.ranks.size(); ++r) job.ranks[r].env["NCCL_HOSTID"] = "host" + std::to_string(r);
        return job;
      }},
     // For the html report: 8 ranks, all-reduces and all-gathers of several sizes on "world", a

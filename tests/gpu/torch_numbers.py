@@ -2,12 +2,19 @@
 
     torchrun --nproc-per-node 2 torch_numbers.py straggler   # rank 1 sleeps 20 ms before each all-reduce
     torchrun --nproc-per-node 2 torch_numbers.py clean       # mixed ops, nobody late
-    torchrun --nproc-per-node 2 torch_numbers.py sizes       # all-reduces of 1 KiB..128 MiB, 20 each
+    torchrun --nproc-per-node 2 torch_numbers.py sizes OUT   # all-reduces of 1 KiB..128 MiB, 20 each;
+                                                             # OUT: their CUDA-event times (rank 0)
 
 No rank synchronizes its host with its GPU inside the loops, as in training: a fast rank's host
 runs ahead of its GPU, which is what makes host enqueue times useless for lateness.
+
+On a machine with fewer GPUs than ranks, the ranks share them, each claiming a host of its own
+(NCCL_HOSTID): NCCL refuses two ranks on one GPU of one host, and between hosts it goes through
+its network transport (sockets here).
 """
+import json
 import os
+import statistics
 import sys
 import time
 
@@ -50,18 +57,33 @@ def clean(rank, side):
 
 
 def sizes(rank, side):
+    # The truth to hold the trace against: each all-reduce timed by CUDA events on the caller's
+    # stream, which PyTorch makes wait for NCCL's (as nccl-tests times its iterations).
+    event_ms = {}
     for size in (1 << 10, 1 << 16, 1 << 20, 4 << 20, 32 << 20, 128 << 20):
         t = torch.ones(size // 4, device="cuda")
+        marks = []
         for _ in range(20):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
             dist.all_reduce(t)
+            end.record()
+            marks.append((start, end))
         torch.cuda.synchronize()
+        event_ms[size] = statistics.median(s.elapsed_time(e) for s, e in marks[1:])  # first call: set-up
+    if rank == 0 and len(sys.argv) > 2:
+        with open(sys.argv[2], "w") as f:
+            json.dump({"median_ms": event_ms, "nranks": dist.get_world_size()}, f)
 
 
 def main():
     mode = sys.argv[1]
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
+    if int(os.environ.get("LOCAL_WORLD_SIZE", 1)) > torch.cuda.device_count():
+        os.environ["NCCL_HOSTID"] = f"rank{local_rank}"
+    device = local_rank % torch.cuda.device_count()
+    torch.cuda.set_device(device)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", device))
     side = dist.new_group(ranks=list(range(dist.get_world_size())))
     {"straggler": straggler, "clean": clean, "sizes": sizes}[mode](dist.get_rank(), side)
     torch.cuda.synchronize()

@@ -7,7 +7,12 @@
 #     first call (connection set-up) kept out of the steady-state figures.
 # With KEEP_TRACES=DIR, the straggler and skip traces are trimmed and copied there (test corpus).
 source "$(dirname "$0")/common.sh"
-if [ "$(gpu_count)" -lt 2 ]; then echo "SKIP: needs 2 GPUs"; exit 0; fi
+gpus="$(gpu_count)"
+if [ "$gpus" -lt 1 ]; then echo "SKIP: needs a GPU"; exit 0; fi
+# One GPU: the two ranks share it, each claiming a host of its own (torch_numbers.py), so NCCL
+# goes through sockets: lateness, seqs and the busbw-against-events check still hold; nccl-tests
+# (one process) needs two GPUs.
+[ "$gpus" -lt 2 ] && echo "one GPU: both ranks share it, NCCL over its network transport"
 python3 -c 'import torch' 2>/dev/null || { echo "SKIP: no PyTorch"; exit 0; }
 dir="$RESULTS/numbers"; rm -rf "$dir"; mkdir -p "$dir"
 
@@ -20,7 +25,7 @@ run_job() {  # run_job NAME ARGS...: traces in $dir/NAME
 run_job straggler "$ROOT/tests/gpu/torch_numbers.py" straggler
 run_job clean "$ROOT/tests/gpu/torch_numbers.py" clean
 NCCLWATCH_STALL_SEC=5 run_job skip "$ROOT/examples/torch_hang.py"
-run_job sizes "$ROOT/tests/gpu/torch_numbers.py" sizes
+run_job sizes "$ROOT/tests/gpu/torch_numbers.py" sizes "$dir/sizes.events.json"
 
 for name in straggler clean skip; do
   report hang --json "$dir/$name" >"$dir/$name.hang.json"
@@ -66,8 +71,26 @@ assert world, div
 assert all(d.get("likely_seq", 7) == 7 for d in div), div
 PY
 
+expect "busbw within 10 % of the job's own CUDA-event times at 32 and 128 MiB, from the row's median" \
+  python3 - "$dir/sizes.latency.json" "$dir/sizes.events.json" <<'PY'
+import json, sys
+rows = {r["bytes"]: r for r in json.load(open(sys.argv[1]))["rows"] if r["op"] == "ncclAllReduce" and r["timing"] == "gpu"}
+events = json.load(open(sys.argv[2]))
+ok = True
+for size in (32 << 20, 128 << 20):
+    r = rows[size]
+    n = events["nranks"]
+    truth = size / (events["median_ms"][str(size)] * 1e-3) / 1e9 * 2 * (n - 1) / n
+    print(f"{size >> 20} MiB: ncclwatch busbw {r['busbw_gbps']:.2f} GB/s (p50 {r['p50_us']:.1f} us, {r['samples']} samples), "
+          f"CUDA events {truth:.2f} GB/s (median {events['median_ms'][str(size)]:.3f} ms), ratio {r['busbw_gbps'] / truth:.3f}")
+    ok &= abs(r["busbw_gbps"] / truth - 1) <= 0.10
+sys.exit(0 if ok else 1)
+PY
+
 perf="${NCCL_TESTS:-$ROOT/.nccl-tests/build}/all_reduce_perf"
-if [ -x "$perf" ]; then
+if [ "$gpus" -lt 2 ]; then
+  echo "SKIP: nccl-tests all_reduce_perf -g 2 needs two GPUs"
+elif [ -x "$perf" ]; then
   LD_LIBRARY_PATH="$(real_nccl_dir):${LD_LIBRARY_PATH:-}" "$perf" -b 32M -e 128M -f 4 -g 2 -n 20 -w 5 >"$dir/nccl-tests.txt" 2>&1
   grep -E '^ +[0-9]' "$dir/nccl-tests.txt"
   expect "busbw within 10 % of nccl-tests at 32 and 128 MiB, from the row's median; first calls apart" \
