@@ -125,6 +125,7 @@ AlertCounts build_alert(AlertText& out, bool wait) {
           if (leak) describe_end(body, c);
           else body.add(lifecycle::kFinalizedNote);
           describe_site(body, "; created at ", c.python_site, c.site);
+          if (c.nvshmem_caller) body.add(lifecycle::kNvshmemMadeNote);
           if (library_count() > 1) body.add("; by NCCL ").add(library_path(c.library_id));
           body.add('\n');
         }

@@ -288,7 +288,7 @@ void print_leaks_text(const LeakReport& report) {
       fmt::print("  comm {}{} ({}, {} ranks): {} on rank(s) {}\n", hex_id(l.id), c.name.empty() ? "" : " \"" + c.name + "\"",
                  trace::api_name(c.api), c.nranks, states, ranks_list(l.ranks));
       if (!l.site.first.empty())
-        fmt::print("      created at {}{}\n", l.site.first, c.nvshmem ? " (by NVSHMEM, for its teams)" : "");
+        fmt::print("      created at {}{}\n", l.site.first, c.nvshmem ? lifecycle::kNvshmemMadeNote : "");
       if (c.python_site.size() > 1) fmt::print("      python: {}\n", python_stack_text(c.python_site));
       if (std::string memory = memory_text(c.memory); !memory.empty()) fmt::print("      held {}\n", memory);
       if (l.process->has_several_libraries()) fmt::print("      by NCCL {}\n", l.process->library_path(c));

@@ -47,6 +47,8 @@ inline constexpr const char* kTorchRemedy = "call torch.distributed.destroy_proc
 inline constexpr const char* kNcclRemedy = "call ncclCommFinalize then ncclCommDestroy on each communicator before exit";
 // ... and NVSHMEM's, for the communicators NVSHMEM made for its teams (PyTorch's NVSHMEM symmetric
 // memory, DeepEP's buffer): only NVSHMEM can release them.
+// After the creation site of a communicator NVSHMEM made, in the alert and `leaks`.
+inline constexpr const char* kNvshmemMadeNote = " (by NVSHMEM, for its teams)";
 inline constexpr const char* kNvshmemRemedy =
     "NVSHMEM made some of them: finalize NVSHMEM before the program exits (nvshmem_finalize; DeepEP: "
     "Buffer.destroy(), before destroy_process_group())";

@@ -307,6 +307,7 @@ def communicators_nvshmem_made_get_its_remedy():
         check("remedy: NVSHMEM made some of them: finalize NVSHMEM" in alert and "remedy: call ncclCommFinalize" in alert,
               f"the alert gives both remedies: {alert}")
         check(text.count("(by NVSHMEM, for its teams)") == 2 and "remedy: NVSHMEM made some of them" in text, text)
+        check(alert.count("(by NVSHMEM, for its teams)") == 2, f"the alert names NVSHMEM's two: {alert}")
 
 
 def lifecycle_remedy(name):
