@@ -549,7 +549,11 @@ void verdict_section(Page& page, const LeakReport& leaks, const HangReport& repo
       if (listed > 8) hosts += fmt::format(", … ({} hosts)", listed);
       page.add(fmt::format("<tr><td>{}</td><td>{}</td><td>{} of {}</td><td>{}</td><td><code>{}</code></td><td>{}</td></tr>",
                            comm_html(g.id, names), esc(trace::api_name(g.first->api)),
-                           esc(ranks_text(std::vector<int32_t>(g.ranks.begin(), g.ranks.end()))), g.first->nranks, states,
+                           esc(ranks_text(std::vector<int32_t>(g.ranks.begin(), g.ranks.end()))) +
+                               (g.world_ranks.empty() || g.world_ranks == g.ranks
+                                    ? ""
+                                    : " (world " + esc(ranks_text(std::vector<int32_t>(g.world_ranks.begin(), g.world_ranks.end()))) + ")"),
+                           g.first->nranks, states,
                            esc(g.site.first), hosts));
     }
     page.add("</table>");

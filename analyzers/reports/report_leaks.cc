@@ -126,6 +126,7 @@ json comm_json(const CommInstanceRow& row) {
   const ProcessTrace& p = *row.process;
   json entry = {{"comm", hex_id(c.id)},
                 {"rank", c.rank},
+                {"world_rank", row.world_rank},
                 {"nranks", c.nranks},
                 {"api", trace::api_name(c.api)},
                 {"state", state_name(c.state)},
@@ -285,8 +286,12 @@ void print_leaks_text(const LeakReport& report) {
       const CommInstance& c = *l.first;
       std::string states;
       for (const std::string& s : l.states) states += (states.empty() ? "" : "; ") + s;
-      fmt::print("  comm {}{} ({}, {} ranks): {} on rank(s) {}\n", hex_id(l.id), c.name.empty() ? "" : " \"" + c.name + "\"",
-                 trace::api_name(c.api), c.nranks, states, ranks_list(l.ranks));
+      // A communicator narrower than the world (a new_group, a split) is known by its world ranks.
+      std::string world = l.world_ranks.empty() || l.world_ranks == std::set<int32_t>(l.ranks.begin(), l.ranks.end())
+                              ? ""
+                              : " (world rank(s) " + ranks_list(l.world_ranks) + ")";
+      fmt::print("  comm {}{} ({}, {} ranks): {} on rank(s) {}{}\n", hex_id(l.id), c.name.empty() ? "" : " \"" + c.name + "\"",
+                 trace::api_name(c.api), c.nranks, states, ranks_list(l.ranks), world);
       if (!l.site.first.empty())
         fmt::print("      created at {}{}\n", l.site.first, c.nvshmem ? lifecycle::kNvshmemMadeNote : "");
       if (c.python_site.size() > 1) fmt::print("      python: {}\n", python_stack_text(c.python_site));
@@ -321,14 +326,15 @@ LeakReport leak_report(const Job& job, bool symbolize) {
   for (const ProcessTrace& p : job.processes) {
     for (const CommInstance& c : p.comms) {
       ++report.state_counts[state_name(c.state)];
-      const CommInstanceRow& row =
-          report.communicators.emplace_back(CommInstanceRow{&p, &c, describe_site(sym, p, c.stack, c.site, c.python_site)});
+      const CommInstanceRow& row = report.communicators.emplace_back(
+          CommInstanceRow{&p, &c, describe_site(sym, p, c.stack, c.site, c.python_site), world_rank(p)});
       if (c.state == CommState::kFinalized) report.finalized_only[c.id].insert(c.rank);
       if (!is_leak(c.state)) continue;
       report.leaked_instances.push_back(report.communicators.size() - 1);
       report.leaked_memory_bytes += c.memory.bytes;
-      auto [it, inserted] = leaked.try_emplace(c.id, LeakedComm{c.id, &c, &p, {}, {}, {}, row.site});
+      auto [it, inserted] = leaked.try_emplace(c.id, LeakedComm{c.id, &c, &p, {}, {}, {}, {}, row.site});
       it->second.ranks.insert(c.rank);
+      if (row.world_rank >= 0) it->second.world_ranks.insert(row.world_rank);
       it->second.states.insert(describe_how_ended(c));
       it->second.hosts.insert(p.host());
     }

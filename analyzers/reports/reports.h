@@ -248,6 +248,7 @@ struct CommInstanceRow {
   const ProcessTrace* process = nullptr;
   const CommInstance* comm = nullptr;
   SiteText site;
+  int32_t world_rank = -1;  // the process's rank in the widest communicator it made
 };
 struct OpenResourceRow {
   const ProcessTrace* process = nullptr;
@@ -260,6 +261,7 @@ struct LeakedComm {
   const CommInstance* first = nullptr;  // the instance of its lowest-numbered process
   const ProcessTrace* process = nullptr;
   std::set<int> ranks;
+  std::set<int32_t> world_ranks;  // of the processes where it leaked: how people name a new_group
   std::set<std::string> states;  // how it ended, in words
   std::set<std::string> hosts;
   SiteText site;

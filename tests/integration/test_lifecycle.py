@@ -378,6 +378,26 @@ def resources_out_of_order_are_named():
           f"html exit {code}, its verdict differs from summary's {summary['first_look']!r}: {err}")
 
 
+def narrower_communicators_are_named_by_their_world_ranks():
+    # Each half (even, odd world ranks) has ranks 0 and 1 of its own: only the world ranks say
+    # which half leaked, as people wrote the group (new_group([0, 2])).
+    job = Job([app("lifecycle_app"), "halves-leaked"], nranks=4)
+    for rank, r in enumerate(job.run()):
+        check(r.returncode == 0, f"rank {rank}: {r.returncode} {r.stderr}")
+    code, report, _ = job.report("leaks", "--json")
+    halves = collections.defaultdict(set)
+    for leak in report["leaks"]:
+        halves[leak["comm"]].add((leak["rank"], leak["world_rank"]))
+    check(code == 1 and sorted(sorted(h) for h in halves.values()) == [[(0, 0), (1, 2)], [(0, 1), (1, 3)]],
+          f"each half's own and world ranks: {dict(halves)}")
+    code, text, _ = job.report("leaks")
+    check("on rank(s) 0,1 (world rank(s) 0,2)" in text and "on rank(s) 0,1 (world rank(s) 1,3)" in text, text)
+    page = os.path.join(job.tmp, "report.html")
+    job.report("html", "-o", page)
+    html = open(page).read()
+    check("0,1 (world 0,2) of 2" in html and "0,1 (world 1,3) of 2" in html, "html: the halves' world ranks")
+
+
 def another_build_of_a_module_is_never_used_to_symbolize():
     # The program runs from a copy; its trace records the copy's path and build ID. Symbolized
     # from that copy, the leak names its function; once another program stands at that path (a
@@ -424,7 +444,7 @@ def process_without_nccl_leaves_nothing():
 if __name__ == "__main__":
     main({f.__name__: f for f in [
         groups_remade_each_cycle_are_named_piling_up, communicator_gpu_memory_is_measured, resources_out_of_order_are_named,
-        communicators_nvshmem_made_get_its_remedy,
+        communicators_nvshmem_made_get_its_remedy, narrower_communicators_are_named_by_their_world_ranks,
         another_build_of_a_module_is_never_used_to_symbolize,
         init_hang_names_who_never_joined, leaky_job_reports_exactly_its_leaks, leaky_job_on_three_ranks, clean_job_is_silent,
         nccl_inside_rtld_local_library_is_traced, on_leak_fail_changes_only_leaky_exits, sigkill_loses_no_record,

@@ -319,6 +319,16 @@ int takes_sigterm_from_a_signalfd() {
   return 0;
 }
 
+// Data-parallel halves (even and odd world ranks) left alive; the world destroyed. A report must
+// name each half by the world ranks in it, not only by its own ranks (0 and 1 in both).
+int halves_leaked() {
+  ncclComm_t world = init_world("world");
+  ncclComm_t half = nullptr;
+  CHECK(ncclCommSplit(world, test_rank() % 2, test_rank(), &half, nullptr));
+  CHECK(ncclCommDestroy(world));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -335,6 +345,7 @@ int main(int argc, char** argv) {
   if (scenario == "out-of-order") return out_of_order();
   if (scenario == "signalfd") return takes_sigterm_from_a_signalfd();
   if (scenario == "init-hangs") return init_hangs();
-  std::fprintf(stderr, "usage: lifecycle_app leaky|clean|wait-for-kill|threads|fork|destroy-hangs|all-resources|churn|signalfd|init-hangs\n");
+  if (scenario == "halves-leaked") return halves_leaked();
+  std::fprintf(stderr, "usage: lifecycle_app leaky|clean|wait-for-kill|threads|fork|destroy-hangs|all-resources|churn|signalfd|init-hangs|halves-leaked\n");
   return 2;
 }
