@@ -16,7 +16,7 @@ struct CallSite {
   char summary[192] = {};  // "function (module)" of the first frame outside the shim
   bool in_torch = false;   // some frame is inside PyTorch: the remedy names its API
   bool by_nvshmem = false; // NVSHMEM called NCCL (its own team communicators, released by nvshmem_finalize)
-  char python[kMaxPythonFrames * 704] = {};  // python_site.h: the Python lines that led here ("" without Python)
+  char python[kMaxPythonFrames * 704 + 320] = {};  // python_site.h: the Python lines that led here ("" without Python)
 };
 
 // Captures up to `max_frames` frames above the shim (unwinding no deeper: unwinding costs about a

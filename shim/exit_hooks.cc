@@ -119,7 +119,9 @@ AlertCounts build_alert(AlertText& out, bool wait) {
           }
           body.add(leak ? "  comm " : "  note: comm ").add_hex(c.id, 16).add(" rank ").add_int(c.rank).add('/').add_int(c.nranks);
           if (c.name[0]) body.add(" \"").add(c.name).add('"');
-          body.add(" (").add(trace::api_name(c.created_by)).add(", age ").add_seconds(now - c.created_ns);
+          body.add(" (").add(trace::api_name(c.created_by));
+          if (c.process_group[0]) body.add(", ").add(c.process_group);
+          body.add(", age ").add_seconds(now - c.created_ns);
           if (c.memory_bytes) body.add(", ").add_bytes(c.memory_bytes).add(" of GPU memory");
           body.add("): ");
           if (leak) describe_end(body, c);

@@ -129,6 +129,7 @@ void finish_creation(const RealNccl* real, Creation& c, ncclResult_t result, ncc
   entry.library_id = real->library_id;
   std::memcpy(entry.site, c.site.summary, sizeof(entry.site));
   short_python_site(c.site.python, entry.python_site, sizeof(entry.python_site));
+  process_group_text(c.site.python, entry.process_group, sizeof(entry.process_group));
   // memcpy from a null pointer is undefined even for 0 bytes (no commName).
   if (size_t n = utf8_prefix_length(c.config.name, sizeof(entry.name) - 1)) std::memcpy(entry.name, c.config.name.data(), n);
   registry().add_comm(entry);

@@ -35,6 +35,7 @@ struct Interpreter {
   int (*address_to_line)(void* code, int byte_offset) = nullptr;
   uint64_t code_type = 0;
   uint64_t unicode_type = 0;
+  uint64_t tuple_type = 0;
   uint64_t frame_type = 0;  // 3.9/3.10 frames are objects
 };
 
@@ -96,9 +97,10 @@ void resolve() noexcept {
   py.address_to_line = find<int (*)(void*, int)>("PyCode_Addr2Line");
   py.code_type = reinterpret_cast<uint64_t>(find<void*>("PyCode_Type"));
   py.unicode_type = reinterpret_cast<uint64_t>(find<void*>("PyUnicode_Type"));
+  py.tuple_type = reinterpret_cast<uint64_t>(find<void*>("PyTuple_Type"));
   py.frame_type = reinterpret_cast<uint64_t>(find<void*>("PyFrame_Type"));
   if (!py.is_initialized || !py.is_finalizing || !py.this_thread_state || !py.address_to_line || !py.code_type ||
-      !py.unicode_type || (py.layout.frame_objects && !py.frame_type))
+      !py.unicode_type || !py.tuple_type || (py.layout.frame_objects && !py.frame_type))
     return give_up("the interpreter lacks a function or type the reader needs");
   g_availability.store(Availability::kReady, std::memory_order_release);
 }
@@ -217,9 +219,45 @@ struct FrameText {
   }
 };
 
+// The PyTorch process group whose communicator is being made: torch.distributed's
+// _new_process_group_helper(..., group_name, ..., group_desc) has both as locals while it makes
+// the group's communicator eagerly (init_process_group(device_id=...), and new_group() after it).
+// A lazily made group's communicator comes at its first collective, with no such frame.
+struct ProcessGroupNames {
+  char name[128] = {};
+  char desc[128] = {};
+  bool found() const { return name[0] || desc[0]; }
+};
+constexpr const char* kProcessGroupHelper = "_new_process_group_helper";
+
+// Reads the str locals `group_name` and `group_desc` of the frame at `frame` (whose code object
+// `code` is copied in `code_bytes`). Unreadable or absent: left empty.
+void read_process_group_names(MemoryReader& memory, const Interpreter& py, uint64_t frame, const unsigned char* code_bytes,
+                              ProcessGroupNames& out) {
+  const Layout& l = py.layout;
+  uint64_t names = field<uint64_t>(code_bytes, l.code_local_names);
+  unsigned char tuple[python::kTupleItems] = {};
+  if (!memory.read(tuple, names, sizeof(tuple)) || field<uint64_t>(tuple, python::kObjectType) != py.tuple_type) return;
+  constexpr int64_t kMaxLocals = 128;
+  int64_t count = std::min(field<int64_t>(tuple, python::kTupleSize), kMaxLocals);
+  if (count <= 0) return;
+  uint64_t name_objects[kMaxLocals] = {}, values[kMaxLocals] = {};
+  size_t bytes = static_cast<size_t>(count) * sizeof(uint64_t);
+  if (!memory.read(name_objects, names + python::kTupleItems, bytes) || !memory.read(values, frame + l.frame_locals, bytes))
+    return;
+  for (int64_t i = 0; i < count; ++i) {
+    char local[32];
+    if (!values[i] || !read_string(memory, py, name_objects[i], local, sizeof(local))) continue;
+    // A value that is not a str (None, a cell) is left out.
+    if (std::strcmp(local, "group_name") == 0) read_string(memory, py, values[i], out.name, sizeof(out.name));
+    else if (std::strcmp(local, "group_desc") == 0) read_string(memory, py, values[i], out.desc, sizeof(out.desc));
+  }
+}
+
 enum class Walk { kDone, kLayoutMismatch, kUnreadable };
 
-Walk walk_frames(const Interpreter& py, void* thread_state, FrameText& user, FrameText& library) {
+Walk walk_frames(const Interpreter& py, void* thread_state, FrameText& user, FrameText& library,
+                 ProcessGroupNames& group) {
   const Layout& l = py.layout;
   MemoryReader memory;
   uint64_t frame = 0;
@@ -256,7 +294,10 @@ Walk walk_frames(const Interpreter& py, void* thread_state, FrameText& user, Fra
     if (!read_string(memory, py, field<uint64_t>(c, l.code_filename), path, sizeof(path)) ||
         !read_string(memory, py, field<uint64_t>(c, l.code_name), function, sizeof(function)))
       return Walk::kLayoutMismatch;
-    (is_library_path(path) ? library : user).add(path, line, function);
+    bool in_library = is_library_path(path);
+    (in_library ? library : user).add(path, line, function);
+    if (in_library && !group.found() && std::strcmp(function, kProcessGroupHelper) == 0)
+      read_process_group_names(memory, py, frame, c, group);
     frame = previous;
   }
   return Walk::kDone;
@@ -279,7 +320,8 @@ void capture_python_site(char* out, size_t size) noexcept {
   void* thread_state = py.this_thread_state();
   if (!thread_state) return;
   FrameText user, library;
-  switch (walk_frames(py, thread_state, user, library)) {
+  ProcessGroupNames group;
+  switch (walk_frames(py, thread_state, user, library, group)) {
     case Walk::kDone: break;
     case Walk::kUnreadable: return give_up("this process cannot read its own memory (process_vm_readv and /proc/self/mem refused)");
     case Walk::kLayoutMismatch: {
@@ -297,7 +339,10 @@ void capture_python_site(char* out, size_t size) noexcept {
     std::memcpy(out + used, shown.text[i], n);
     used += n;
   }
-  out[used] = '\0';
+  if (group.found() && used < size)
+    used += static_cast<size_t>(std::max(0, std::snprintf(out + used, size - used, "%s\t\t%s\t%s\n", kProcessGroupLine,
+                                                          group.name, group.desc)));
+  out[std::min(used, size - 1)] = '\0';
 }
 
 void python_site_after_fork_in_child() noexcept {
@@ -322,6 +367,27 @@ void short_python_site(const char* site, char* out, size_t size) noexcept {
   if (!end) end = function + std::strlen(function);
   std::snprintf(out, size, "%.*s:%.*s (%.*s)", static_cast<int>(path_end - base), base, static_cast<int>(tab2 - line), line,
                 static_cast<int>(end - function), function);
+}
+
+void process_group_text(const char* site, char* out, size_t size) noexcept {
+  if (!size) return;
+  out[0] = '\0';
+  char lead[32];
+  std::snprintf(lead, sizeof(lead), "%s\t\t", kProcessGroupLine);
+  const char* line = std::strstr(site, lead);
+  if (!line || (line != site && line[-1] != '\n')) return;
+  const char* name = line + std::strlen(lead);
+  const char* tab = std::strchr(name, '\t');
+  if (!tab) return;
+  const char* desc = tab + 1;
+  const char* end = std::strchr(desc, '\n');
+  if (!end) end = desc + std::strlen(desc);
+  int desc_length = static_cast<int>(end - desc);
+  int name_length = static_cast<int>(tab - name);
+  if (!desc_length || (desc_length == 9 && std::strncmp(desc, "undefined", 9) == 0))
+    std::snprintf(out, size, "process group %.*s", name_length, name);
+  else
+    std::snprintf(out, size, "process group %.*s \"%.*s\"", name_length, name, desc_length, desc);
 }
 
 }  // namespace ncclwatch

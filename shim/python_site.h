@@ -10,11 +10,15 @@
 namespace ncclwatch {
 
 inline constexpr int kMaxPythonFrames = 3;
+// The line naming the PyTorch process group being made, after the frames:
+// "process_group\t\tNAME\tDESC\n" (its empty second field keeps frame parsers from taking it for a frame).
+inline constexpr const char* kProcessGroupLine = "process_group";
 
 // Writes up to kMaxPythonFrames lines "path\tline\tfunction\n", innermost first: the frames of
 // the program's own code, skipping PyTorch's, DeepEP's and the standard library's (all frames when
 // there is no other). Writes "" when the process runs no Python, the thread has no Python stack,
-// or the interpreter is finalizing.
+// or the interpreter is finalizing. Where PyTorch is making a process group's communicator, a
+// kProcessGroupLine follows with the group's name and description.
 void capture_python_site(char* out, size_t size) noexcept;
 
 // A child forked while another thread was looking for the interpreter must not inherit its lock.
@@ -22,5 +26,9 @@ void python_site_after_fork_in_child() noexcept;
 
 // "train.py:43 (main)" from the first line of a captured site; "" from "".
 void short_python_site(const char* site, char* out, size_t size) noexcept;
+
+// "process group 3 \"tensor_parallel\"" from a captured site's kProcessGroupLine (PyTorch's
+// "undefined" description left out); "" without one.
+void process_group_text(const char* site, char* out, size_t size) noexcept;
 
 }  // namespace ncclwatch

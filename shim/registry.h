@@ -51,6 +51,7 @@ struct CommEntry {
   char site[192] = {};         // "function (module)" of the creating call
   char python_site[128] = {};  // "train.py:43 (main)": the Python line that made it, if any
   char name[48] = {};          // config->commName
+  char process_group[96] = {};  // "process group 3 \"tp\"": PyTorch's group, where the shim saw it made
 };
 
 struct ResourceEntry {

@@ -48,6 +48,7 @@ struct EventTail {
   std::string name;
   std::string site;
   std::vector<PythonFrame> python_site;
+  ProcessGroupName process_group;
 };
 
 // Frames, name, call-site summary and Python site that follow an ApiEvent, bounds-checked and cut
@@ -62,8 +63,11 @@ EventTail event_tail(const RecordView& r, const ApiEvent& e) {
   out.name = record_text(tail + frames_bytes, std::min<size_t>(e.name_len, kMaxTextKept));
   out.site = record_text(tail + frames_bytes + e.name_len, std::min<size_t>(e.site_len, kMaxTextKept));
   size_t python_at = frames_bytes + e.name_len + e.site_len;
-  if (sizeof(ApiEvent) + python_at + e.python_site_len <= r.size)
-    out.python_site = parse_python_site(record_text(tail + python_at, std::min<size_t>(e.python_site_len, kMaxPythonKept)));
+  if (sizeof(ApiEvent) + python_at + e.python_site_len <= r.size) {
+    std::string python = record_text(tail + python_at, std::min<size_t>(e.python_site_len, kMaxPythonKept));
+    out.python_site = parse_python_site(python);
+    out.process_group = parse_process_group(python);
+  }
   return out;
 }
 
@@ -199,6 +203,7 @@ class ProcessBuilder {
         c.name = begin->tail.name;
         c.site = begin->tail.site;
         c.python_site = begin->tail.python_site;
+        c.process_group = begin->tail.process_group;
       }
       if (!ok_or_pending(e.result) || e.comm == 0) {
         c.state = CommState::kInitFailed;
@@ -340,6 +345,7 @@ class ProcessBuilder {
       c.name = pending.tail.name;
       c.site = pending.tail.site;
       c.python_site = pending.tail.python_site;
+      c.process_group = pending.tail.process_group;
       c.state = CommState::kInitHung;
       p_.comms.push_back(std::move(c));
     }
@@ -377,6 +383,26 @@ std::string PythonFrame::describe() const { return fmt::format("{}:{} in {}", fi
 std::string PythonFrame::describe_short() const {
   size_t slash = file.rfind('/');
   return fmt::format("{}:{} ({})", slash == std::string::npos ? file : file.substr(slash + 1), line, function);
+}
+
+ProcessGroupName parse_process_group(std::string_view text) {
+  constexpr std::string_view kLead = "process_group\t\t";  // python_site.h's kProcessGroupLine
+  ProcessGroupName out;
+  size_t at = text.find(kLead);
+  if (at == std::string_view::npos || (at && text[at - 1] != '\n')) return out;
+  std::string_view line = text.substr(at + kLead.size());
+  line = line.substr(0, line.find('\n'));
+  size_t tab = line.find('\t');
+  out.name = valid_utf8(std::string(line.substr(0, tab)));
+  if (tab != std::string_view::npos) out.desc = valid_utf8(std::string(line.substr(tab + 1)));
+  return out;
+}
+
+std::string ProcessGroupName::describe() const {
+  if (empty()) return "";
+  std::string text = "process group " + name;
+  if (!desc.empty() && desc != "undefined") text += " \"" + desc + "\"";
+  return text;
 }
 
 std::vector<PythonFrame> parse_python_site(std::string_view text) {

@@ -42,6 +42,17 @@ struct PythonFrame {
 // "path\tline\tfunction\n" lines as the shim wrote them; malformed lines are skipped.
 std::vector<PythonFrame> parse_python_site(std::string_view text);
 
+// The PyTorch process group whose communicator the shim saw being made (its
+// "process_group\t\tNAME\tDESC" line, python_site.h): eager init and new_group() after it.
+struct ProcessGroupName {
+  std::string name;  // PyTorch's group name ("0" for the default group, "1", ... or a hash)
+  std::string desc;  // group_desc: "default_pg", what new_group(group_desc=...) was given, or "undefined"
+  bool empty() const { return name.empty() && desc.empty(); }
+  // "process group 3 \"tensor_parallel\"" ("undefined", PyTorch's word for none given, left out); "" when empty.
+  std::string describe() const;
+};
+ProcessGroupName parse_process_group(std::string_view python_site_text);
+
 // GPU memory a communicator held, as the shim measured it when it was made or released.
 struct CommMemoryFigure {
   uint64_t bytes = 0;
@@ -76,6 +87,7 @@ struct CommInstance {
   std::vector<uint64_t> stack;  // call-site return addresses of the creating call
   std::string site;             // the shim's own reading of the call site (dynamic symbols)
   std::vector<PythonFrame> python_site;  // the Python lines that made it, innermost first
+  ProcessGroupName process_group;        // PyTorch's group it was made for, where the shim saw it
   std::vector<uint64_t> release_stack;  // ... of the destroy or abort
   std::string release_site;
   std::vector<PythonFrame> release_python_site;

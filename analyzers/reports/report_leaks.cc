@@ -135,6 +135,8 @@ json comm_json(const CommInstanceRow& row) {
                 {"handle", fmt::format("0x{:x}", c.handle)},
                 {"device", c.device},
                 {"name", c.name},
+                {"process_group", c.process_group.empty() ? json(nullptr)
+                                                          : json{{"name", c.process_group.name}, {"desc", c.process_group.desc}}},
                 {"parent", c.parent_id ? json(hex_id(c.parent_id)) : json(nullptr)},
                 {"init_ms", c.created_ns && c.begin_ns ? seconds_between(c.begin_ns, c.created_ns) * 1e3 : 0.0},
                 {"age_s", seconds_between(c.created_ns, end_of(p))},
@@ -290,8 +292,9 @@ void print_leaks_text(const LeakReport& report) {
       std::string world = l.world_ranks.empty() || l.world_ranks == std::set<int32_t>(l.ranks.begin(), l.ranks.end())
                               ? ""
                               : " (world rank(s) " + ranks_list(l.world_ranks) + ")";
-      fmt::print("  comm {}{} ({}, {} ranks): {} on rank(s) {}{}\n", hex_id(l.id), c.name.empty() ? "" : " \"" + c.name + "\"",
-                 trace::api_name(c.api), c.nranks, states, ranks_list(l.ranks), world);
+      std::string group = c.process_group.empty() ? "" : ", " + c.process_group.describe();
+      fmt::print("  comm {}{} ({}, {} ranks{}): {} on rank(s) {}{}\n", hex_id(l.id), c.name.empty() ? "" : " \"" + c.name + "\"",
+                 trace::api_name(c.api), c.nranks, group, states, ranks_list(l.ranks), world);
       if (!l.site.first.empty())
         fmt::print("      created at {}{}\n", l.site.first, c.nvshmem ? lifecycle::kNvshmemMadeNote : "");
       if (c.python_site.size() > 1) fmt::print("      python: {}\n", python_stack_text(c.python_site));

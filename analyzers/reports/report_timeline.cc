@@ -264,7 +264,8 @@ class FileTimeline {
         event(R"J({{"name":"{} {}","ph":"X","pid":{},"tid":{},"ts":{},"dur":{},"args":{{"comm":"{}","rank":{},"nranks":{}{}}}}})J",
               api_name(c.api), label, pid_, comm_track(), us(c.begin_ns), dur(c.begin_ns, c.created_ns), hex_id(c.id), c.rank,
               c.nranks,
-              c.python_site.empty() ? "" : R"(,"created_at":")" + json_text(c.python_site.front().describe_short()) + '"');
+              (c.python_site.empty() ? "" : R"(,"created_at":")" + json_text(c.python_site.front().describe_short()) + '"') +
+                  (c.process_group.empty() ? "" : R"(,"process_group":")" + json_text(c.process_group.describe()) + '"'));
       if (c.release_begin_ns) {
         int64_t release_end = c.release_end_ns ? c.release_end_ns : end;
         if (wants(c.release_begin_ns, release_end))

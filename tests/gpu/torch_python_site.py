@@ -28,7 +28,7 @@ dist.all_reduce(x)  # SITE world_lazy
 def build_model_parallel_groups():
     groups = []
     for _ in range(4):
-        groups.append(dist.new_group(ranks=list(range(world))))  # SITE new_group
+        groups.append(dist.new_group(ranks=list(range(world)), group_desc="model_parallel"))  # SITE new_group
     return groups
 
 

@@ -27,6 +27,9 @@ done
 echo "---- lazy, no destroy: the alert of rank 0 and the leaks report"
 grep -m1 -A8 'communicator(s) never destroyed' "$RESULTS/python-site-lazy-no-destroy/rank_stderr"
 head -12 "$RESULTS/python-site-lazy-no-destroy/leaks.txt"
+echo "---- eager, no destroy: the alert of rank 0 and the leaks report"
+grep -m1 -A4 "communicator(s) never destroyed" "$RESULTS/python-site-eager-no-destroy/rank_stderr"
+head -8 "$RESULTS/python-site-eager-no-destroy/leaks.txt"
 grep -h 'PILING' "$RESULTS"/python-site-*/leaks.txt "$RESULTS"/python-site-*/summary.txt
 
 check() {  # check MODE DESTROY: every communicator has its Python line, the groups pile up there
@@ -48,11 +51,21 @@ if any("/torch/" in f["file"] for c in comms for f in c["python_site"]): problem
 piles = report["pile_ups"]
 if not (len(piles) == 1 and piles[0]["made"] == 12 and piles[0]["created_at"].startswith(f"torch_python_site.py:{groups_line} (")):
     problems.append(f"pile-ups {[(p['made'], p['created_at']) for p in piles]}")
+# PyTorch's process groups: named where the communicator is made eagerly inside the group's
+# creation (the world "default_pg", group 0; the new_group()s "model_parallel"), not lazily.
+described = sorted({(c["process_group"] or {}).get("desc", "none") for c in comms})
+want = ["default_pg", "model_parallel"] if mode == "eager" else ["none"]
+if described != want: problems.append(f"process groups {described}, expected {want}")
+if mode == "eager" and not all((c["process_group"] or {}).get("name") == "0" for c in comms if at(world_line) and
+                               c["python_site"] and c["python_site"][0]["line"] == world_line):
+    problems.append("the world is not process group 0")
 if destroy == "no-destroy":
     alert = open(f"{d}/rank_stderr").read()
+    if mode == "eager" and 'process group 0 "default_pg"' not in alert: problems.append("the alert lacks the world's group")
     if f"created at torch_python_site.py:{groups_line} (" not in alert: problems.append("the alert lacks the Python line")
 print(mode, destroy, "python lines", sorted({(f["line"], f["function"]) for f in first if f}), "pile-ups",
-      [p["created_at"] for p in piles], "problems", problems)
+      [p["created_at"] for p in piles], "process groups", sorted({json.dumps(c["process_group"]) for c in comms}),
+      "problems", problems)
 sys.exit(1 if problems else 0)
 PY
 }

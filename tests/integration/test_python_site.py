@@ -44,6 +44,15 @@ def new_group(hold_gil=False):
     return _init(nccl_holding_gil if hold_gil else nccl)
 
 
+def _new_process_group_helper(group_size, group_rank, group_name, group_desc="undefined"):
+    # As torch.distributed's: the group's communicator is made while its name and description are locals.
+    return _init(nccl)
+
+
+def new_described_group(name, desc):
+    return _new_process_group_helper(1, 0, name, group_desc=desc)
+
+
 def alloc(nbytes):
     ptr = ctypes.c_void_p()
     assert nccl.ncclMemAlloc(ctypes.byref(ptr), ctypes.c_size_t(nbytes)) == 0
@@ -87,6 +96,7 @@ worker.join()
 keep.extend(generator())
 assert ctypes.CDLL(sys.argv[1]).init_on_native_thread() == 0
 keep.append(dist.alloc(4096))  # SITE alloc
+keep.append(dist.new_described_group("7", "tensor_parallel"))  # SITE described
 for burst in range(2):  # Megatron's pattern: groups remade each cycle, never destroyed
     for _ in range(4):
         keep.append(dist.new_group())  # SITE pile_a
@@ -102,8 +112,9 @@ print("program done")
 # The innermost frame's function for each marked line (None: not checked).
 FUNCTIONS = {"cdll": "main_thread_releasing_gil", "pydll": "main_thread_holding_gil", "thread": "python_thread",
              "generator": "generator", "alloc": "<module>", "pile_a": "<module>", "pile_b": "<module>",
-             "atexit": "<lambda>"}
-EXPECTED_COMMS = {"cdll": 1, "pydll": 1, "thread": 1, "generator": 1, "pile_a": 8, "pile_b": 8, "atexit": 1}
+             "atexit": "<lambda>", "described": "<module>"}
+EXPECTED_COMMS = {"cdll": 1, "pydll": 1, "thread": 1, "generator": 1, "pile_a": 8, "pile_b": 8, "atexit": 1,
+                  "described": 1}
 
 
 def marked_lines(source):
@@ -166,6 +177,15 @@ def check_known_version(version, job, result, script):
             check(first["file"] == script and first["function"] == FUNCTIONS[marker],
                   f"{version}: {marker}: {c['python_site']}")
             check(c["created_at"].startswith(f"train.py:{lines[marker]} ({FUNCTIONS[marker]})"), f"{version}: {c['created_at']}")
+    # PyTorch's process group, read from its helper's locals where the helper made the communicator.
+    groups = {(c["python_site"][0]["line"] if c["python_site"] else None, json.dumps(c["process_group"]))
+              for c in report["communicators"] if c["process_group"]}
+    check(groups == {(lines["described"], json.dumps({"desc": "tensor_parallel", "name": "7"}))},
+          f"{version}: only the described group is named: {groups}")
+    code, text, _ = job.report("leaks")
+    check('process group 7 "tensor_parallel"' in text, f"{version}: leaks text names the group:\n{text}")
+    check(any(f'(ncclCommInitRank, process group 7 "tensor_parallel", age' in l for l in alert_blocks(result.stderr)[0]),
+          f"{version}: the alert names the group: {result.stderr}")
     # Its caller is the next frame: the module line that called main_thread_releasing_gil().
     cdll = by_line[lines["cdll"]][0]["python_site"]
     check(len(cdll) == 2 and cdll[1]["function"] == "<module>" and cdll[1]["line"] > lines["pile_b"] - 30,

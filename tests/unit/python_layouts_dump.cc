@@ -18,6 +18,10 @@ int main() {
     if (l.frame_owner >= 0) show("owner_cstack", l.owner_cstack);
     show("code_instructions", l.code_instructions);
     show("code_name", l.code_name);
+    show("frame_locals", l.frame_locals);
+    show("code_local_names", l.code_local_names);
+    show("tuple_size", kTupleSize);
+    show("tuple_items", kTupleItems);
     show("code_filename", l.code_filename);
     show("code_first_line", l.code_first_line);
     show("ascii_header", l.ascii_header);

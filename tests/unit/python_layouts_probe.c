@@ -59,6 +59,15 @@ int main(void) {
   SHOW("code_instructions", offsetof(PyCodeObject, co_code_adaptive));
   SHOW("code_name", offsetof(PyCodeObject, co_qualname));
 #endif
+#if PY_VERSION_HEX < 0x030B0000
+  SHOW("frame_locals", offsetof(PyFrameObject, f_localsplus));
+  SHOW("code_local_names", offsetof(PyCodeObject, co_varnames));
+#else
+  SHOW("frame_locals", offsetof(_PyInterpreterFrame, localsplus));
+  SHOW("code_local_names", offsetof(PyCodeObject, co_localsplusnames));
+#endif
+  SHOW("tuple_size", offsetof(PyVarObject, ob_size));
+  SHOW("tuple_items", offsetof(PyTupleObject, ob_item));
   SHOW("code_filename", offsetof(PyCodeObject, co_filename));
   SHOW("code_first_line", offsetof(PyCodeObject, co_firstlineno));
   SHOW("ascii_header", sizeof(PyASCIIObject));

@@ -31,3 +31,27 @@ TEST_CASE("reports read the Python site and skip lines they cannot read") {
   CHECK(frames[1].describe() == "/w/a b.py:7 in A.run");
   CHECK(report::parse_python_site("").empty());
 }
+
+TEST_CASE("PyTorch's process group, after the frames, reads the same in the alert and the reports") {
+  const char* site = "/w/train.py\t43\tmain\nprocess_group\t\t3\ttensor_parallel\n";
+  char out[96];
+  process_group_text(site, out, sizeof(out));
+  CHECK(std::string(out) == "process group 3 \"tensor_parallel\"");
+  report::ProcessGroupName group = report::parse_process_group(site);
+  CHECK(group.name == "3");
+  CHECK(group.desc == "tensor_parallel");
+  CHECK(group.describe() == out);
+  // The frames are unchanged by it: its empty line field is no frame's.
+  CHECK(report::parse_python_site(site).size() == 1);
+  // new_group() without a description: PyTorch says "undefined", and so do we not.
+  const char* undescribed = "/w/train.py\t9\tf\nprocess_group\t\t5\tundefined\n";
+  process_group_text(undescribed, out, sizeof(out));
+  CHECK(std::string(out) == "process group 5");
+  CHECK(report::parse_process_group(undescribed).describe() == "process group 5");
+  // None, or the words inside another line: no group.
+  process_group_text("/w/train.py\t43\tmain\n", out, sizeof(out));
+  CHECK(std::string(out).empty());
+  process_group_text("/w/xprocess_group\t\t3\tx\n", out, sizeof(out));
+  CHECK(std::string(out).empty());
+  CHECK(report::parse_process_group("/w/xprocess_group\t\t3\tx\n").empty());
+}
