@@ -4,6 +4,8 @@
 #include "python_layouts.h"
 #include "resolver.h"
 
+#include <ncclwatch/trace_format.h>
+
 #include <dlfcn.h>
 #include <link.h>
 #include <fcntl.h>
@@ -19,6 +21,7 @@
 #include <mutex>
 #include <new>
 #include <optional>
+#include <string_view>
 
 namespace ncclwatch {
 namespace {
@@ -340,7 +343,7 @@ void capture_python_site(char* out, size_t size) noexcept {
     used += n;
   }
   if (group.found() && used < size)
-    used += static_cast<size_t>(std::max(0, std::snprintf(out + used, size - used, "%s\t\t%s\t%s\n", kProcessGroupLine,
+    used += static_cast<size_t>(std::max(0, std::snprintf(out + used, size - used, "%s%s\t%s\n", trace::kProcessGroupLine,
                                                           group.name, group.desc)));
   out[std::min(used, size - 1)] = '\0';
 }
@@ -372,11 +375,9 @@ void short_python_site(const char* site, char* out, size_t size) noexcept {
 void process_group_text(const char* site, char* out, size_t size) noexcept {
   if (!size) return;
   out[0] = '\0';
-  char lead[32];
-  std::snprintf(lead, sizeof(lead), "%s\t\t", kProcessGroupLine);
-  const char* line = std::strstr(site, lead);
+  const char* line = std::strstr(site, trace::kProcessGroupLine);
   if (!line || (line != site && line[-1] != '\n')) return;
-  const char* name = line + std::strlen(lead);
+  const char* name = line + std::strlen(trace::kProcessGroupLine);
   const char* tab = std::strchr(name, '\t');
   if (!tab) return;
   const char* desc = tab + 1;
@@ -384,7 +385,7 @@ void process_group_text(const char* site, char* out, size_t size) noexcept {
   if (!end) end = desc + std::strlen(desc);
   int desc_length = static_cast<int>(end - desc);
   int name_length = static_cast<int>(tab - name);
-  if (!desc_length || (desc_length == 9 && std::strncmp(desc, "undefined", 9) == 0))
+  if (!desc_length || std::string_view(desc, static_cast<size_t>(desc_length)) == trace::kUndescribedGroup)
     std::snprintf(out, size, "process group %.*s", name_length, name);
   else
     std::snprintf(out, size, "process group %.*s \"%.*s\"", name_length, name, desc_length, desc);

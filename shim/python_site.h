@@ -10,15 +10,12 @@
 namespace ncclwatch {
 
 inline constexpr int kMaxPythonFrames = 3;
-// The line naming the PyTorch process group being made, after the frames:
-// "process_group\t\tNAME\tDESC\n" (its empty second field keeps frame parsers from taking it for a frame).
-inline constexpr const char* kProcessGroupLine = "process_group";
 
 // Writes up to kMaxPythonFrames lines "path\tline\tfunction\n", innermost first: the frames of
 // the program's own code, skipping PyTorch's, DeepEP's and the standard library's (all frames when
 // there is no other). Writes "" when the process runs no Python, the thread has no Python stack,
 // or the interpreter is finalizing. Where PyTorch is making a process group's communicator, a
-// kProcessGroupLine follows with the group's name and description.
+// trace::kProcessGroupLine follows with the group's name and description.
 void capture_python_site(char* out, size_t size) noexcept;
 
 // A child forked while another thread was looking for the interpreter must not inherit its lock.

@@ -386,7 +386,7 @@ std::string PythonFrame::describe_short() const {
 }
 
 ProcessGroupName parse_process_group(std::string_view text) {
-  constexpr std::string_view kLead = "process_group\t\t";  // python_site.h's kProcessGroupLine
+  const std::string_view kLead = trace::kProcessGroupLine;
   ProcessGroupName out;
   size_t at = text.find(kLead);
   if (at == std::string_view::npos || (at && text[at - 1] != '\n')) return out;
@@ -401,7 +401,7 @@ ProcessGroupName parse_process_group(std::string_view text) {
 std::string ProcessGroupName::describe() const {
   if (empty()) return "";
   std::string text = "process group " + name;
-  if (!desc.empty() && desc != "undefined") text += " \"" + desc + "\"";
+  if (!desc.empty() && desc != trace::kUndescribedGroup) text += " \"" + desc + "\"";
   return text;
 }
 

@@ -144,8 +144,9 @@ inline constexpr uint32_t kFlagMemoryFromFreeChange = 1u << 5;
 // read it at the time ("function (module)" from the dynamic symbol table, for when the module's
 // file is not at hand to symbolize the frames later) and `python_site_len` bytes of the Python
 // frames that made the call, innermost first, one "path\tline\tfunction\n" each (the program's own
-// frames; PyTorch's, DeepEP's and the standard library's only when there is no other); strings
-// not NUL-terminated, padded to 8.
+// frames; PyTorch's, DeepEP's and the standard library's only when there is no other), then,
+// where PyTorch made the communicator while creating a process group, one
+// kProcessGroupLine "NAME\tDESC\n"; strings not NUL-terminated, padded to 8.
 struct ApiEvent {
   RecordHeader h;
   uint64_t call_id;     // pairs kCallBegin with its kCallEnd(s); unique within the file
@@ -174,6 +175,10 @@ struct ApiEvent {
   uint16_t reserved1;
 };
 static_assert(sizeof(ApiEvent) % 8 == 0);
+// Leads the Python site's process group line; its empty second field is no frame's line number,
+// so readers of frames skip it.
+inline constexpr const char* kProcessGroupLine = "process_group\t\t";
+inline constexpr const char* kUndescribedGroup = "undefined";  // PyTorch's group_desc when none was given
 
 // A loaded object, written the first time a frame inside it is recorded.
 // Followed by `path_len` bytes of its path, then `build_id_len` bytes of its GNU build ID (format

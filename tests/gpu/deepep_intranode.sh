@@ -46,7 +46,8 @@ run_deepep() {  # run_deepep NAME TEST ARGS...: traces in $dir/NAME, its leaks r
   local name="$1" test_file="$2"; shift 2
   (cd "$src/tests" && NCCLWATCH_DIR="$dir/$name" LD_PRELOAD="$SHIM" PYTHONPATH="$src" timeout 600 \
     python3 "$test_file" "$@") >"$dir/$name.out" 2>"$dir/$name.err"
-  echo "$name: exit $?"
+  echo $? >"$dir/$name.rc"
+  echo "$name: exit $(cat "$dir/$name.rc")"
   report leaks --json "$dir/$name" >"$dir/$name.leaks.json"
   report leaks "$dir/$name" >"$dir/$name.leaks.txt"
 }
@@ -64,6 +65,7 @@ d, name = sys.argv[1], sys.argv[2]
 leaks = json.load(open(f"{d}/{name}.leaks.json"))
 print("communicators traced:", len(leaks["communicators"]), "made by NVSHMEM:",
       sum(c["made_by_nvshmem"] for c in leaks["communicators"]), "leaked:", len(leaks["leaks"]))
+assert open(f"{d}/{name}.rc").read().strip() == "0", "the test itself failed"
 assert "never destroyed" not in open(f"{d}/{name}.err").read() and leaks["communicators"] and leaks["leaks"] == []
 PY
 expect "low latency, seed: each communicator named with its Python line and the remedy for who made it" \
@@ -101,6 +103,7 @@ d = sys.argv[1]
 err = open(f"{d}/shipped.err").read()
 leaks = json.load(open(f"{d}/shipped.leaks.json"))
 print("communicators traced:", len(leaks["communicators"]), "leaked:", len(leaks["leaks"]))
+assert open(f"{d}/shipped.rc").read().strip() == "0", "the test itself failed"
 assert "never destroyed" not in err and leaks["communicators"] and leaks["leaks"] == [], leaks["leaks"][:2]
 PY
 expect "seed: every communicator named with its Python line in DeepEP's test, PyTorch's remedy, in the alert and leaks" \
