@@ -20,6 +20,9 @@ void start_background_thread(const char* name, Body&& body) {
   // A new thread inherits its creator's mask: blocked here, it is blocked before it runs.
   sigset_t all, callers;
   sigfillset(&all);
+  // Faults stay deliverable: a blocked SIGBUS raised by an access is fatal at once, so a trace file
+  // shrunk under this thread's write would kill the process past our handler (trace_writer.cc).
+  for (int fault : {SIGBUS, SIGSEGV, SIGFPE, SIGILL}) sigdelset(&all, fault);
   pthread_sigmask(SIG_BLOCK, &all, &callers);
   struct RestoreMask {
     const sigset_t& mask;

@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include "text_limits.h"
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -82,9 +84,12 @@ class SettingsParser {
   }
 
   void refuse(const char* name, const char* text, const std::string& expected, const std::string& used) {
-    std::string shown(text, strnlen(text, 64));
+    // Escaped and cut: a value from a user's script must not drive the terminal or flood stderr.
+    std::string shown = printable(text, kShownValueBytes);
     problems_.push_back(std::string("ncclwatch: ") + name + "=" + shown + " is not " + expected + "; using " + used);
   }
+
+  static constexpr size_t kShownValueBytes = 64;
 
   const EnvLookup& lookup_;
   std::vector<std::string>& problems_;

@@ -25,7 +25,8 @@ NCCLWATCH_UNINSTRUMENTED bool names_nccl(const char* name) {
 
 bool may_be_wrapped(void* handle, const char* name) {
   // RTLD_DEFAULT and RTLD_NEXT search the global scope, where our exports already come first.
-  return handle != RTLD_DEFAULT && handle != RTLD_NEXT && bound_wrapper(0, name) != nullptr && config().record;
+  return handle != RTLD_DEFAULT && handle != RTLD_NEXT && bound_wrapper(0, name) != nullptr && config().record &&
+         !another_shim_copy_traces();
 }
 
 // The lookup of an NCCL name, which may hand out a wrapper.

@@ -40,6 +40,11 @@ std::mutex g_attach_mutex;
 
 using IsFinalizingFn = int (*)();
 std::atomic<IsFinalizingFn> g_python_is_finalizing{nullptr};
+// A SIGINT handed to the application's own handler (Python's, which raises KeyboardInterrupt). An
+// unhandled KeyboardInterrupt ends Python by finalizing, then by SIGINT at its default action
+// (so the shell sees ^C): no exit() runs, so the end is written from Python's last exit hook.
+std::atomic<bool> g_interrupt_passed_on{false};
+using PyAtExitFn = int (*)(void (*)());
 
 constexpr int kWatchedSignals[] = {SIGTERM, SIGINT, SIGHUP};
 struct sigaction g_previous[NSIG];
@@ -57,6 +62,24 @@ void write_exit_record(trace::RecordType type, ExitReason reason, int signal, ui
   rec->live_resources = live_resources;
   rec->lost_records = lost_record_count();
   slot.commit(type);
+}
+
+// The communicators alive when the alert was built, for the LiveAtExit record. Static: the signal
+// path cannot allocate. As many as the exit reserve holds (trace_writer.cc keeps room for them).
+constexpr uint32_t kMaxLiveListed = 512;
+trace::LiveComm g_live_at_exit[kMaxLiveListed];
+uint32_t g_live_listed = 0;
+
+void write_live_at_exit_record(bool complete) noexcept {
+  uint32_t size = static_cast<uint32_t>(sizeof(trace::LiveAtExitRecord) + g_live_listed * sizeof(trace::LiveComm));
+  RecordSlot slot = reserve_exit_record(size);
+  if (!slot) return;
+  auto* rec = slot.as<trace::LiveAtExitRecord>();
+  rec->time_ns = monotonic_ns();
+  rec->count = g_live_listed;
+  rec->complete = complete ? 1 : 0;
+  std::memcpy(slot.bytes() + sizeof(trace::LiveAtExitRecord), g_live_at_exit, g_live_listed * sizeof(trace::LiveComm));
+  slot.commit(trace::RecordType::kLiveAtExit);
 }
 
 void mark_exit_began(ExitReason reason, int signal) noexcept {
@@ -103,12 +126,17 @@ AlertCounts build_alert(AlertText& out, bool wait) {
   constexpr size_t kEntryRoom = 2048;
   uint32_t not_shown = 0;
   auto full = [&] { return body.size() + kEntryRoom > sizeof(body_buffer); };
+  g_live_listed = 0;
   // Before the first communicator there is no table, and nothing to list.
   Registry* table = existing_registry();
   bool read = !table || table->read(
       [&](const std::vector<CommEntry>& comms, const std::vector<ResourceEntry>& resources, const ReleaseTally&) {
         for (const CommEntry& c : comms) {
           ++counts.comms;
+          if (g_live_listed < kMaxLiveListed) {
+            trace::LiveComm& live = g_live_at_exit[g_live_listed++];
+            live = {c.handle, c.id, c.rank, c.nranks, static_cast<uint32_t>(end_state_at_exit(c.phase)), 0};
+          }
           bool leak = lifecycle::is_leak(end_state_at_exit(c.phase));
           counts.leaked_comms += leak;
           counts.torch |= leak && c.torch_caller && !c.nvshmem_caller;
@@ -187,6 +215,7 @@ bool finish_process(ExitReason reason, int signal, bool wait) {
   static char buffer[64 * 1024];  // static: the signal path cannot allocate
   AlertText text(buffer, sizeof(buffer));
   AlertCounts counts = build_alert(text, wait);
+  write_live_at_exit_record(counts.complete && g_live_listed == counts.comms);
   write_exit_record(trace::RecordType::kProcessEnd, reason, signal, counts.comms, counts.resources);
   bool leaked = counts.leaked_comms + counts.resources > 0 || !counts.complete;
   if (leaked && config().on_leak != LeakPolicy::kOff) print(text);
@@ -213,6 +242,17 @@ void on_final_exit(int status, void*) {
   }
 }
 
+// Python's last exit hook (Py_AtExit), after the interpreter is torn down, PyTorch's destructors
+// included. After a Ctrl-C Python may kill itself with SIGINT next, without exit(): the end is
+// written now. Otherwise exit() follows and on_final_exit writes it, as for any program.
+void on_python_finalized() {
+  if (!g_interrupt_passed_on.load(std::memory_order_relaxed)) return;
+  stop_gpu_timer();
+  mark_exit_began(ExitReason::kSignal, SIGINT);
+  finish_process(ExitReason::kSignal, SIGINT, true);
+  write_final_live_metrics();
+}
+
 void on_fatal_signal(int sig, siginfo_t* info, void* context) {
   const struct sigaction& previous = g_previous[sig];
   if (previous.sa_flags & SA_SIGINFO) {
@@ -223,6 +263,7 @@ void on_fatal_signal(int sig, siginfo_t* info, void* context) {
   if (previous.sa_handler != SIG_DFL) {
     // The application handles it (Python turns SIGINT into KeyboardInterrupt): its own exit
     // path will reach our exit hook if it does exit.
+    if (sig == SIGINT) g_interrupt_passed_on.store(true, std::memory_order_relaxed);
     previous.sa_handler(sig);
     return;
   }
@@ -294,6 +335,12 @@ void attach_process() noexcept {
     auto finalizing = reinterpret_cast<IsFinalizingFn>(real_dlsym(RTLD_DEFAULT, "Py_IsFinalizing"));
     if (!finalizing) finalizing = reinterpret_cast<IsFinalizingFn>(real_dlsym(RTLD_DEFAULT, "_Py_IsFinalizing"));
     g_python_is_finalizing.store(finalizing, std::memory_order_relaxed);
+    // Once per process image: a forked child inherits the registration with the interpreter.
+    static bool python_hook_registered = false;
+    if (finalizing && !python_hook_registered) {
+      if (auto at_exit = reinterpret_cast<PyAtExitFn>(real_dlsym(RTLD_DEFAULT, "Py_AtExit"))) at_exit(on_python_finalized);
+      python_hook_registered = true;
+    }
     print_setting_problems();
     detail::g_process_attached.store(true, std::memory_order_release);
   } catch (...) {

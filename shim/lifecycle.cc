@@ -123,6 +123,7 @@ void finish_creation(const RealNccl* real, Creation& c, ncclResult_t result, ncc
   entry.device = device;
   entry.created_by = c.api;
   entry.created_ns = e.time_ns;
+  entry.made_during_exit = e.flags & trace::kFlagDuringExit;
   entry.torch_caller = c.site.in_torch;
   entry.nvshmem_caller = c.site.by_nvshmem;
   entry.memory_bytes = held.bytes;
@@ -203,7 +204,9 @@ void finish_teardown(const Teardown& t, ncclResult_t result) noexcept {
     if (releases_comm(t.api)) {
       // An abort always frees the communicator; a failed destroy leaves it as it was.
       if (result == ncclSuccess || t.api == Api::kCommAbort) {
-        registry().release_comm(t.handle, t.begin.flags & trace::kFlagDuringExit, t.api);
+        // Made during exit and released: a whole life inside an exit handler, not a late release.
+        bool released_late = (t.begin.flags & trace::kFlagDuringExit) && !t.entry.made_during_exit;
+        registry().release_comm(t.handle, released_late, t.api);
         retire_comm(t.handle);
       }
       else

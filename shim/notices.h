@@ -17,8 +17,10 @@ enum class Notice {
   kTooManyLibraries,
   kDlsymUnavailable,
   kMetricsWriteFailed,
+  kMetricsFileRefused,
   kRingChunkFailed,
   kPythonSiteUnavailable,
+  kOtherShimCopy,
   kCount
 };
 

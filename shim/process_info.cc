@@ -87,14 +87,23 @@ std::string ProcessInfo::as_strings() const {
     if (!cmdline.empty()) cmdline += ' ';
     cmdline += arg;
   }
-  append(out, "cmdline", cmdline.substr(0, utf8_prefix_length(cmdline, 4000)));
+  append(out, "cmdline", capped_value(cmdline));
+  // Each value is capped; so is their sum, far below what one trace record holds.
+  constexpr size_t kMaxEnvironmentBytes = 256 << 10;
+  size_t left_out = 0;
   for (char** env = environ; env && *env; ++env) {
-    if (is_interesting_variable(*env)) {
-      out += "env.";
-      out += *env;
-      out += '\0';
+    if (!is_interesting_variable(*env)) continue;
+    std::string entry = masked_environment_entry(*env);  // masked whatever NCCLWATCH_FULL_CMDLINE says
+    if (out.size() + entry.size() > kMaxEnvironmentBytes) {
+      ++left_out;
+      continue;
     }
+    out += "env.";
+    out += entry;
+    out += '\0';
   }
+  if (left_out) append(out, "env_left_out", std::to_string(left_out) + " variables (over " +
+                                                std::to_string(kMaxEnvironmentBytes >> 10) + " KiB in all)");
   return out;
 }
 

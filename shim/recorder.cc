@@ -4,6 +4,7 @@
 #include "config.h"
 #include "exit_hooks.h"
 #include "notices.h"
+#include "resolver.h"
 #include "trace_writer.h"
 
 #include <atomic>
@@ -24,7 +25,7 @@ uint32_t current_tid() noexcept {
 bool recording() noexcept {
   // Hot path: once attached, one load (a forked child starts unattached and attaches anew).
   if (process_attached()) return true;
-  if (!config().record) return false;
+  if (!config().record || another_shim_copy_traces()) return false;
   attach_process();
   return true;
 }

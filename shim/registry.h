@@ -44,6 +44,7 @@ struct CommEntry {
   CommPhase phase = CommPhase::kAlive;
   bool torch_caller = false;
   bool nvshmem_caller = false;  // NVSHMEM made it: nvshmem_finalize releases it
+  bool made_during_exit = false;  // by an exit handler or a thread still running: its release is no "at exit"
   int64_t created_ns = 0;
   uint32_t children_made = 0;  // splits/shrinks of this comm issued on this rank
   uint16_t library_id = 0;     // the NCCL library that made it (resolver.h)

@@ -72,6 +72,46 @@ const void* shim_base() noexcept {
   return base;
 }
 
+// --- Another copy of the shim ------------------------------------------------------------------
+// Two builds of the shim preloaded at once (two paths in LD_PRELOAD, a job script adding its own)
+// must not both trace: each would take the other for NCCL, record every call twice and alert
+// twice. A copy is known by what no NCCL exports: `dlsym` defined beside the NCCL names.
+
+bool is_shim_copy_object(const char* path, const void* base) {
+  if (!path || !path[0]) return false;  // the main program
+  void* handle = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+  if (!handle) return false;
+  void* nccl_name = real_dlsym(handle, "ncclCommInitRank");
+  void* hook = real_dlsym(handle, "dlsym");
+  dlclose(handle);  // NOLOAD took a reference: give it back
+  return nccl_name && hook && object_base(nccl_name) == base && object_base(hook) == base;
+}
+
+bool is_other_shim_copy(const void* address) {
+  Dl_info info{};
+  return address && !is_inside_shim(address) && dladdr(address, &info) && is_shim_copy_object(info.dli_fname, info.dli_fbase);
+}
+
+void say_other_copy_skipped(const void* address) {
+  Dl_info theirs{}, ours{};
+  dladdr(address, &theirs);
+  dladdr(reinterpret_cast<const void*>(&say_other_copy_skipped), &ours);
+  std::string text = std::string("ncclwatch: another copy of the shim is loaded (") +
+                     (theirs.dli_fname ? theirs.dli_fname : "?") + "); only this one (" +
+                     (ours.dli_fname ? ours.dli_fname : "?") + ") traces, the other only forwards";
+  notice_once(Notice::kOtherShimCopy, text.c_str());
+}
+
+// dl_iterate_phdr callback: stops at the first object, in load order, that is a copy of the shim.
+int find_first_shim_copy(dl_phdr_info* info, size_t, void* out) {
+  if (info->dlpi_name && info->dlpi_name[0] &&
+      is_shim_copy_object(info->dlpi_name, reinterpret_cast<const void*>(info->dlpi_addr))) {
+    *static_cast<const void**>(out) = reinterpret_cast<const void*>(info->dlpi_addr);
+    return 1;
+  }
+  return 0;
+}
+
 // dl_iterate_phdr callback: the first loaded object named libnccl.so* that is not us.
 int find_loaded_nccl(dl_phdr_info* info, size_t, void* out) {
   if (info->dlpi_name && is_nccl_library_name(info->dlpi_name)) {
@@ -94,6 +134,10 @@ Opened open_definer(void* handle, const char* name) {
   void* sym = real_dlsym(handle, name);
   Dl_info info{};
   if (!sym || is_inside_shim(sym) || !dladdr(sym, &info) || !info.dli_fname) return {};
+  if (is_shim_copy_object(info.dli_fname, info.dli_fbase)) {
+    say_other_copy_skipped(sym);
+    return {};
+  }
   return {dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD), info.dli_fbase};
 }
 
@@ -124,7 +168,9 @@ Opened open_default_nccl(bool allow_load, const void* caller) {
 // `name` from the library at `base` (any library but the shim when base is null). pnccl* is
 // NCCL's strong profiling alias: it can never resolve back to our ncclX.
 void* lookup(void* handle, const char* name, const void* base, bool& used_alias) {
-  auto belongs = [&](void* fn) { return fn && !is_inside_shim(fn) && (!base || object_base(fn) == base); };
+  auto belongs = [&](void* fn) {
+    return fn && !is_inside_shim(fn) && (!base || object_base(fn) == base) && !is_other_shim_copy(fn);
+  };
   std::string alias = std::string("p") + name;
   void* fn = real_dlsym(handle, alias.c_str());
   if (belongs(fn)) {
@@ -255,6 +301,19 @@ void* real_dlsym(void* handle, const char* name) noexcept {
 const void* shim_load_address() noexcept { return shim_base(); }
 
 bool is_inside_shim(const void* address) noexcept { return object_base(address) == shim_base(); }
+
+bool another_shim_copy_traces() noexcept {
+  // Decided once: the copy loaded first traces; a later one only forwards.
+  static const bool other_first = [] {
+    const void* first = nullptr;
+    try {
+      dl_iterate_phdr(find_first_shim_copy, &first);
+    } catch (...) {
+    }
+    return first && first != shim_base();
+  }();
+  return other_first;
+}
 
 BoundSlotScope::BoundSlotScope(uint8_t slot) noexcept : previous_(t_thread.bound_slot) { t_thread.bound_slot = slot; }
 BoundSlotScope::~BoundSlotScope() { t_thread.bound_slot = previous_; }

@@ -120,4 +120,8 @@ bool is_nccl_library_name(const char* path) noexcept;
 // True when `address` lies inside libncclwatch.so itself.
 bool is_inside_shim(const void* address) noexcept;
 
+// True when another copy of the shim was loaded before this one: that one traces, this one only
+// forwards (two copies would record every call twice).
+bool another_shim_copy_traces() noexcept;
+
 }  // namespace ncclwatch

@@ -7,6 +7,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -28,7 +30,9 @@ constexpr uint64_t kChunkBytes = 4ull << 20;
 // exit records go there, so a trace that is full (disk full, NCCLWATCH_MAX_MB) or in the middle
 // of growing still ends with how the process ended and how many records it lost, written
 // without a lock or a system call (the signal path).
-constexpr uint64_t kExitReserveBytes = 4096;
+// Room for the exit records and the list of communicators alive at exit (exit_hooks.cc: 512 of
+// 32 bytes).
+constexpr uint64_t kExitReserveBytes = 20 << 10;
 
 enum class State : int { kClosed, kOpen, kFailed };
 
@@ -44,6 +48,9 @@ struct Writer {
   // Bytes of the budget kept for the ring's and the totals' chunks not made yet: the history may
   // not take them (it could otherwise starve the ring of a long run's newest ops).
   std::atomic<uint64_t> held_back{0};
+  // Set when the file was shrunk under the mapping (another process truncated it): the mapping
+  // now points at anonymous memory and nothing more is written (see on_bus_error()).
+  std::atomic<bool> file_lost{false};
   std::string path;
 };
 
@@ -59,6 +66,92 @@ std::atomic<bool> g_unfinished{false};
 
 void discard_unfinished_file() noexcept {
   if (g_unfinished.exchange(false, std::memory_order_acq_rel)) unlink(g_unfinished_path);  // async-signal-safe
+}
+
+// --- A file shrunk under the mapping ---------------------------------------------------------
+// Someone else may truncate the trace while we write it (`: > file`, a cleanup script, a quota
+// tool). Touching a mapped page past the new end of a shared file mapping raises SIGBUS, which
+// would kill the application. Our handler takes only faults inside our own mapping: it puts
+// anonymous memory in the file's place (the faulting access then completes there, harmlessly),
+// marks the file lost, and says so once. Every other SIGBUS goes where it would have without us.
+
+struct sigaction g_previous_bus_action;
+std::atomic<bool> g_bus_handler_installed{false};  // once per process: a forked child inherits it
+char g_file_lost_message[4352];                    // built when the file opens: the handler cannot format
+size_t g_file_lost_message_size = 0;
+
+// The mapped range as the handler sees it: set before the state turns kOpen.
+std::atomic<std::byte*> g_mapped_base{nullptr};
+
+void write_to_stderr(const char* text, size_t size) noexcept {
+  while (size > 0) {
+    ssize_t n = ::write(STDERR_FILENO, text, size);
+    if (n <= 0) return;
+    text += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+// Whether the access at `address` faulted because our file shrank; if so, the mapping is replaced.
+// Async-signal-safe: atomics, fstat, mmap and write only.
+bool take_fault_in_our_mapping(const void* address) noexcept {
+  Writer& w = writer();
+  std::byte* base = g_mapped_base.load(std::memory_order_acquire);
+  auto* at = static_cast<const std::byte*>(address);
+  if (!base || at < base || at >= base + w.capacity) return false;
+  // Acquire pairs with the release in grow_locked(): every byte below `mapped` was mapped from the file.
+  uint64_t mapped = w.mapped.load(std::memory_order_acquire);
+  if (static_cast<uint64_t>(at - base) >= mapped) return false;  // PROT_NONE reserve: not a file fault
+  // Zeroed private memory in place of the file, for every thread at once: the range stays valid for
+  // writers that are mid-record, and the file is never touched again. Repeated by a second thread
+  // that faults meanwhile, it is the same harmless replacement.
+  if (mmap(base, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
+    return false;
+  if (!w.file_lost.exchange(true, std::memory_order_acq_rel))
+    write_to_stderr(g_file_lost_message, g_file_lost_message_size);
+  return true;
+}
+
+// Whether another process shrank our file (for a SIGBUS that carries no address: an earlier
+// handler re-raised it, as Python's faulthandler does).
+bool our_file_shrank() noexcept {
+  Writer& w = writer();
+  struct stat st{};
+  return g_mapped_base.load(std::memory_order_acquire) && w.fd >= 0 && fstat(w.fd, &st) == 0 &&
+         static_cast<uint64_t>(st.st_size) < w.mapped.load(std::memory_order_acquire);
+}
+
+void on_bus_error(int sig, siginfo_t* info, void* context) {
+  int saved_errno = errno;
+  bool fault = info && info->si_code > 0;  // raised by the kernel for an access, not sent
+  bool ours = fault ? take_fault_in_our_mapping(info->si_addr)
+                    : our_file_shrank() && take_fault_in_our_mapping(g_mapped_base.load(std::memory_order_acquire));
+  errno = saved_errno;
+  if (ours) return;  // the access is retried, on the anonymous memory now in place
+  const struct sigaction& previous = g_previous_bus_action;
+  if (previous.sa_flags & SA_SIGINFO) {
+    if (previous.sa_sigaction) return previous.sa_sigaction(sig, info, context);
+  } else if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN) {
+    return previous.sa_handler(sig);
+  }
+  // The default action, as without us: a fault simply happens again once we return; a sent
+  // signal is sent again.
+  signal(sig, SIG_DFL);
+  if (!fault) raise(sig);
+}
+
+void install_bus_handler(const std::string& path) {
+  int n = snprintf(g_file_lost_message, sizeof(g_file_lost_message),
+                   "ncclwatch: the trace %s was truncated by another process; tracing stopped, the job runs on "
+                   "(the exit alert still works)\n",
+                   path.c_str());
+  g_file_lost_message_size = n < 0 ? 0 : std::min<size_t>(static_cast<size_t>(n), sizeof(g_file_lost_message) - 1);
+  if (g_bus_handler_installed.exchange(true)) return;
+  struct sigaction ours{};
+  ours.sa_sigaction = on_bus_error;
+  ours.sa_flags = SA_SIGINFO;
+  sigemptyset(&ours.sa_mask);
+  sigaction(SIGBUS, &ours, &g_previous_bus_action);
 }
 
 bool make_directories(const std::string& dir) {
@@ -78,7 +171,14 @@ bool make_directories(const std::string& dir) {
 bool grow_locked(Writer& w, uint64_t needed) {
   uint64_t mapped = w.mapped.load(std::memory_order_relaxed);
   if (needed <= mapped) return true;
-  if (needed > w.capacity) return false;
+  if (needed > w.capacity || w.file_lost.load(std::memory_order_acquire)) return false;
+  // Shrunk by someone else since we last grew it: growing would extend it again over a hole where
+  // our records were, silently. Take it as lost, as a fault inside the mapping would.
+  struct stat st{};
+  if (fstat(w.fd, &st) == 0 && static_cast<uint64_t>(st.st_size) < mapped) {
+    take_fault_in_our_mapping(w.base);
+    return false;
+  }
   // Whole chunks, except the last one, which stops at the NCCLWATCH_MAX_MB limit.
   uint64_t target = std::min((needed + kChunkBytes - 1) / kChunkBytes * kChunkBytes, w.capacity);
   if (posix_fallocate(w.fd, static_cast<off_t>(mapped), static_cast<off_t>(target - mapped)) != 0) {
@@ -146,7 +246,11 @@ bool open_locked(Writer& w) {
   w.base = static_cast<std::byte*>(range);
   w.capacity = cfg.max_trace_bytes;
   w.path = path;
+  install_bus_handler(path);
+  // Release pairs with the handler's acquire: base and capacity are set before it may use them.
+  g_mapped_base.store(w.base, std::memory_order_release);
   if (!grow_locked(w, kHeaderBytes + kExitReserveBytes)) {
+    g_mapped_base.store(nullptr, std::memory_order_release);
     munmap(range, cfg.max_trace_bytes);
     close(fd);
     discard_unfinished_file();  // no empty leftovers
@@ -274,7 +378,7 @@ RecordSlot reserve_within(Writer& w, uint32_t size, uint64_t held_back) noexcept
 
 RecordSlot reserve_record(uint32_t size) noexcept {
   Writer& w = writer();
-  if (!ensure_open(w)) {
+  if (!ensure_open(w) || w.file_lost.load(std::memory_order_relaxed)) {
     count_lost(w);
     return {};
   }
@@ -283,7 +387,7 @@ RecordSlot reserve_record(uint32_t size) noexcept {
 
 RecordSlot reserve_chunk_record(uint32_t size) noexcept {
   Writer& w = writer();
-  if (!ensure_open(w)) return {};
+  if (!ensure_open(w) || w.file_lost.load(std::memory_order_relaxed)) return {};
   RecordSlot slot = reserve_within(w, size, 0);
   if (slot) {
     // The chunk now holds its share: release it for the history (never below zero).
@@ -303,6 +407,7 @@ RecordSlot reserve_exit_record(uint32_t size) noexcept {
     discard_unfinished_file();  // the process ends before its trace got a header
     return {};
   }
+  if (w.file_lost.load(std::memory_order_relaxed)) return {};
   std::byte* at = claim_mapped(w, size, 0);
   return at ? RecordSlot(at, size) : RecordSlot();
 }
@@ -345,6 +450,7 @@ void trace_writer_after_fork_in_child() noexcept {
   // The parent's file stays the parent's: unmap and close without writing, and never remove it
   // (a fork while another thread was creating it leaves the flag set in the child).
   g_unfinished.store(false, std::memory_order_relaxed);
+  g_mapped_base.store(nullptr, std::memory_order_release);
   if (w.base) munmap(w.base, w.capacity);
   if (w.fd >= 0) close(w.fd);
   new (&w.open_mutex) std::mutex();
@@ -355,6 +461,7 @@ void trace_writer_after_fork_in_child() noexcept {
   w.next.store(0, std::memory_order_relaxed);
   w.lost.store(0, std::memory_order_relaxed);
   w.held_back.store(0, std::memory_order_relaxed);
+  w.file_lost.store(false, std::memory_order_relaxed);
   w.path.clear();
   w.state.store(State::kClosed, std::memory_order_release);
 }

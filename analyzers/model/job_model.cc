@@ -5,7 +5,10 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 #include <fmt/format.h>
 
 namespace ncclwatch::report {
@@ -114,6 +117,7 @@ class ProcessBuilder {
       case RecordType::kLost:
         if (const auto* l = r.as<LostRecord>()) p_.lost_records += l->count;
         break;
+      case RecordType::kLiveAtExit: on_live_at_exit(r); break;
       default: break;
     }
   }
@@ -152,6 +156,23 @@ class ProcessBuilder {
     p_.libraries.push_back(std::move(lib));
   }
 
+  void on_live_at_exit(const RecordView& r) {
+    const auto* rec = r.as<LiveAtExitRecord>();
+    if (!rec) return;
+    // Never more entries than the record's own bytes hold.
+    size_t fits = (r.size - sizeof(LiveAtExitRecord)) / sizeof(LiveComm);
+    ProcessTrace::LiveAtExit live;
+    live.complete = rec->complete == 1 && rec->count <= fits;
+    live.comms.resize(std::min<size_t>(rec->count, fits));
+    if (!live.comms.empty())
+      std::memcpy(live.comms.data(), r.data + sizeof(LiveAtExitRecord), live.comms.size() * sizeof(LiveComm));
+    for (LiveComm& l : live.comms) {
+      l.nranks = p_.implausible.nranks(l.nranks, r);
+      l.rank = p_.implausible.rank(l.rank, r);
+    }
+    p_.live_at_exit = std::move(live);
+  }
+
   void on_module(const RecordView& r) {
     const auto* m = r.as<ModuleRecord>();
     if (!m || sizeof(ModuleRecord) + m->path_len > r.size) return;
@@ -171,7 +192,9 @@ class ProcessBuilder {
         c->release_stack = pending.tail.stack;
         c->release_site = pending.tail.site;
         c->release_python_site = pending.tail.python_site;
-        c->release_during_exit = (e.flags & kFlagDuringExit) || entered_after_exit_began(e.time_ns);
+        // One made during exit (an exit handler's) and released there lived its whole life in exit.
+        c->release_during_exit =
+            ((e.flags & kFlagDuringExit) || entered_after_exit_began(e.time_ns)) && !c->made_during_exit;
       }
     }
     pending_[e.call_id] = std::move(pending);
@@ -193,6 +216,7 @@ class ProcessBuilder {
       c.result = e.result;
       c.non_blocking = e.flags & kFlagNonBlocking;
       c.created_ns = e.time_ns;
+      c.made_during_exit = (e.flags & kFlagDuringExit) || entered_after_exit_began(e.time_ns);
       c.library = e.library;
       c.memory = CommMemoryFigure::of(e);
       if (begin) {
@@ -272,23 +296,49 @@ class ProcessBuilder {
   // The most recent communicator with this handle that is not yet released.
   CommInstance* live_comm(uint64_t handle) {
     if (!handle) return nullptr;
-    for (auto it = p_.comms.rbegin(); it != p_.comms.rend(); ++it)
-      if (it->handle == handle && it->state != CommState::kInitFailed && !(it->release_end_ns && released_ok(*it)))
-        return &*it;
-    return nullptr;
+    index_new_entries();
+    auto made = comms_by_handle_.find(handle);
+    if (made == comms_by_handle_.end()) return nullptr;
+    // One released never lives again: dropped from the end, each is passed over once.
+    std::vector<size_t>& list = made->second;
+    while (!list.empty() && !is_live(p_.comms[list.back()])) list.pop_back();
+    return list.empty() ? nullptr : &p_.comms[list.back()];
+  }
+
+  static bool is_live(const CommInstance& c) {
+    return c.state != CommState::kInitFailed && !(c.release_end_ns && released_ok(c));
+  }
+
+  // Indexes what the records added to p_ since the last call, for the lookups of the releases.
+  void index_new_entries() {
+    for (; comms_indexed_ < p_.comms.size(); ++comms_indexed_)
+      if (uint64_t handle = p_.comms[comms_indexed_].handle) comms_by_handle_[handle].push_back(comms_indexed_);
+    for (; resources_indexed_ < p_.resources.size(); ++resources_indexed_) {
+      const ResourceInstance& r = p_.resources[resources_indexed_];
+      resources_by_handle_[r.handle].push_back(resources_indexed_);
+      if (r.comm) resources_by_comm_[r.comm].push_back(resources_indexed_);
+    }
   }
 
   static bool released_ok(const CommInstance& c) {
     return c.release_api == Api::kCommAbort || c.release_result == 0;
   }
 
+  // The most recent unreleased resource `acquired_by` made with this handle (on this communicator,
+  // where both name one) is released.
   void release_resource(Api acquired_by, const ApiEvent& e) {
     if (e.result != 0) return;
-    for (auto it = p_.resources.rbegin(); it != p_.resources.rend(); ++it) {
-      if (it->api == acquired_by && it->handle == e.resource && !it->released &&
-          (e.comm == 0 || it->comm == 0 || it->comm == e.comm)) {
-        it->released = true;
-        it->released_ns = e.time_ns;
+    index_new_entries();
+    auto made = resources_by_handle_.find(e.resource);
+    if (made == resources_by_handle_.end()) return;
+    // A released one stays released: dropped from the end, each is passed over once.
+    std::vector<size_t>& list = made->second;
+    while (!list.empty() && p_.resources[list.back()].released) list.pop_back();
+    for (auto it = list.rbegin(); it != list.rend(); ++it) {
+      ResourceInstance& r = p_.resources[*it];
+      if (r.api == acquired_by && !r.released && (e.comm == 0 || r.comm == 0 || r.comm == e.comm)) {
+        r.released = true;
+        r.released_ns = e.time_ns;
         return;
       }
     }
@@ -296,12 +346,17 @@ class ProcessBuilder {
 
   // NCCL frees a communicator's registrations, windows, device comms and redops with it.
   void release_comm_resources(uint64_t comm, int64_t when) {
-    for (ResourceInstance& r : p_.resources)
-      if (r.comm == comm && !r.released) {
-        r.released = true;
-        r.released_with_comm = true;
-        r.released_ns = when;
-      }
+    index_new_entries();
+    auto made = resources_by_comm_.find(comm);
+    if (made == resources_by_comm_.end()) return;
+    for (size_t i : made->second) {
+      ResourceInstance& r = p_.resources[i];
+      if (r.released) continue;
+      r.released = true;
+      r.released_with_comm = true;
+      r.released_ns = when;
+    }
+    made->second.clear();  // all released: a later communicator with this handle starts afresh
   }
 
   // A full trace (NCCLWATCH_MAX_MB, a full disk) loses the records of later releases; the exit
@@ -309,7 +364,9 @@ class ProcessBuilder {
   // was, what the trace shows alive was released unrecorded: a full trace makes no false leak.
   void believe_exit_counts_of_a_full_trace() {
     if (!p_.process_end || p_.lost_records == 0) return;
-    if (p_.process_end->live_comms == 0)
+    if (p_.live_at_exit && p_.live_at_exit->complete) {
+      believe_list_of_a_full_trace(p_.live_at_exit->comms);
+    } else if (p_.process_end->live_comms == 0)
       for (CommInstance& c : p_.comms)
         if (c.state == CommState::kLeaked || c.state == CommState::kFinalized || c.state == CommState::kDestroyHung)
           c.state = CommState::kReleaseUnrecorded;
@@ -317,18 +374,48 @@ class ProcessBuilder {
       for (ResourceInstance& r : p_.resources) r.released = true;
   }
 
+  // The exit's list of live communicators decides (format 5): one the trace shows alive but the list
+  // does not name was released, its record lost; one the list names but the trace lost entirely
+  // is added, known by its identity only.
+  void believe_list_of_a_full_trace(const std::vector<LiveComm>& listed) {
+    auto key = [](uint64_t handle, uint64_t id) { return std::pair{handle, id}; };
+    std::set<std::pair<uint64_t, uint64_t>> alive;
+    for (const LiveComm& l : listed) alive.insert(key(l.handle, l.comm_id));
+    std::set<std::pair<uint64_t, uint64_t>> seen;
+    for (CommInstance& c : p_.comms) {
+      bool unended = c.state == CommState::kLeaked || c.state == CommState::kFinalized || c.state == CommState::kDestroyHung;
+      if (!unended) continue;
+      if (alive.count(key(c.handle, c.id))) seen.insert(key(c.handle, c.id));
+      else c.state = CommState::kReleaseUnrecorded;
+    }
+    for (const LiveComm& l : listed) {
+      if (seen.count(key(l.handle, l.comm_id))) continue;
+      CommInstance c;
+      c.handle = l.handle;
+      c.id = l.comm_id;
+      c.rank = l.rank;
+      c.nranks = l.nranks;
+      c.creation_unrecorded = true;
+      auto state = static_cast<CommState>(l.end_state);
+      c.state = state == CommState::kFinalized || state == CommState::kDestroyHung || state == CommState::kReleasedAtExit
+                    ? state
+                    : CommState::kLeaked;
+      p_.comms.push_back(std::move(c));
+    }
+  }
+
   // A creation call entered and never returned: the classic hang of a rank that never joined,
   // which keeps every other rank waiting in its init. An instance of its own, init_hung, from
   // what the call's begin record knows (id, rank and size as passed, call site, name).
   void add_creations_that_never_returned() {
+    std::unordered_set<int64_t> begun;  // when the creations that returned began
+    for (const CommInstance& c : p_.comms) begun.insert(c.begin_ns);
     for (const auto& [call_id, pending] : pending_) {
       const ApiEvent& e = pending.event;
       Api api = api_of(e);
       if (!creates_comm(api)) continue;
       // ncclCommInitAll keeps its begin until its last end: one end seen, it returned.
-      if (api == Api::kCommInitAll &&
-          std::any_of(p_.comms.begin(), p_.comms.end(), [&](const CommInstance& c) { return c.begin_ns == e.time_ns; }))
-        continue;
+      if (api == Api::kCommInitAll && begun.count(e.time_ns)) continue;
       CommInstance c;
       c.id = e.comm_id;
       c.parent_id = e.parent_id;
@@ -347,6 +434,7 @@ class ProcessBuilder {
       c.python_site = pending.tail.python_site;
       c.process_group = pending.tail.process_group;
       c.state = CommState::kInitHung;
+      begun.insert(c.begin_ns);
       p_.comms.push_back(std::move(c));
     }
   }
@@ -368,6 +456,13 @@ class ProcessBuilder {
   };
   ProcessTrace& p_;
   std::map<uint64_t, Pending> pending_;
+  // Where the releases look (see index_new_entries): positions in p_.comms and p_.resources, in the
+  // order made, so that a release costs the same however many the process made before it.
+  std::unordered_map<uint64_t, std::vector<size_t>> comms_by_handle_;
+  std::unordered_map<uint64_t, std::vector<size_t>> resources_by_handle_;
+  std::unordered_map<uint64_t, std::vector<size_t>> resources_by_comm_;
+  size_t comms_indexed_ = 0;
+  size_t resources_indexed_ = 0;
 };
 
 }  // namespace

@@ -84,6 +84,8 @@ struct CommInstance {
   int64_t release_end_ns = 0;
   int release_result = 0;
   bool release_during_exit = false;
+  bool made_during_exit = false;  // by an exit handler, or a thread still running in exit
+  bool creation_unrecorded = false;  // known only from the exit's list of live ones (its records were lost)
   std::vector<uint64_t> stack;  // call-site return addresses of the creating call
   std::string site;             // the shim's own reading of the call site (dynamic symbols)
   std::vector<PythonFrame> python_site;  // the Python lines that made it, innermost first
@@ -135,6 +137,12 @@ struct ProcessTrace {
   std::vector<ResourceInstance> resources;
   std::optional<trace::ExitRecord> exit_begin;
   std::optional<trace::ExitRecord> process_end;
+  // The shim's list of communicators alive when it wrote process_end (LiveAtExit; format 5).
+  struct LiveAtExit {
+    std::vector<trace::LiveComm> comms;
+    bool complete = false;  // every live one is listed
+  };
+  std::optional<LiveAtExit> live_at_exit;
   uint64_t lost_records = 0;
   ReadStats stats;
   ImplausibleValues implausible;               // what this file claimed that no job has

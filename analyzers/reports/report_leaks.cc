@@ -147,6 +147,7 @@ json comm_json(const CommInstanceRow& row) {
                 {"gpu_memory_freed", memory_json(c.freed)},
                 {"made_by_nvshmem", c.nvshmem},
                 {"library", p.library_path(c)},
+                {"creation_unrecorded", c.creation_unrecorded},
                 {"trace", p.path}};
   if (c.release_begin_ns) {
     entry["released_by"] = trace::api_name(c.release_api);
@@ -297,6 +298,9 @@ void print_leaks_text(const LeakReport& report) {
                  trace::api_name(c.api), c.nranks, group, states, ranks_list(l.ranks), world);
       if (!l.site.first.empty())
         fmt::print("      created at {}{}\n", l.site.first, c.nvshmem ? lifecycle::kNvshmemMadeNote : "");
+      if (c.creation_unrecorded)
+        fmt::print("      created at: unknown (its records were lost to a full trace; the shim's list of communicators "
+                   "alive at exit names it)\n");
       if (c.python_site.size() > 1) fmt::print("      python: {}\n", python_stack_text(c.python_site));
       if (std::string memory = memory_text(c.memory); !memory.empty()) fmt::print("      held {}\n", memory);
       if (l.process->has_several_libraries()) fmt::print("      by NCCL {}\n", l.process->library_path(c));
@@ -316,6 +320,7 @@ void print_leaks_text(const LeakReport& report) {
   for (const UntracedCopy& u : report.untraced)
     fmt::print("  NOT TRACED in {} process(es): {}: {} (its communicators are not counted here)\n", u.processes, u.path,
                u.reason);
+  for (const std::string& line : lost_history_lines(report)) fmt::print("{}\n", line);
 }
 
 }  // namespace
@@ -327,10 +332,11 @@ LeakReport leak_report(const Job& job, bool symbolize) {
   report.traces = job.processes.size();
   std::map<uint64_t, LeakedComm> leaked;
   for (const ProcessTrace& p : job.processes) {
+    int32_t process_rank = world_rank(p);  // a look at all of its communicators: once per process
     for (const CommInstance& c : p.comms) {
       ++report.state_counts[state_name(c.state)];
       const CommInstanceRow& row = report.communicators.emplace_back(
-          CommInstanceRow{&p, &c, describe_site(sym, p, c.stack, c.site, c.python_site), world_rank(p)});
+          CommInstanceRow{&p, &c, describe_site(sym, p, c.stack, c.site, c.python_site), process_rank});
       if (c.state == CommState::kFinalized) report.finalized_only[c.id].insert(c.rank);
       if (!is_leak(c.state)) continue;
       report.leaked_instances.push_back(report.communicators.size() - 1);
@@ -343,6 +349,8 @@ LeakReport leak_report(const Job& job, bool symbolize) {
     }
     for (const ResourceInstance& r : p.resources)
       if (!r.released) report.open_resources.push_back({&p, &r, describe_site(sym, p, r.stack, r.site, r.python_site)});
+    if (p.lost_records)
+      report.lost_histories.push_back({&p, p.lost_records, p.live_at_exit && p.live_at_exit->complete});
   }
   for (auto& [id, l] : leaked) {
     report.torch |= l.first->torch;
@@ -371,6 +379,18 @@ LeakReport leak_report(const Job& job, bool symbolize) {
   return report;
 }
 
+std::vector<std::string> lost_history_lines(const LeakReport& report) {
+  std::vector<std::string> lines;
+  for (const LostHistory& lost : report.lost_histories)
+    lines.push_back(fmt::format(
+        "  note: the trace of pid {} on {} lost {} record(s) (it reached NCCLWATCH_MAX_MB, or the disk was full): {}",
+        lost.process->pid(), lost.process->host(), lost.records,
+        lost.ends_from_exit_list
+            ? "its communicators' end states come from the shim's list of those alive at exit"
+            : "communicators it shows alive may have been released in records that were lost"));
+  return lines;
+}
+
 std::vector<std::string> lifecycle_lines(const LeakReport& report) {
   std::vector<std::string> lines;
   for (const PileUpFinding& f : report.pile_ups)
@@ -393,7 +413,10 @@ std::vector<std::string> lifecycle_lines(const LeakReport& report) {
 
 json to_json(const LeakReport& report) {
   json leaks = json::array(), communicators = json::array(), not_traced = json::array(), pile_ups = json::array(),
-       order = json::array();
+       order = json::array(), lost = json::array();
+  for (const LostHistory& l : report.lost_histories)
+    lost.push_back({{"host", l.process->host()}, {"pid", l.process->pid()}, {"records", l.records},
+                    {"ends_from_exit_list", l.ends_from_exit_list}, {"trace", l.process->path}});
   for_each_leak(
       report,
       [&](const CommInstanceRow& row) {
@@ -418,7 +441,7 @@ json to_json(const LeakReport& report) {
     peak_alive = {{"count", report.peak.count}, {"rank", world_rank(*report.peak.process)},
                   {"host", report.peak.process->host()}, {"pid", report.peak.process->pid()}, {"at_s", report.peak.at_s}};
   return {{"leaks", leaks}, {"communicators", communicators}, {"traces", report.traces}, {"not_traced", not_traced}, {"pile_ups", pile_ups},
-          {"order", order}, {"peak_alive", peak_alive}, {"remedies", report.remedies}};
+          {"order", order}, {"peak_alive", peak_alive}, {"remedies", report.remedies}, {"lost_records", lost}};
 }
 
 void say_other_builds(const LeakReport& report) {

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <string.h>
+
 #include <algorithm>
 #include <iostream>
 #include <map>
@@ -21,6 +23,12 @@ namespace {
 std::string pile_up_site(const CommPileUp& pile) {
   if (pile.example && !pile.example->python_site.empty()) return valid_utf8(pile.example->python_site.front().describe_short());
   return "one call site";
+}
+
+// "SIGINT" for 2: the name a shell prints; "signal N" for one the C library cannot name.
+std::string signal_name(int sig) {
+  const char* abbrev = sig > 0 ? sigabbrev_np(sig) : nullptr;
+  return abbrev ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
 }
 
 }  // namespace
@@ -66,6 +74,7 @@ int run_summary(const Options& options) {
   std::set<std::string> hosts;
   std::set<uint64_t> comm_ids;
   size_t killed = 0;
+  std::map<std::string, int> ended_by_signal;  // "SIGTERM" -> processes: ended by a signal the shim saw
   uint64_t lost = 0;
   std::set<int32_t> world_ranks;
   for (size_t i = 0; i < job.processes.size(); ++i) {
@@ -73,6 +82,8 @@ int run_summary(const Options& options) {
     hosts.insert(p.host());
     lost += p.lost_records;
     if (!p.process_end) ++killed;
+    else if (p.process_end->reason == static_cast<uint32_t>(trace::ExitReason::kSignal))
+      ++ended_by_signal[signal_name(p.process_end->signal)];
     world_ranks.merge(world_ranks_of(a, i));
     for (const CommInstance& c : p.comms)
       if (c.state != CommState::kInitFailed) comm_ids.insert(c.id);
@@ -135,6 +146,7 @@ int run_summary(const Options& options) {
                 {"resources_out_of_order", leaks.order.size()},
                 {"peak_alive_communicators", leaks.peak.count},
                 {"processes_without_final_record", killed},
+                {"ended_by_signal", ended_by_signal},
                 {"lost_records", lost},
                 {"mismatched_seqs", hang.mismatched_seqs},
                 {"missing", hang.missing_ranks},
@@ -173,6 +185,7 @@ int run_summary(const Options& options) {
                  use.how.empty() ? "" : " (" + use.how + ")");
   }
   if (killed) fmt::print("  {} process(es) ended without a final record (killed or crashed)\n", killed);
+  for (const auto& [name, n] : ended_by_signal) fmt::print("  {} process(es) ended by {}\n", n, name);
   if (lost) fmt::print("  {} record(s) were lost while tracing\n", lost);
   if (latency.window.partial()) fmt::print("  {}\n", latency.window.text());
   if (leaks.leaks())

@@ -277,8 +277,17 @@ struct OrderFinding {
   std::string comm_released_at;  // kOutlivedComm: where its communicator was destroyed ("" unknown)
   SiteText earlier;              // kRegisteredTwice: the registration still held
 };
+// A trace that lost records (NCCLWATCH_MAX_MB, a full disk): end states may rest on what the
+// exit record's list said rather than on the history itself.
+struct LostHistory {
+  const ProcessTrace* process = nullptr;
+  uint64_t records = 0;
+  bool ends_from_exit_list = false;  // the shim's complete list of live ones at exit decided them
+};
+
 struct LeakReport {
   std::vector<CommInstanceRow> communicators;  // every instance, in file order
+  std::vector<LostHistory> lost_histories;
   std::vector<size_t> leaked_instances;  // indices into communicators
   size_t traces = 0;                     // trace files read
   std::vector<OpenResourceRow> open_resources;
@@ -304,6 +313,8 @@ LeakReport leak_report(const Job& job, bool symbolize);
 nlohmann::json to_json(const LeakReport& report);  // `leaks --json`
 // The lines naming pile-ups and resources out of order, as `leaks` and html word them.
 std::vector<std::string> lifecycle_lines(const LeakReport& report);
+// The notes on traces that lost records, as `leaks` words them.
+std::vector<std::string> lost_history_lines(const LeakReport& report);
 // Names the module files that were not used to symbolize, once, on stderr.
 void say_other_builds(const LeakReport& report);
 

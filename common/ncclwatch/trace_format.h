@@ -23,9 +23,10 @@
 namespace ncclwatch::trace {
 
 inline constexpr char kMagic[8] = {'N', 'C', 'C', 'L', 'W', 'T', 'C', 'H'};
-inline constexpr uint32_t kVersion = 4;              // 2: ApiEvent carries the call-site summary
+inline constexpr uint32_t kVersion = 5;              // 2: ApiEvent carries the call-site summary
                                                      // 3: ApiEvent names its library; kLibrary per copy
                                                      // 4: ops and GPU timings in a ring, op totals
+                                                     // 5: LiveAtExit (skippable: format 4 readers read it)
 inline constexpr uint32_t kMinReadableVersion = 4;  // oldest reader version that can read this file
                                                      // (an older one would skip the ring: no ops)
 inline constexpr uint32_t kOldestReadableFormat = 2; // files older than this are refused by readers
@@ -71,6 +72,8 @@ static_assert(sizeof(FileHeader) == kHeaderBytes);
 //   CommRef      the communicator a ring op's comm_index names (CommRefRecord)
 //   StreamRef    the stream a ring op's stream_index names (StreamRefRecord)
 //   ThreadRef    the thread whose launch ids carry a prefix (ThreadRefRecord)
+//   LiveAtExit   the communicators still alive when ProcessEnd was written (LiveAtExitRecord):
+//                what a full trace, whose later records were lost, cannot otherwise tell
 #define NCCLWATCH_RECORD_TYPES(X) \
   X(Padding, 1, "padding")        \
   X(Process, 2, "process")        \
@@ -89,7 +92,8 @@ static_assert(sizeof(FileHeader) == kHeaderBytes);
   X(OpTotals, 15, "op_totals")    \
   X(CommRef, 16, "comm_ref")      \
   X(StreamRef, 17, "stream_ref")  \
-  X(ThreadRef, 18, "thread_ref")
+  X(ThreadRef, 18, "thread_ref")  \
+  X(LiveAtExit, 19, "live_at_exit")
 
 enum class RecordType : uint16_t {
 #define NCCLWATCH_RECORD_ENUMERATOR(Id, value, name) k##Id = value,
@@ -220,6 +224,26 @@ struct ExitRecord {
   uint64_t lost_records; // records dropped so far
 };
 static_assert(sizeof(ExitRecord) % 8 == 0);
+
+// Written just before ProcessEnd, from the exit reserve: every communicator still in the shim's
+// table (or as many as fit), so a reader need not guess the end of one whose records were lost.
+struct LiveAtExitRecord {
+  RecordHeader h;
+  int64_t time_ns;
+  uint32_t count;        // LiveComm entries that follow
+  uint32_t complete;     // 1: every communicator alive then is listed; 0: the table was busy or too long
+};
+static_assert(sizeof(LiveAtExitRecord) % 8 == 0);
+
+struct LiveComm {
+  uint64_t handle;       // the ncclComm_t
+  uint64_t comm_id;      // as ApiEvent.comm_id
+  int32_t rank;
+  int32_t nranks;
+  uint32_t end_state;    // lifecycle::EndState if the process ended now (leaked, finalized, ...)
+  uint32_t reserved;
+};
+static_assert(sizeof(LiveComm) == 32);
 
 struct LostRecord {
   RecordHeader h;

@@ -5,10 +5,13 @@ import os
 import re
 import shutil
 import socket
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 from harness import Job, app, check, main, REPORT
 
@@ -146,6 +149,72 @@ def unwritable_metrics_file_costs_only_the_metrics():
     check(rc == 0 and len(job.traces()) == 2, (rc, err))
 
 
+def entry_state(path):
+    """What a folder entry is, without following it: kind, owner, device, inode, and its bytes or target."""
+    st = os.lstat(path)
+    if stat.S_ISREG(st.st_mode):
+        with open(path, "rb") as f:
+            body = f.read()
+    else:
+        body = os.readlink(path) if stat.S_ISLNK(st.st_mode) else None
+    return stat.S_IFMT(st.st_mode), st.st_uid, st.st_rdev, st.st_ino, body
+
+
+def metrics_file_that_is_not_ours_is_left_alone():
+    # As root, NCCLWATCH_METRICS_FILE=/dev/null turned /dev/null into a regular file holding
+    # Prometheus text (a temporary file renamed over it). Only a regular file of our own, or
+    # nothing, is replaced; anything else is left as it is and named once on stderr.
+    folder = tempfile.mkdtemp(prefix="ncclwatch-metrics-")
+    other = os.path.join(folder, "someone-elses.txt")
+    with open(other, "w") as f:
+        f.write("not the shim's\n")
+    refused = {}  # path -> a word the notice must say
+    refused[os.path.join(folder, "fifo.prom")] = "FIFO"
+    os.mkfifo(os.path.join(folder, "fifo.prom"))
+    refused[os.path.join(folder, "link.prom")] = "symbolic link"
+    os.symlink(other, os.path.join(folder, "link.prom"))
+    refused[os.path.join(folder, "folder.prom")] = "directory"
+    os.mkdir(os.path.join(folder, "folder.prom"))
+    if os.geteuid() == 0:
+        foreign = os.path.join(folder, "foreign.prom")
+        with open(foreign, "w") as f:
+            f.write("# nobody's metrics\n")
+        os.chown(foreign, 65534, 65534)
+        refused[foreign] = "owned by uid 65534"
+        try:
+            os.mknod(os.path.join(folder, "null.prom"), stat.S_IFCHR | 0o666, os.makedev(1, 3))  # /dev/null's
+            refused[os.path.join(folder, "null.prom")] = "character device"
+        except OSError as e:
+            print(f"no device node in {folder} ({e}): that case is skipped")
+    else:
+        print("not root: the file owned by another user and the device node are skipped")
+    ours = os.path.join(folder, "ours.prom")  # a regular file of our own is replaced as before
+    with open(ours, "w") as f:
+        f.write("# stale\n")
+    before = {p: entry_state(p) for p in [*refused, other]}
+
+    def run(target):
+        job = Job([app("collectives_app"), "mixed"], nranks=1,
+                  env={"NCCLWATCH_METRICS_FILE": target, "NCCLWATCH_METRICS_SEC": "0.1"})
+        return target, job.run()[0]
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        results = list(pool.map(run, [*refused, ours]))
+    for target, r in results:
+        check(r.returncode == 0, f"{target}: exit {r.returncode}: {r.stderr}")
+        said = [line for line in r.stderr.splitlines() if target in line]
+        if target == ours:
+            check(not said, f"our own file was refused: {r.stderr!r}")
+            continue
+        check(len(said) == 1 and refused[target] in said[0], f"{target}: not named once, with why: {r.stderr!r}")
+    for path, state in before.items():
+        check(entry_state(path) == state, f"{path} was changed: {state} -> {entry_state(path)}")
+    check("ncclwatch_communicators" in open(ours).read(), "our own file was not rewritten")
+    left = sorted(os.listdir(folder))
+    check(left == sorted(os.path.basename(p) for p in [*refused, other, ours]), f"temporary files left: {left}")
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (live_metrics_through_node_exporter, released_communicators_keep_their_counters,
-                                  unwritable_metrics_file_costs_only_the_metrics)})
+                                  unwritable_metrics_file_costs_only_the_metrics,
+                                  metrics_file_that_is_not_ours_is_left_alone)})

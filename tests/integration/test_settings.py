@@ -51,6 +51,51 @@ def trace_is_owner_only_and_masks_secrets():
     check(mode == 0o640, f"NCCLWATCH_GROUP_READABLE=1 gave {oct(mode)}")
 
 
+def trace_masks_every_secret_form():
+    # Only `--password`-like option names were masked: every other way of passing a secret was
+    # stored verbatim, and a 120 KB NCCL_* value was stored whole.
+    secrets = ["dbsecret1", "toksecret2", "urlsecret3", "authsecret4", "psecret5", "credsecret6", "envsecret7",
+               "apisecret8", "bearersecret9"]
+    argv = [app("lifecycle_app"), "leaky", "--db-pass=dbsecret1", "token=toksecret2",
+            "https://alice:urlsecret3@example.com/data", "--auth", "authsecret4", "-p", "psecret5",
+            "--credentials", "credsecret6", "--apiKey", "apisecret8", "--lr", "0.1", "--tokenizer", "gpt2",
+            "--max-tokens", "512"]
+    env = {"NCCL_TEST_CLIENT_SECRET": "envsecret7", "NCCL_IB_PKEY": "0x8001",
+           "NCCL_PROXY_URL": "https://bearersecret9@proxy.example.com", "NCCL_HUGE": "x" * 120_000}
+    job = Job(argv, nranks=1, env=env)
+    r = job.run()[0]
+    check(r.returncode == 0, f"exit {r.returncode}: {r.stderr}")
+    raw = open(job.traces()[0], "rb").read()
+    for secret in secrets:
+        check(secret.encode() not in raw, f"{secret} is in the trace")
+    for kept in [b"--db-pass=***", b"token=***", b"https://alice:***@example.com/data", b"--auth ***", b"-p ***",
+                 b"--credentials ***", b"--apiKey ***", b"--lr 0.1", b"--tokenizer gpt2", b"--max-tokens 512",
+                 b"NCCL_TEST_CLIENT_SECRET=***", b"NCCL_IB_PKEY=0x8001", b"NCCL_PROXY_URL=https://***@proxy.example.com"]:
+        check(kept in raw, f"{kept!r} is not in the trace")
+    check(b"x" * 4096 not in raw and b"120000 bytes" in raw, "the 120 KB value is not cut, or the cut is not said")
+    # NCCLWATCH_FULL_CMDLINE=1 keeps the command line (not the environment) verbatim.
+    full = Job(argv, nranks=1, env=dict(env, NCCLWATCH_FULL_CMDLINE="1"))
+    full.run()
+    raw = open(full.traces()[0], "rb").read()
+    check(b"--db-pass=dbsecret1" in raw and b"envsecret7" not in raw, "FULL_CMDLINE=1 is not the command line verbatim")
+
+
+def refused_setting_is_shown_escaped_and_cut():
+    # A refused value was echoed with its raw bytes: escape sequences reached the terminal.
+    hostile = "1\x1b]0;owned\x07\x1b[2J" + "9" * 5000
+    job = Job([app("lifecycle_app"), "leaky"], nranks=1, env={"NCCLWATCH_SAMPLE": hostile})
+    r = job.run()[0]
+    check(r.returncode == 0, f"exit {r.returncode}: {r.stderr!r}")
+    lines = [l for l in r.stderr.splitlines() if l.startswith("ncclwatch: NCCLWATCH_SAMPLE=")]
+    check(len(lines) == 1, f"not named once: {r.stderr!r}")
+    line = lines[0]
+    check("\x1b" not in line and "\x07" not in line, f"raw control bytes on stderr: {line!r}")
+    check(line.startswith("ncclwatch: NCCLWATCH_SAMPLE=1\\x1b]0;owned\\x07\\x1b[2J999"), line)
+    check(len(line) < 300 and f"{len(hostile)} bytes" in line and "using 32" in line, line)
+
+
 if __name__ == "__main__":
     main({"bad_settings_are_named_not_fatal": bad_settings_are_named_not_fatal,
-          "trace_is_owner_only_and_masks_secrets": trace_is_owner_only_and_masks_secrets})
+          "trace_is_owner_only_and_masks_secrets": trace_is_owner_only_and_masks_secrets,
+          "trace_masks_every_secret_form": trace_masks_every_secret_form,
+          "refused_setting_is_shown_escaped_and_cut": refused_setting_is_shown_escaped_and_cut})

@@ -329,6 +329,98 @@ int halves_leaked() {
   return 0;
 }
 
+// One rank's all-reduces for `seconds`, then a clean destroy. The test truncates the trace
+// meanwhile: the program must not notice (no SIGBUS), only the shim stops tracing.
+int spin(double seconds) {
+  static float data[64];
+  ncclUniqueId id;
+  ncclComm_t comm = nullptr;
+  CHECK(ncclGetUniqueId(&id));
+  CHECK(ncclCommInitRank(&comm, 1, id, 0));
+  std::printf("ready\n");
+  std::fflush(stdout);
+  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  unsigned long calls = 0;
+  while (std::chrono::steady_clock::now() < end) {
+    // Paced: the stand-in's streams run each call's work later, and a backlog would outlast `seconds`.
+    for (int i = 0; i < 20; ++i, ++calls) CHECK(ncclAllReduce(data, data, 64, ncclFloat, ncclSum, comm, nullptr));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    // New communicators too: lifecycle records go through the writer's other path.
+    ncclComm_t side = nullptr;
+    CHECK(ncclGetUniqueId(&id));
+    CHECK(ncclCommInitRank(&side, 1, id, 0));
+    CHECK(ncclCommDestroy(side));
+  }
+  CHECK(ncclCommDestroy(comm));
+  std::printf("spun %lu calls\n", calls);
+  return 0;
+}
+
+// `count` one-rank communicators made and destroyed, then one made and left alive ("alive"): with
+// a small NCCLWATCH_MAX_MB the history is full long before the end.
+int many_comms(int count) {
+  ncclUniqueId id;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.commName = "x";
+  for (int i = 0; i < count; ++i) {
+    ncclComm_t comm = nullptr;
+    CHECK(ncclGetUniqueId(&id));
+    CHECK(ncclCommInitRankConfig(&comm, 1, id, 0, &config));
+    CHECK(ncclCommDestroy(comm));
+  }
+  config.commName = "alive";
+  ncclComm_t alive = nullptr;
+  CHECK(ncclGetUniqueId(&id));
+  CHECK(ncclCommInitRankConfig(&alive, 1, id, 0, &config));
+  return 0;
+}
+
+// A communicator's whole life inside an exit handler (registered before the first NCCL call, so
+// it runs after the shim saw exit begin): made, used, finalized, destroyed. No leak.
+void communicator_in_exit_handler() {
+  static float data[64];
+  ncclUniqueId id;
+  ncclComm_t comm = nullptr;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.commName = "in_exit_handler";
+  CHECK(ncclGetUniqueId(&id));
+  CHECK(ncclCommInitRankConfig(&comm, 1, id, 0, &config));
+  CHECK(ncclAllReduce(data, data, 64, ncclFloat, ncclSum, comm, nullptr));
+  CHECK(ncclCommFinalize(comm));
+  CHECK(ncclCommDestroy(comm));
+}
+
+int exit_handler_makes_a_communicator() {
+  std::atexit(communicator_in_exit_handler);
+  ncclUniqueId id;
+  ncclComm_t comm = nullptr;
+  CHECK(ncclGetUniqueId(&id));
+  CHECK(ncclCommInitRank(&comm, 1, id, 0));
+  CHECK(ncclCommDestroy(comm));
+  return 0;
+}
+
+// `threads` threads make, use and destroy one-rank communicators without pause while the main
+// thread calls exit(): at any moment each thread holds at most one, so at most `threads` can be
+// alive when the process ends, however many are made during exit.
+int threads_run_through_exit(int threads) {
+  for (int t = 0; t < threads; ++t) {
+    std::thread([] {
+      static thread_local float data[64];
+      for (;;) {
+        ncclUniqueId id;
+        ncclComm_t comm = nullptr;
+        CHECK(ncclGetUniqueId(&id));
+        CHECK(ncclCommInitRank(&comm, 1, id, 0));
+        CHECK(ncclAllReduce(data, data, 64, ncclFloat, ncclSum, comm, nullptr));
+        CHECK(ncclCommDestroy(comm));
+      }
+    }).detach();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::exit(0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -346,6 +438,10 @@ int main(int argc, char** argv) {
   if (scenario == "signalfd") return takes_sigterm_from_a_signalfd();
   if (scenario == "init-hangs") return init_hangs();
   if (scenario == "halves-leaked") return halves_leaked();
-  std::fprintf(stderr, "usage: lifecycle_app leaky|clean|wait-for-kill|threads|fork|destroy-hangs|all-resources|churn|signalfd|init-hangs|halves-leaked\n");
+  if (scenario == "spin") return spin(argc > 2 ? std::atof(argv[2]) : 3.0);
+  if (scenario == "many-comms") return many_comms(argc > 2 ? std::atoi(argv[2]) : 4000);
+  if (scenario == "exit-handler") return exit_handler_makes_a_communicator();
+  if (scenario == "exit-threads") return threads_run_through_exit(argc > 2 ? std::atoi(argv[2]) : 4);
+  std::fprintf(stderr, "usage: lifecycle_app leaky|clean|wait-for-kill|threads|fork|destroy-hangs|all-resources|churn|signalfd|init-hangs|halves-leaked|spin|many-comms|exit-handler|exit-threads\n");
   return 2;
 }

@@ -1,0 +1,49 @@
+"""scripts/ncclwatch (`ncclwatch run`) on real runs: the folders it makes for a job's traces."""
+import os
+import stat
+import subprocess
+
+from harness import BUILD, Job, app, check, main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LAUNCHER = os.path.join(ROOT, "scripts", "ncclwatch")
+
+
+def mode(path):
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def launcher_folders_are_owner_only_under_any_umask():
+    # Under umask 000 the launcher made its folders 0777 while the shim makes 0700 and 0600 (0750
+    # and 0640 with NCCLWATCH_GROUP_READABLE=1): a trace holds the job's command line.
+    job = Job([], nranks=1, preload=False)
+    env = dict(job.env, NCCLWATCH_SHIM=os.path.join(BUILD, "shim", "libncclwatch.so"), SLURM_JOB_ID="42")
+    env.pop("NCCLWATCH_DIR")
+    for group_readable, folder_mode, file_mode in (("0", 0o700, 0o600), ("1", 0o750, 0o640)):
+        env["NCCLWATCH_GROUP_READABLE"] = group_readable
+        cwd = os.path.join(job.tmp, "readable-" + group_readable)
+        os.mkdir(cwd)
+        given = os.path.join(cwd, "given", "deeper", "job")
+        # --dir with folders to make, then the default ./ncclwatch/job-$SLURM_JOB_ID.
+        for args, made in ((["--dir", given], [os.path.join(cwd, "given"), os.path.join(cwd, "given", "deeper"), given]),
+                           ([], [os.path.join(cwd, "ncclwatch"), os.path.join(cwd, "ncclwatch", "job-42")])):
+            proc = subprocess.run([LAUNCHER, "run", *args, "--", app("lifecycle_app"), "leaky"], env=env, cwd=cwd,
+                                  capture_output=True, text=True, timeout=60, preexec_fn=lambda: os.umask(0))
+            check(proc.returncode == 0, f"{args}: exit {proc.returncode}: {proc.stderr}")
+            for folder in made:
+                check(mode(folder) == folder_mode, f"GROUP_READABLE={group_readable}: {folder} is {oct(mode(folder))}")
+            traces = [os.path.join(made[-1], f) for f in os.listdir(made[-1]) if f.endswith(".nwt")]
+            check(len(traces) == 1 and mode(traces[0]) == file_mode,
+                  f"GROUP_READABLE={group_readable}: {[(t, oct(mode(t))) for t in traces]}")
+    # A folder the user already has is the user's: its mode is left as it is.
+    mine = os.path.join(job.tmp, "mine")
+    os.mkdir(mine)
+    os.chmod(mine, 0o755)
+    env["NCCLWATCH_GROUP_READABLE"] = "0"
+    proc = subprocess.run([LAUNCHER, "run", "--dir", mine, "--", "true"], env=env, capture_output=True, text=True,
+                          timeout=60, preexec_fn=lambda: os.umask(0))
+    check(proc.returncode == 0 and mode(mine) == 0o755, (proc.returncode, oct(mode(mine)), proc.stderr))
+
+
+if __name__ == "__main__":
+    main({f.__name__: f for f in (launcher_folders_are_owner_only_under_any_umask,)})
