@@ -4,7 +4,7 @@
 //   [FileHeader, padded to kHeaderBytes] [record] [record] ...
 // Every record starts with a RecordHeader and is a multiple of 8 bytes long. The shim writes
 // through a shared file mapping, so a record is in the file the moment it is committed, even if
-// the process is killed right after. Commit protocol (see shim/trace_writer.cc):
+// the process is killed right after. Commit protocol (see shim/trace/trace_writer.cc):
 //   1. the writer reserves [offset, offset+size) and stores `size` into the header;
 //   2. it fills the body;
 //   3. it stores `type | kCommitMark << 16` with release ordering.

@@ -81,8 +81,9 @@ def exit_handler_communicator_is_no_leak():
 
 
 def threads_running_through_exit_are_not_thousands_of_leaks():
-    """Four threads make and destroy communicators while main calls exit(): at most four can be
-    alive when the process ends, whatever was made and destroyed during exit."""
+    """Four threads make and destroy communicators while main calls exit(). Each thread can leave two:
+    the one it held when exit began, destroyed during exit (released_at_exit, by contract a leak), and
+    the one it holds when the process ends. Whatever was made and destroyed during exit adds none."""
     threads = 4
     job = Job([app("lifecycle_app"), "exit-threads", str(threads)], nranks=1)
     r = job.run()[0]
@@ -90,11 +91,11 @@ def threads_running_through_exit_are_not_thousands_of_leaks():
     code, report, err = job.report("leaks", "--json")
     leaked = [l for l in report["leaks"] if l["kind"] == "communicator"]
     destroyed = sum(c["state"] == "destroyed" for c in report["communicators"])
-    check(len(leaked) <= threads, f"{len(leaked)} reported leaked, at most {threads} can be")
+    check(len(leaked) <= 2 * threads, f"{len(leaked)} reported leaked, at most {2 * threads} can be")
     check(destroyed > 0, f"the threads' destroyed communicators are destroyed: {len(report['communicators'])}")
     for block in alert_blocks(r.stderr):
         count = int(re.match(r"ncclwatch: (\d+) communicator", block[0]).group(1))
-        check(count <= threads, f"the alert counts {count}, at most {threads} can be alive: {block[0]}")
+        check(count <= 2 * threads, f"the alert counts {count}, at most {2 * threads} can be: {block[0]}")
 
 
 CTRL_C_PROGRAM = r"""

@@ -144,7 +144,7 @@ def signalfd_program_keeps_its_sigterm():
         proc.kill()
         check(False, f"the shim's threads by name: {sorted(ours)}")
     # Every standard signal but the two no thread can block (SIGKILL, SIGSTOP) and the faults, left
-    # deliverable on purpose: a blocked fault is fatal at once (shim/background_thread.h).
+    # deliverable on purpose: a blocked fault is fatal at once (shim/process/background_thread.h).
     faults = (signal.SIGBUS, signal.SIGSEGV, signal.SIGFPE, signal.SIGILL)
     wanted = sum(1 << (s - 1) for s in range(1, 32) if s not in (signal.SIGKILL, signal.SIGSTOP, *faults))
     for name, mask in ours.items():

@@ -1,5 +1,5 @@
 // The exit alert's allocation-free formatter.
-#include "alert_text.h"
+#include "exit/alert_text.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,5 +1,5 @@
 // The collective path's TSC-based clock must agree with CLOCK_MONOTONIC.
-#include "clock.h"
+#include "process/clock.h"
 
 #include <catch2/catch.hpp>
 

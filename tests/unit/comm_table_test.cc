@@ -1,8 +1,8 @@
 // The per-communicator state the collective path reads without a lock: lookups by handle (and
 // the per-thread memo of the last one), and the launch counts per op shape that choose which
 // launches get GPU timestamps.
-#include "comm_table.h"
-#include "gpu_timer.h"
+#include "comms/comm_table.h"
+#include "gpu/gpu_timer.h"
 
 #include <catch2/catch.hpp>
 

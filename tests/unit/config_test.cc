@@ -1,7 +1,7 @@
 // Every NCCLWATCH_* setting through the one parser: accepted values, and refused ones named once
 // with the value used instead.
-#include "config.h"
-#include "text_limits.h"
+#include "process/config.h"
+#include "process/text_limits.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,6 +1,6 @@
 // The shim reads the files of every object loaded in the process: any file, however broken,
 // must read as "nothing found", never crash; a real one must give its symbols and NCCL banner.
-#include "elf_image.h"
+#include "resolve/elf_image.h"
 
 #include <catch2/catch.hpp>
 

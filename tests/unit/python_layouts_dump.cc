@@ -1,5 +1,5 @@
-// Prints shim/python_layouts.h in python_layouts_probe.c's words, one block per version.
-#include "python_layouts.h"
+// Prints shim/site/python_layouts.h in python_layouts_probe.c's words, one block per version.
+#include "site/python_layouts.h"
 
 #include <cstdio>
 

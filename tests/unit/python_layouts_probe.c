@@ -1,5 +1,5 @@
 /* Prints, from a CPython version's own headers, the offsets ncclwatch's Python site reader
-   keeps in shim/python_layouts.h (python_layouts_test.py compares the two). */
+   keeps in shim/site/python_layouts.h (python_layouts_test.py compares the two). */
 #define Py_BUILD_CORE 1
 #include <Python.h>
 #if PY_VERSION_HEX < 0x030B0000

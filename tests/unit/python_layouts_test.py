@@ -1,4 +1,4 @@
-"""shim/python_layouts.h against each installed CPython's own headers: a probe compiled with
+"""shim/site/python_layouts.h against each installed CPython's own headers: a probe compiled with
 that version's headers prints every offset the Python site reader uses; the shim's table must
 say the same. Versions whose headers (with the internal ones) are not installed are listed as
 not checked; at least one must be."""

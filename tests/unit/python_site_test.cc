@@ -1,5 +1,5 @@
 // The Python site's text: what the shim writes for the exit alert, and what the reports parse.
-#include "python_site.h"
+#include "site/python_site.h"
 
 #include "job_model.h"
 

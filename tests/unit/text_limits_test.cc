@@ -1,7 +1,7 @@
 // The masking rule of what a trace keeps of the command line and environment (text_limits.h),
 // as tables: each row an input and what is stored; and how refused settings are echoed.
-#include "config.h"
-#include "text_limits.h"
+#include "process/config.h"
+#include "process/text_limits.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,8 +1,8 @@
 // The trace file written by the shim's writer and read back by the analyzers' reader, whole and
 // damaged: truncated anywhere, holes, garbage, empty, a newer format.
-#include "clock.h"
+#include "process/clock.h"
+#include "trace/trace_writer.h"
 #include "trace_reader.h"
-#include "trace_writer.h"
 
 #include <catch2/catch.hpp>
 

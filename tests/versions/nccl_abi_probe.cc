@@ -15,7 +15,7 @@
 #include <cstring>
 #include <string>
 
-#include "nccl_api.h"
+#include "resolve/nccl_api.h"
 
 namespace {
 

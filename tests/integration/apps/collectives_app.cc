@@ -4,7 +4,7 @@
 //                   one-process-two-ranks|config-variants|soak N
 #include "hostcuda.h"
 #include "check.h"
-#include "nccl_api.h"  // the *Config collectives of NCCL 2.31
+#include "resolve/nccl_api.h"  // the *Config collectives of NCCL 2.31
 #include "rendezvous.h"
 
 #include <cuda.h>

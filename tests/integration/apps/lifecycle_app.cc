@@ -6,7 +6,7 @@
 
 #include <nccl.h>
 
-#include "nccl_api.h"  // the device-communicator entry points
+#include "resolve/nccl_api.h"  // the device-communicator entry points
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>

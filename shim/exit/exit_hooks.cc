@@ -1,0 +1,355 @@
+#include "exit/exit_hooks.h"
+
+#include "comms/comms.h"
+#include "exit/alert_text.h"
+#include "gpu/gpu.h"
+#include "metrics/metrics.h"
+#include "process/process.h"
+#include "resolve/resolve.h"
+#include "site/site.h"
+#include "trace/trace.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+namespace ncclwatch {
+namespace {
+
+using trace::ExitReason;
+
+std::atomic<bool> g_exit_began{false};
+std::atomic<bool> g_exit_recorded{false}; // the kExitBegin record is written
+std::atomic<bool> g_alert_done{false};    // the alert is printed (or was not needed)
+std::mutex g_attach_mutex;
+
+using IsFinalizingFn = int (*)();
+std::atomic<IsFinalizingFn> g_python_is_finalizing{nullptr};
+// A SIGINT handed to the application's own handler (Python's, which raises KeyboardInterrupt). An
+// unhandled KeyboardInterrupt ends Python by finalizing, then by SIGINT at its default action
+// (so the shell sees ^C): no exit() runs, so the end is written from Python's last exit hook.
+std::atomic<bool> g_interrupt_passed_on{false};
+using PyAtExitFn = int (*)(void (*)());
+
+constexpr int kWatchedSignals[] = {SIGTERM, SIGINT, SIGHUP};
+struct sigaction g_previous[NSIG];
+std::atomic<bool> g_signals_installed{false};  // survives fork: the child inherits the handlers
+
+void write_exit_record(trace::RecordType type, ExitReason reason, int signal, uint32_t live_comms,
+                       uint32_t live_resources) noexcept {
+  RecordSlot slot = reserve_exit_record(sizeof(trace::ExitRecord));
+  if (!slot) return;
+  auto* rec = slot.as<trace::ExitRecord>();
+  rec->time_ns = monotonic_ns();
+  rec->reason = static_cast<uint32_t>(reason);
+  rec->signal = signal;
+  rec->live_comms = live_comms;
+  rec->live_resources = live_resources;
+  rec->lost_records = lost_record_count();
+  slot.commit(type);
+}
+
+// The communicators alive when the alert was built, for the LiveAtExit record. Static: the signal
+// path cannot allocate. As many as the exit reserve holds (trace_writer.cc keeps room for them).
+constexpr uint32_t kMaxLiveListed = 512;
+trace::LiveComm g_live_at_exit[kMaxLiveListed];
+uint32_t g_live_listed = 0;
+
+void write_live_at_exit_record(bool complete) noexcept {
+  uint32_t size = static_cast<uint32_t>(sizeof(trace::LiveAtExitRecord) + g_live_listed * sizeof(trace::LiveComm));
+  RecordSlot slot = reserve_exit_record(size);
+  if (!slot) return;
+  auto* rec = slot.as<trace::LiveAtExitRecord>();
+  rec->time_ns = monotonic_ns();
+  rec->count = g_live_listed;
+  rec->complete = complete ? 1 : 0;
+  std::memcpy(slot.bytes() + sizeof(trace::LiveAtExitRecord), g_live_at_exit, g_live_listed * sizeof(trace::LiveComm));
+  slot.commit(trace::RecordType::kLiveAtExit);
+}
+
+void mark_exit_began(ExitReason reason, int signal) noexcept {
+  g_exit_began.store(true, std::memory_order_relaxed);
+  if (!detail::g_process_attached.load(std::memory_order_relaxed)) return;
+  if (!g_exit_recorded.exchange(true, std::memory_order_relaxed))
+    write_exit_record(trace::RecordType::kExitBegin, reason, signal, 0, 0);
+}
+
+// The end state, and what happened to it in words.
+// "; created at train.py:43 (main) via c10d::NCCLComm::create (libtorch_cuda.so)": the Python
+// line first when there is one, since that is the line the user wrote.
+void describe_site(AlertText& out, const char* lead, const char* python_site, const char* native_site) {
+  if (!python_site[0] && !native_site[0]) return;
+  out.add(lead);
+  if (python_site[0]) out.add(python_site).add(native_site[0] ? " via " : "");
+  out.add(native_site);
+}
+
+void describe_end(AlertText& out, const CommEntry& c) {
+  out.add(lifecycle::end_state_name(end_state_at_exit(c.phase)));
+  if (c.phase == CommPhase::kDestroying) out.add(" (ncclCommDestroy never returned)");
+  if (c.phase == CommPhase::kAborting) out.add(" (ncclCommAbort never returned)");
+  if (c.phase == CommPhase::kReleasedAtExit) out.add(" by ").add(trace::api_name(c.released_by)).add(" during exit");
+}
+
+struct AlertCounts {
+  uint32_t comms = 0;         // still in the table: the exit record's live count
+  uint32_t leaked_comms = 0;  // of them, leaks (lifecycle::is_leak): what the alert counts
+  uint32_t resources = 0;
+  bool torch = false;             // PyTorch made a leaked one (NVSHMEM's aside)
+  uint32_t leaked_by_nvshmem = 0; // NVSHMEM made them
+  bool complete = true;  // false when the state could not be read (signal path, lock busy)
+};
+
+// Builds the alert block; returns what it found. `wait` false in signal handlers.
+AlertCounts build_alert(AlertText& out, bool wait) {
+  AlertCounts counts;
+  int64_t now = monotonic_ns();
+  const ProcessInfo& proc = process_info();
+  static char body_buffer[48 * 1024];  // static: a signal may land on a thread with a small stack
+  AlertText body(body_buffer, sizeof(body_buffer));
+  // Room for one more entry line (call sites can be long); past it, entries are only counted.
+  constexpr size_t kEntryRoom = 2048;
+  uint32_t not_shown = 0;
+  auto full = [&] { return body.size() + kEntryRoom > sizeof(body_buffer); };
+  g_live_listed = 0;
+  // Before the first communicator there is no table, and nothing to list.
+  Registry* table = existing_registry();
+  bool read = !table || table->read(
+      [&](const std::vector<CommEntry>& comms, const std::vector<ResourceEntry>& resources, const ReleaseTally&) {
+        for (const CommEntry& c : comms) {
+          ++counts.comms;
+          if (g_live_listed < kMaxLiveListed) {
+            trace::LiveComm& live = g_live_at_exit[g_live_listed++];
+            live = {c.handle, c.id, c.rank, c.nranks, static_cast<uint32_t>(end_state_at_exit(c.phase)), 0};
+          }
+          bool leak = lifecycle::is_leak(end_state_at_exit(c.phase));
+          counts.leaked_comms += leak;
+          counts.torch |= leak && c.torch_caller && !c.nvshmem_caller;
+          counts.leaked_by_nvshmem += leak && c.nvshmem_caller;
+          if (full()) {
+            ++not_shown;
+            continue;
+          }
+          body.add(leak ? "  comm " : "  note: comm ").add_hex(c.id, 16).add(" rank ").add_int(c.rank).add('/').add_int(c.nranks);
+          if (c.name[0]) body.add(" \"").add(c.name).add('"');
+          body.add(" (").add(trace::api_name(c.created_by));
+          if (c.process_group[0]) body.add(", ").add(c.process_group);
+          body.add(", age ").add_seconds(now - c.created_ns);
+          if (c.memory_bytes) body.add(", ").add_bytes(c.memory_bytes).add(" of GPU memory");
+          body.add("): ");
+          if (leak) describe_end(body, c);
+          else body.add(lifecycle::kFinalizedNote);
+          describe_site(body, "; created at ", c.python_site, c.site);
+          if (c.nvshmem_caller) body.add(lifecycle::kNvshmemMadeNote);
+          if (library_count() > 1) body.add("; by NCCL ").add(library_path(c.library_id));
+          body.add('\n');
+        }
+        for (const ResourceEntry& r : resources) {
+          ++counts.resources;
+          if (full()) {
+            ++not_shown;
+            continue;
+          }
+          body.add("  ").add(trace::resource_kind(r.acquired_by)).add(" 0x").add_hex(r.handle);
+          if (r.bytes) body.add(", ").add_bytes(r.bytes);
+          if (r.comm_id) body.add(", comm ").add_hex(r.comm_id, 16).add(" rank ").add_int(r.rank);
+          body.add(" (").add(trace::api_name(r.acquired_by)).add(", age ").add_seconds(now - r.created_ns);
+          body.add("): never released");
+          describe_site(body, "; made at ", r.python_site, r.site);
+          body.add('\n');
+        }
+      },
+      wait);
+  if (not_shown) body.add("  ... and ").add_int(not_shown).add(" more, listed in the trace\n");
+  counts.complete = read;
+  if (read && counts.leaked_comms == 0 && counts.resources == 0) return counts;
+
+  out.add("ncclwatch: ");
+  if (!read) {
+    out.add("could not read the communicator table at exit (it was busy); see the trace\n");
+  } else {
+    out.add_int(counts.leaked_comms).add(" communicator(s) never destroyed");
+    if (counts.resources) out.add(", ").add_int(counts.resources).add(" NCCL resource(s) never released");
+    out.add(" in pid ").add_int(proc.pid).add(" on ").add(proc.host.c_str());
+    if (!proc.job_rank.empty()) out.add(" (job rank ").add(proc.job_rank.c_str()).add(')');
+    out.add('\n').add(body.data());
+    if (counts.leaked_by_nvshmem) out.add("  remedy: ").add(lifecycle::kNvshmemRemedy).add('\n');
+    if (counts.torch) out.add("  remedy: ").add(lifecycle::kTorchRemedy).add('\n');
+    else if (counts.leaked_comms > counts.leaked_by_nvshmem) out.add("  remedy: ").add(lifecycle::kNcclRemedy).add('\n');
+  }
+  const char* path = trace_path_c();
+  if (path[0]) out.add("  trace: ").add(path).add('\n');
+  return counts;
+}
+
+void print(const AlertText& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(STDERR_FILENO, text.data() + done, text.size() - done);
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+}
+
+// Writes the final record and prints the alert, once. Returns whether something leaked.
+bool finish_process(ExitReason reason, int signal, bool wait) {
+  // A process that never called NCCL through us has a trace only when it holds a copy we
+  // could not trace (library_census.h).
+  if (!detail::g_process_attached.load(std::memory_order_relaxed) && !trace_path_c()[0]) return false;
+  if (g_alert_done.exchange(true, std::memory_order_relaxed)) return false;
+  static char buffer[64 * 1024];  // static: the signal path cannot allocate
+  AlertText text(buffer, sizeof(buffer));
+  AlertCounts counts = build_alert(text, wait);
+  write_live_at_exit_record(counts.complete && g_live_listed == counts.comms);
+  write_exit_record(trace::RecordType::kProcessEnd, reason, signal, counts.comms, counts.resources);
+  bool leaked = counts.leaked_comms + counts.resources > 0 || !counts.complete;
+  if (leaked && config().on_leak != LeakPolicy::kOff) print(text);
+  return leaked;
+}
+
+// Registered at the first NCCL call, so it runs before the static destructors of objects built
+// earlier: a destroy from such a destructor counts as "at exit".
+void on_exit_began() {
+  // CUDA may be torn down by handlers that run after this one: the collector stops first (it was
+  // told at the start of exit, gpu_collector.cc, to let the launches still running finish).
+  stop_gpu_timer();
+  mark_exit_began(ExitReason::kNormal, 0);
+}
+
+// Registered in the constructor, so it runs after nearly everything else at exit.
+void on_final_exit(int status, void*) {
+  if (config().record) report_untraced_nccl(true);
+  bool leaked = finish_process(ExitReason::kNormal, 0, true);
+  write_final_live_metrics();
+  if (leaked && status == 0 && config().on_leak == LeakPolicy::kFail) {
+    std::fflush(nullptr);
+    _exit(kLeakExitStatus);
+  }
+}
+
+// Python's last exit hook (Py_AtExit), after the interpreter is torn down, PyTorch's destructors
+// included. After a Ctrl-C Python may kill itself with SIGINT next, without exit(): the end is
+// written now. Otherwise exit() follows and on_final_exit writes it, as for any program.
+void on_python_finalized() {
+  if (!g_interrupt_passed_on.load(std::memory_order_relaxed)) return;
+  stop_gpu_timer();
+  mark_exit_began(ExitReason::kSignal, SIGINT);
+  finish_process(ExitReason::kSignal, SIGINT, true);
+  write_final_live_metrics();
+}
+
+void on_fatal_signal(int sig, siginfo_t* info, void* context) {
+  const struct sigaction& previous = g_previous[sig];
+  if (previous.sa_flags & SA_SIGINFO) {
+    if (previous.sa_sigaction) previous.sa_sigaction(sig, info, context);
+    return;
+  }
+  if (previous.sa_handler == SIG_IGN) return;
+  if (previous.sa_handler != SIG_DFL) {
+    // The application handles it (Python turns SIGINT into KeyboardInterrupt): its own exit
+    // path will reach our exit hook if it does exit.
+    if (sig == SIGINT) g_interrupt_passed_on.store(true, std::memory_order_relaxed);
+    previous.sa_handler(sig);
+    return;
+  }
+  int saved_errno = errno;
+  mark_exit_began(ExitReason::kSignal, sig);
+  finish_process(ExitReason::kSignal, sig, false);
+  // Die as the application would have without us.
+  signal(sig, SIG_DFL);
+  errno = saved_errno;
+  raise(sig);
+}
+
+void install_signal_handlers() {
+  if (g_signals_installed.exchange(true)) return;
+  for (int sig : kWatchedSignals) {
+    // An ignored signal stays ignored, untouched: a handler would not be inherited across exec
+    // as SIG_IGN is (`nohup` would stop protecting the job's children), and the signal cannot
+    // end the process anyway.
+    struct sigaction current{};
+    if (sigaction(sig, nullptr, &current) == 0 && !(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_IGN)
+      continue;
+    struct sigaction ours{};
+    ours.sa_sigaction = on_fatal_signal;
+    ours.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&ours.sa_mask);
+    sigaction(sig, &ours, &g_previous[sig]);
+  }
+}
+
+// The one after-fork reset: NCCL state does not cross fork, so the child starts with nothing and
+// writes its own file. Each module's state that must not cross it is reset by its
+// <module>_after_fork_in_child(), all called here.
+void after_fork_in_child() {
+  detail::g_process_attached.store(false, std::memory_order_relaxed);
+  g_exit_began.store(false, std::memory_order_relaxed);
+  g_exit_recorded.store(false, std::memory_order_relaxed);
+  g_alert_done.store(false, std::memory_order_relaxed);
+  new (&g_attach_mutex) std::mutex();
+  registry().after_fork_in_child();
+  comm_table_after_fork_in_child();
+  gpu_timer_after_fork_in_child();
+  trace_writer_after_fork_in_child();
+  op_ring_after_fork_in_child();
+  trace_refs_after_fork_in_child();
+  callsite_after_fork_in_child();
+  process_info_after_fork_in_child();
+  notices_after_fork_in_child();
+  library_census_after_fork_in_child();
+  resolver_after_fork_in_child();
+  thread_state_after_fork_in_child();
+  live_metrics_after_fork_in_child();
+}
+
+__attribute__((constructor)) void on_load() {
+  pthread_atfork(nullptr, nullptr, after_fork_in_child);
+  on_exit(on_final_exit, nullptr);
+}
+
+}  // namespace
+
+void attach_process() noexcept {
+  // Pairs with the release store below: once attached, every hook is in place.
+  if (detail::g_process_attached.load(std::memory_order_acquire)) return;
+  try {
+    std::lock_guard lock(g_attach_mutex);
+    if (detail::g_process_attached.load(std::memory_order_relaxed)) return;
+    atexit(on_exit_began);
+    install_signal_handlers();
+    auto finalizing = reinterpret_cast<IsFinalizingFn>(real_dlsym(RTLD_DEFAULT, "Py_IsFinalizing"));
+    if (!finalizing) finalizing = reinterpret_cast<IsFinalizingFn>(real_dlsym(RTLD_DEFAULT, "_Py_IsFinalizing"));
+    g_python_is_finalizing.store(finalizing, std::memory_order_relaxed);
+    // Once per process image: a forked child inherits the registration with the interpreter.
+    static bool python_hook_registered = false;
+    if (finalizing && !python_hook_registered) {
+      if (auto at_exit = reinterpret_cast<PyAtExitFn>(real_dlsym(RTLD_DEFAULT, "Py_AtExit"))) at_exit(on_python_finalized);
+      python_hook_registered = true;
+    }
+    print_setting_problems();
+    detail::g_process_attached.store(true, std::memory_order_release);
+  } catch (...) {
+  }
+  library_census_process_attached();
+  report_untraced_nccl(false);
+}
+
+
+bool program_exiting() noexcept {
+  if (g_exit_began.load(std::memory_order_relaxed)) return true;
+  // Python tears objects down (PyTorch's process groups among them) before exit() is called.
+  if (IsFinalizingFn finalizing = g_python_is_finalizing.load(std::memory_order_relaxed); finalizing && finalizing()) {
+    mark_exit_began(ExitReason::kPythonFinalizing, 0);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace ncclwatch

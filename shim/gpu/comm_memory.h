@@ -1,0 +1,33 @@
+// The GPU memory a communicator holds, measured when it is made and when it is released (never
+// on the collective path). When made: NCCL's own count where the library has ncclCommMemStats
+// (2.29.7+), else the change in the device's free memory across the call. When released: the
+// free memory's change only, since NCCL calls on a communicator being torn down can act on it
+// (ncclCommMemStats on one whose abort flag is set aborts its group job) or warn in the
+// application's log. Only in gpu timing mode, where the shim may call the CUDA driver at all.
+#pragma once
+
+#include "resolve/resolve.h"
+
+#include <cstdint>
+
+namespace ncclwatch {
+
+// The device's free memory before a call, where a CUDA context is current (else unknown).
+struct FreeMemoryBefore {
+  int64_t bytes = -1;
+};
+FreeMemoryBefore free_memory_now() noexcept;
+
+struct CommMemory {
+  uint64_t bytes = 0;
+  uint32_t flag = 0;  // trace::kFlagMemoryFromNccl or kFlagMemoryFromFreeChange; 0: unknown
+};
+
+// What `comm`, just made by a blocking call that succeeded, holds according to NCCL (flag 0 when
+// the library cannot say; after its first refusal, which NCCL also warns about in its log, it is
+// not asked again).
+CommMemory nccl_comm_memory(const RealNccl* real, ncclComm_t comm) noexcept;
+// The free memory the call took (`taken`) or gave back since `before`.
+CommMemory free_memory_change(FreeMemoryBefore before, bool taken) noexcept;
+
+}  // namespace ncclwatch

@@ -1,0 +1,81 @@
+#include "gpu/cuda_driver.h"
+
+#include "resolve/resolve.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+
+namespace ncclwatch {
+namespace {
+
+// cuda.h maps several names to versioned symbols (cuEventElapsedTime → _v2 ...); asking the
+// driver through cuGetProcAddress by base name and our header's CUDA_VERSION gets the variant
+// that matches the prototypes we compiled against.
+using GetProcAddressFn = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+
+template <class Fn> bool resolve(GetProcAddressFn get, void* lib, const char* name, const char* symbol, Fn& out) {
+  void* fn = nullptr;
+  CUdriverProcAddressQueryResult status{};
+  if (get && get(name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS && fn) {
+    out = reinterpret_cast<Fn>(fn);
+    return true;
+  }
+  fn = real_dlsym(lib, symbol);
+  out = reinterpret_cast<Fn>(fn);
+  return fn != nullptr;
+}
+
+#define NCCLWATCH_STR2(x) #x
+#define NCCLWATCH_STR(x) NCCLWATCH_STR2(x)
+
+const CudaDriver* load() {
+  // The application's own copy if it is loaded; else load it (only used for timing).
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!lib) lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return nullptr;
+  auto get = reinterpret_cast<GetProcAddressFn>(real_dlsym(lib, "cuGetProcAddress_v2"));
+  auto init = reinterpret_cast<CUresult (*)(unsigned)>(real_dlsym(lib, "cuInit"));
+  if (!init || init(0) != CUDA_SUCCESS) return nullptr;
+  auto* d = new CudaDriver();
+  // The second name is the symbol cuda.h binds the call to, for drivers without cuGetProcAddress.
+  bool ok = resolve(get, lib, "cuCtxGetCurrent", "cuCtxGetCurrent", d->ctx_get_current) &&
+            resolve(get, lib, "cuCtxSetCurrent", "cuCtxSetCurrent", d->ctx_set_current) &&
+            resolve(get, lib, "cuEventCreate", "cuEventCreate", d->event_create) &&
+            resolve(get, lib, "cuEventRecord", NCCLWATCH_STR(cuEventRecord), d->event_record) &&
+            resolve(get, lib, "cuEventQuery", "cuEventQuery", d->event_query) &&
+            resolve(get, lib, "cuEventSynchronize", "cuEventSynchronize", d->event_synchronize) &&
+            resolve(get, lib, "cuEventElapsedTime", NCCLWATCH_STR(cuEventElapsedTime), d->event_elapsed) &&
+            resolve(get, lib, "cuEventDestroy", NCCLWATCH_STR(cuEventDestroy), d->event_destroy) &&
+            resolve(get, lib, "cuStreamIsCapturing", NCCLWATCH_STR(cuStreamIsCapturing), d->stream_is_capturing) &&
+            resolve(get, lib, "cuStreamCreate", "cuStreamCreate", d->stream_create);
+  if (!ok) {
+    delete d;
+    return nullptr;
+  }
+  if (!resolve(get, lib, "cuStreamGetCtx", NCCLWATCH_STR(cuStreamGetCtx), d->stream_get_ctx) ||
+      !resolve(get, lib, "cuCtxPushCurrent", NCCLWATCH_STR(cuCtxPushCurrent), d->ctx_push_current) ||
+      !resolve(get, lib, "cuCtxPopCurrent", NCCLWATCH_STR(cuCtxPopCurrent), d->ctx_pop_current)) {
+    d->stream_get_ctx = nullptr;  // all three or none
+  }
+  if (!resolve(get, lib, "cuMemGetInfo", NCCLWATCH_STR(cuMemGetInfo), d->mem_get_info)) d->mem_get_info = nullptr;
+  if (!resolve(get, lib, "cuThreadExchangeStreamCaptureMode", "cuThreadExchangeStreamCaptureMode",
+               d->exchange_capture_mode))
+    d->exchange_capture_mode = nullptr;
+  return d;
+}
+
+}  // namespace
+
+const CudaDriver* cuda_driver() noexcept {
+  static const CudaDriver* driver = [] {
+    try {
+      return load();
+    } catch (...) {
+      return static_cast<const CudaDriver*>(nullptr);
+    }
+  }();
+  return driver;
+}
+
+}  // namespace ncclwatch

@@ -1,0 +1,72 @@
+#include "gpu/gpu_watchdog.h"
+
+#include "process/process.h"
+#include "trace/trace.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+namespace ncclwatch::gpu {
+namespace {
+
+void write_stall_record(const LaunchName& first, trace::StallState state) {
+  std::vector<trace::StallComm> comms;
+  for_each_comm([&](const CommTrack& t) {
+    comms.push_back({t.id, t.issued.load(std::memory_order_relaxed), t.completed.load(std::memory_order_relaxed), t.rank,
+                     t.nranks});
+  });
+  uint32_t size = trace::padded_size(sizeof(trace::StallRecord) + comms.size() * sizeof(trace::StallComm));
+  if (size > trace::kMaxRecordBytes) return;
+  RecordSlot slot = reserve_record(size);
+  if (!slot) return;
+  auto* rec = slot.as<trace::StallRecord>();
+  rec->time_ns = monotonic_ns();
+  rec->launch_id = first.launch_id;
+  rec->comm_id = first.track ? first.track->id : 0;
+  rec->seq = first.seq;
+  rec->enqueued_ns = first.enqueued_ns;
+  rec->api = first.api;
+  rec->state = static_cast<uint32_t>(state);
+  rec->ncomms = static_cast<uint32_t>(comms.size());
+  std::memcpy(slot.bytes() + sizeof(trace::StallRecord), comms.data(), comms.size() * sizeof(trace::StallComm));
+  slot.commit(trace::RecordType::kStall);
+}
+
+void print_stall_line(const LaunchName& first, uint64_t stream, size_t unconfirmed) {
+  char which[128] = "";
+  if (unconfirmed > 1)
+    std::snprintf(which, sizeof(which), "; the first of %zu launches since the last one seen complete", unconfirmed);
+  char line[640];
+  std::snprintf(line, sizeof(line),
+                "ncclwatch: %s seq %llu on comm %016llx (rank %d/%d) has not completed after %.0f s "
+                "(stream 0x%llx%s); pending ops of every communicator written to %s\n",
+                trace::api_name(static_cast<trace::Api>(first.api)), static_cast<unsigned long long>(first.seq),
+                static_cast<unsigned long long>(first.track ? first.track->id : 0), first.track ? first.track->rank : -1,
+                first.track ? first.track->nranks : -1, (monotonic_ns() - first.enqueued_ns) / 1e9,
+                static_cast<unsigned long long>(stream), which, trace_path_c());
+  ssize_t ignored = ::write(STDERR_FILENO, line, std::strlen(line));
+  (void)ignored;
+}
+
+}  // namespace
+
+void report_stall(const LaunchName& first, uint64_t stream, trace::StallState state, size_t unconfirmed) noexcept {
+  try {
+    if (CommTrack* track = first.track; track && state == trace::StallState::kStalled) {
+      track->stalls.fetch_add(1, std::memory_order_relaxed);
+      track->unresolved_stalls.fetch_add(1, std::memory_order_relaxed);
+    } else if (track) {
+      uint32_t open = track->unresolved_stalls.load(std::memory_order_relaxed);
+      while (open && !track->unresolved_stalls.compare_exchange_weak(open, open - 1, std::memory_order_relaxed)) {
+      }
+    }
+    write_stall_record(first, state);
+    if (state == trace::StallState::kStalled) print_stall_line(first, stream, unconfirmed);
+  } catch (...) {
+  }
+}
+
+}  // namespace ncclwatch::gpu

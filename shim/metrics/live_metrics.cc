@@ -1,0 +1,248 @@
+#include "metrics/live_metrics.h"
+
+#include "comms/comms.h"
+#include "gpu/gpu.h"
+#include "process/process.h"
+#include "trace/trace.h"
+
+#include <ncclwatch/metrics_text.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <mutex>
+#include <new>
+#include <string>
+
+namespace ncclwatch {
+namespace {
+
+namespace m = metrics;
+
+std::atomic<bool> g_started{false};
+std::atomic<bool> g_final_written{false};
+std::mutex g_write_mutex;  // the thread's writes and the final one use the same temporary file
+constexpr size_t kShownPathBytes = 512;
+
+// "%p" -> pid, "%h" -> host name, "%%" -> "%".
+std::string expand_path(const std::string& pattern, const ProcessInfo& me) {
+  std::string out;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '%' || i + 1 == pattern.size()) {
+      out += pattern[i];
+      continue;
+    }
+    char key = pattern[++i];
+    if (key == 'p') out += std::to_string(me.pid);
+    else if (key == 'h') out += me.host;
+    else if (key == '%') out += '%';
+    else out += {'%', key};
+  }
+  return out;
+}
+
+// While the process runs, where each communicator's life is; at exit, its end state.
+const char* live_state_name(CommPhase phase, bool exiting) {
+  if (exiting) return lifecycle::end_state_name(end_state_at_exit(phase));
+  switch (phase) {
+    case CommPhase::kAlive: return "alive";
+    case CommPhase::kFinalized: return "finalized";
+    case CommPhase::kDestroying: return "destroying";
+    case CommPhase::kAborting: return "aborting";
+    case CommPhase::kReleasedAtExit: return "released_at_exit";
+  }
+  return "unknown";
+}
+
+std::string metrics_text(bool exiting) {
+  const ProcessInfo& me = process_info();
+  std::string pid = std::to_string(me.pid);
+  // Counted into fixed arrays under the registry's spin lock (nothing allocated while application
+  // threads may wait for it), named after it is released.
+  constexpr size_t kPhases = static_cast<size_t>(CommPhase::kReleasedAtExit) + 1;
+  constexpr size_t kApis = 1024;
+  std::array<uint64_t, kPhases> phase_counts{};
+  std::array<uint64_t, kApis> api_counts{};
+  ReleaseTally tally;
+  registry().read(
+      [&](const std::vector<CommEntry>& comms, const std::vector<ResourceEntry>& resources, const ReleaseTally& t) {
+        for (const CommEntry& c : comms)
+          if (static_cast<size_t>(c.phase) < kPhases) ++phase_counts[static_cast<size_t>(c.phase)];
+        for (const ResourceEntry& r : resources)
+          if (static_cast<size_t>(r.acquired_by) < kApis) ++api_counts[static_cast<size_t>(r.acquired_by)];
+        tally = t;
+      },
+      true);
+  std::map<std::string, uint64_t> states, held;
+  for (size_t i = 0; i < kPhases; ++i)
+    if (phase_counts[i]) states[live_state_name(static_cast<CommPhase>(i), exiting)] += phase_counts[i];
+  for (size_t i = 0; i < kApis; ++i)
+    if (api_counts[i]) held[trace::resource_kind(static_cast<trace::Api>(i))] += api_counts[i];
+  if (tally.destroyed) states["destroyed"] += tally.destroyed;
+  if (tally.aborted) states["aborted"] += tally.aborted;
+
+  m::TextWriter out;
+  out.family(m::kCommunicators);
+  for (const auto& [state, n] : states) out.sample({{"host", me.host}, {"pid", pid}, {"state", state}}, static_cast<double>(n));
+  out.family(m::kCommunicatorsCreated);
+  out.sample({{"host", me.host}, {"pid", pid}}, static_cast<double>(tally.created));
+  out.family(m::kResourcesHeld);
+  for (const auto& [kind, n] : held) out.sample({{"host", me.host}, {"pid", pid}, {"kind", kind}}, static_cast<double>(n));
+  out.family(m::kLostRecords);
+  out.sample({{"host", me.host}, {"pid", pid}}, static_cast<double>(lost_record_count()));
+
+  struct Rank {
+    uint64_t issued = 0, completed = 0;
+    uint32_t stalls = 0, unresolved = 0;
+  };
+  // Every communicator this process made: a counter stays when its communicator is released. One
+  // series per (comm, rank): a communicator made twice with one identity adds up.
+  std::map<std::pair<std::string, std::string>, Rank> ranks;
+  for_each_comm_ever([&](const CommTrack& t) {
+    char id[17];
+    std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(t.id));
+    Rank& r = ranks[{id, std::to_string(t.rank)}];
+    r.issued += t.issued.load(std::memory_order_relaxed);
+    r.completed += t.completed.load(std::memory_order_relaxed);
+    r.stalls += t.stalls.load(std::memory_order_relaxed);
+    r.unresolved += t.unresolved_stalls.load(std::memory_order_relaxed);
+  });
+  auto each_rank = [&](const m::Family& family, auto value) {
+    out.family(family);
+    for (const auto& [key, r] : ranks) out.sample({{"comm", key.first}, {"rank", key.second}}, static_cast<double>(value(r)));
+  };
+  each_rank(m::kOpsIssued, [](const Rank& r) { return r.issued; });
+  // Completion is known from the GPU only: without GPU timing the family is left out.
+  if (detail::g_timing_mode.load(std::memory_order_relaxed) == static_cast<int>(TimingMode::kGpu))
+    each_rank(m::kOpsCompleted, [](const Rank& r) { return r.completed; });
+  each_rank(m::kStalls, [](const Rank& r) { return r.stalls; });
+  each_rank(m::kStalled, [](const Rank& r) { return r.unresolved ? 1 : 0; });
+  return out.text();
+}
+
+bool write_all(int fd, const std::string& text) {
+  for (size_t done = 0; done < text.size();) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) errno = ENOSPC;  // nothing written, no error said: the disk is full for all we know
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Why `path` must not be replaced, or "" when it may be: the shim replaces only a regular file of
+// its own user's, or creates one. rename() replaces whatever entry is there, so as root a
+// metrics file of /dev/null once became a regular file; a FIFO, socket, symbolic link or someone
+// else's file would have been replaced just the same. (Checked just before the temporary file is
+// written: whoever could swap the entry in that moment can write in that folder anyway.)
+std::string why_not_replaced(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return "";  // none yet (or the write says why it fails)
+  if (S_ISLNK(st.st_mode)) return "it is a symbolic link";
+  if (S_ISCHR(st.st_mode)) return "it is a character device";
+  if (S_ISBLK(st.st_mode)) return "it is a block device";
+  if (S_ISFIFO(st.st_mode)) return "it is a FIFO";
+  if (S_ISSOCK(st.st_mode)) return "it is a socket";
+  if (S_ISDIR(st.st_mode)) return "it is a directory";
+  if (!S_ISREG(st.st_mode)) return "it is not a regular file";
+  if (st.st_uid != ::geteuid())
+    return "it is owned by uid " + std::to_string(st.st_uid) + ", not by this process's uid " + std::to_string(::geteuid());
+  return "";
+}
+
+// Opens a new temporary file of ours: O_EXCL, so an entry already there (a FIFO would block the
+// open, someone else's file would be truncated) is never opened. A regular file of ours of that
+// name is a leftover of an earlier process with this pid, killed between write and rename.
+int open_new_temporary(const std::string& temporary) {
+  constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW;
+  int fd = ::open(temporary.c_str(), kFlags, 0644);
+  if (fd >= 0 || errno != EEXIST) return fd;
+  struct stat st;
+  bool leftover_of_ours = ::lstat(temporary.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid();
+  if (leftover_of_ours && ::unlink(temporary.c_str()) == 0) return ::open(temporary.c_str(), kFlags, 0644);
+  errno = EEXIST;
+  return -1;
+}
+
+void write_metrics_file(bool exiting) {
+  std::lock_guard lock(g_write_mutex);
+  // A periodic write that waited while the final one ran must not replace it.
+  if (!exiting && g_final_written.load(std::memory_order_relaxed)) return;
+  const std::string path = expand_path(config().metrics_file, process_info());
+  if (std::string why = why_not_replaced(path); !why.empty()) {
+    std::string line = "ncclwatch: the metrics file " + printable(path, kShownPathBytes) + " is not written: " + why +
+                       " (only a regular file of this user's is replaced); the job goes on without it";
+    notice_once(Notice::kMetricsFileRefused, line.c_str());
+    return;
+  }
+  // Not "*.prom" (the textfile collector never reads it), and one per process (several processes
+  // given one path must not write into each other's temporary file).
+  const std::string temporary = path + ".tmp." + std::to_string(process_info().pid);
+  std::string text = metrics_text(exiting);
+  int fd = open_new_temporary(temporary);
+  bool ok = fd >= 0 && write_all(fd, text);
+  if (fd >= 0) ok = ::close(fd) == 0 && ok;
+  if (ok) ok = ::rename(temporary.c_str(), path.c_str()) == 0;
+  if (!ok) {
+    int error = errno;
+    if (fd >= 0) ::unlink(temporary.c_str());  // only a file this call made
+    std::string line = "ncclwatch: cannot write the metrics file " + printable(path, kShownPathBytes) + ": " +
+                       std::strerror(error) + "; the job goes on, its metrics are not updated";
+    notice_once(Notice::kMetricsWriteFailed, line.c_str());
+  }
+}
+
+void sleep_seconds(double seconds) {
+  timespec left{static_cast<time_t>(seconds), static_cast<long>((seconds - static_cast<double>(static_cast<time_t>(seconds))) * 1e9)};
+  while (nanosleep(&left, &left) != 0 && errno == EINTR) {
+  }
+}
+
+}  // namespace
+
+void start_live_metrics() noexcept {
+  if (config().metrics_file.empty() || g_started.load(std::memory_order_relaxed) ||
+      g_started.exchange(true, std::memory_order_relaxed))
+    return;
+  try {
+    start_background_thread("ncclwatch-live", [] {
+      while (!g_final_written.load(std::memory_order_relaxed)) {
+        try {
+          write_metrics_file(false);
+        } catch (...) {
+          notice_once(Notice::kMetricsWriteFailed, "ncclwatch: the live metrics writer failed; its file is not updated");
+          return;
+        }
+        sleep_seconds(config().metrics_sec);
+      }
+    });
+  } catch (...) {
+    notice_once(Notice::kMetricsWriteFailed, "ncclwatch: the live metrics writer could not start; no metrics file");
+  }
+}
+
+void write_final_live_metrics() noexcept {
+  if (!g_started.load(std::memory_order_relaxed) || g_final_written.exchange(true, std::memory_order_relaxed)) return;
+  try {
+    write_metrics_file(true);
+  } catch (...) {
+  }
+}
+
+void live_metrics_after_fork_in_child() noexcept {
+  // The writer thread stays in the parent; the child starts its own at its first communicator.
+  g_started.store(false, std::memory_order_relaxed);
+  g_final_written.store(false, std::memory_order_relaxed);
+  new (&g_write_mutex) std::mutex();
+}
+
+}  // namespace ncclwatch

@@ -1,0 +1,13 @@
+// site/ — where an NCCL call came from. Native return addresses and the modules they fall in,
+// with kModule records for the analyzers to symbolize offline, plus one readable line for the
+// exit alert (callsite.h); the Python lines that led there, read from the calling thread's own
+// Python stack without the GIL (python_site.h), through per-version layouts of CPython's structs
+// (python_layouts.h).
+//
+// May include: process/, resolve/ (real_dlsym, is_inside_shim), trace/ (kModule records).
+//
+// Front door: callsite.h, python_site.h. Inside: python_layouts.h.
+#pragma once
+
+#include "site/callsite.h"
+#include "site/python_site.h"
