@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace ncclwatch::report {
 namespace {
@@ -15,8 +16,15 @@ using namespace trace;
 
 constexpr size_t kMaxFilesReread = 16;
 // Seqs of one communicator count up by one; one further than the ops seen plus this is damage, and
-// must not size a table (see interleave).
+// must not size a table (see Interleavings).
 constexpr uint64_t kSeqSlack = 1u << 16;
+
+// Each compared pair of ranks costs a pass over both ranks' calls and the first one's
+// communicators. All comparisons together may take this many passes over the calls and
+// communicators of the files read again (the first pair is compared whatever it costs), so that
+// time follows the job's size however many communicators' counts differ; the communicators past it
+// are left without a stretch (their missing ops are reported all the same).
+constexpr uint64_t kComparisonPasses = 32;
 
 // A process's collectives in issue order (the order the shim recorded them).
 struct CallOrder {
@@ -24,7 +32,17 @@ struct CallOrder {
   std::vector<uint64_t> seq;
   std::vector<int64_t> gpu_begin;  // aligned; kUnknown where the launch was not timed
   std::vector<uint64_t> launch;
+  // Its communicators numbered in the order of their first op, for tables by communicator.
+  std::vector<uint32_t> number;                       // of each op's communicator
+  std::unordered_map<uint64_t, uint32_t> number_of;   // comm_id -> number
+
+  void number_comms() {
+    number.reserve(comm.size());
+    for (uint64_t id : comm) number.push_back(number_of.try_emplace(id, static_cast<uint32_t>(number_of.size())).first->second);
+  }
 };
+
+constexpr uint32_t kNoNumber = std::numeric_limits<uint32_t>::max();
 
 constexpr int64_t kUnknown = std::numeric_limits<int64_t>::min();
 
@@ -65,28 +83,65 @@ CallOrder read_call_order(const std::string& path, int64_t clock_offset) {
         if (timed && awaiting_timing.size() < (1u << 16)) awaiting_timing[o->launch_id].push_back(order.comm.size() - 1);
       },
       header, stats, ignored);
+  order.number_comms();
   return order;
 }
 
-// How many ops of A a process had issued before each op of B.
+// How many ops of A a process had issued before each op of B: a step function of B's seq k, kept
+// as its steps (the seqs the process issued), so that memory follows the ops, however far seqs leap.
 struct Interleaving {
-  std::vector<uint64_t> a_before;  // [k - 1]: before B's seq k
+  const std::pair<uint64_t, uint64_t>* steps = nullptr;  // (B's seq, A ops before it), seqs increasing
+  size_t n = 0;
   uint64_t total_a = 0;
+
+  uint64_t size() const { return n ? steps[n - 1].first : 0; }  // B's seqs 1..size() covered
+  // A ops before B's seq k, 1 <= k <= size(): a seq the process did not issue takes the next one's.
+  uint64_t a_before(uint64_t k) const {
+    return std::lower_bound(steps, steps + n, std::pair<uint64_t, uint64_t>(k, 0))->second;
+  }
 };
 
-Interleaving interleave(const CallOrder& o, uint64_t a, uint64_t b) {
-  Interleaving out;
-  uint64_t b_ops = 0;
-  for (size_t i = 0; i < o.comm.size(); ++i) {
-    if (o.comm[i] == a) {
-      ++out.total_a;
-    } else if (o.comm[i] == b) {
-      ++b_ops;
-      if (o.seq[i] > out.a_before.size() && o.seq[i] <= b_ops + kSeqSlack) out.a_before.resize(o.seq[i], out.total_a);
+// The interleavings of A with every other communicator B of a process, from one pass over its calls
+// (the steps of all B in one array, grouped by B's number).
+class Interleavings {
+ public:
+  Interleavings(const CallOrder& o, uint64_t a) {
+    auto a_it = o.number_of.find(a);
+    uint32_t a_number = a_it == o.number_of.end() ? kNoNumber : a_it->second;
+    size_t comms = o.number_of.size();
+    std::vector<uint64_t> last_seq(comms, 0), issued(comms, 0);
+    std::vector<std::pair<size_t, uint64_t>> kept;  // (op, A ops before it): the ops that make a step
+    first_.assign(comms + 1, 0);
+    for (size_t i = 0; i < o.comm.size(); ++i) {
+      uint32_t b = o.number[i];
+      if (b == a_number) {
+        ++total_a_;
+        continue;
+      }
+      uint64_t b_ops = ++issued[b];
+      if (o.seq[i] > last_seq[b] && o.seq[i] <= b_ops + kSeqSlack) {
+        last_seq[b] = o.seq[i];
+        kept.emplace_back(i, total_a_);
+        ++first_[b + 1];
+      }
     }
+    for (size_t b = 0; b < comms; ++b) first_[b + 1] += first_[b];
+    steps_.resize(kept.size());
+    std::vector<size_t> next(first_.begin(), first_.end() - 1);
+    for (const auto& [i, a_before] : kept) steps_[next[o.number[i]]++] = {o.seq[i], a_before};
   }
-  return out;
-}
+
+  // B by its number in the call order (kNoNumber: a communicator the process issued no op on).
+  Interleaving with(uint32_t b) const {
+    if (b == kNoNumber || b + 1 >= first_.size()) return {nullptr, 0, total_a_};
+    return {steps_.data() + first_[b], first_[b + 1] - first_[b], total_a_};
+  }
+
+ private:
+  std::vector<std::pair<uint64_t, uint64_t>> steps_;
+  std::vector<size_t> first_;  // B's steps are [first_[B], first_[B + 1])
+  uint64_t total_a_ = 0;
+};
 
 struct Difference {
   uint64_t k = 0;                   // B's seq before which the counts differ
@@ -97,18 +152,29 @@ struct Difference {
 };
 
 std::optional<Difference> first_difference(const Interleaving& r, const Interleaving& q) {
-  size_t len = std::max(r.a_before.size(), q.a_before.size());
-  for (size_t k = 1; k <= len; ++k) {
-    bool rk = k <= r.a_before.size(), qk = k <= q.a_before.size();
-    uint64_t vr = rk ? r.a_before[k - 1] : r.total_a;
-    uint64_t vq = qk ? q.a_before[k - 1] : q.total_a;
+  uint64_t len = std::max(r.size(), q.size());
+  auto r_before = [&](uint64_t k) { return k <= r.size() ? r.a_before(k) : r.total_a; };
+  size_t ri = 0, qi = 0;  // the first step of each at or after k (steps[n - 1] is the last)
+  // Both counts hold still from k up to the nearer of their next steps: only the k just past a step
+  // (and k = 1) can be the first to differ.
+  for (uint64_t k = 1; k <= len;) {
+    while (ri < r.n && r.steps[ri].first < k) ++ri;
+    while (qi < q.n && q.steps[qi].first < k) ++qi;
+    bool rk = k <= r.size(), qk = k <= q.size();
+    uint64_t vr = rk ? r.steps[ri].second : r.total_a;
+    uint64_t vq = qk ? q.steps[qi].second : q.total_a;
     // A rank that never issued B's seq k only differs if it already issued more ops of A than the
     // other did before it.
     bool differ = (rk && qk && vr != vq) || (!rk && qk && vr > vq) || (rk && !qk && vq > vr);
-    if (!differ) continue;
-    Difference d{k, k > 1 ? r.a_before[k - 2] : 0, vr, vq, rk, qk, -1};
-    if (k >= 2) d.period = static_cast<int64_t>(r.a_before[k - 2] - (k >= 3 ? r.a_before[k - 3] : 0));
-    return d;
+    if (differ) {
+      Difference d{k, k > 1 ? r_before(k - 1) : 0, vr, vq, rk, qk, -1};
+      if (k >= 2) d.period = static_cast<int64_t>(r_before(k - 1) - (k >= 3 ? r_before(k - 2) : 0));
+      return d;
+    }
+    uint64_t next = len + 1;
+    if (rk) next = std::min(next, r.steps[ri].first + 1);
+    if (qk) next = std::min(next, q.steps[qi].first + 1);
+    k = next;
   }
   return std::nullopt;
 }
@@ -188,6 +254,29 @@ std::map<uint64_t, std::vector<Divergence>> find_divergences(const JobAnalysis& 
     bool majority;  // q's count is held by a strict majority
   };
   std::vector<Pair> pairs;
+  // The communicators each process holds, and per pair of processes (r, q) two that r issued ops on
+  // and q holds (two suffice to know whether one other than a given one is shared): each worked out
+  // once, not per communicator that differs.
+  std::map<size_t, std::unordered_set<uint64_t>> held;
+  auto held_by = [&](size_t process) -> const std::unordered_set<uint64_t>& {
+    auto [it, inserted] = held.try_emplace(process);
+    if (inserted)
+      for (const RankComm& c : a.ops[process].comms) it->second.insert(c.comm_id);
+    return it->second;
+  };
+  std::map<std::pair<size_t, size_t>, std::vector<uint64_t>> shared;
+  auto shares_another = [&](size_t r_process, size_t q_process, uint64_t comm_id) {
+    auto [it, inserted] = shared.try_emplace({r_process, q_process});
+    if (inserted) {
+      const std::unordered_set<uint64_t>& of_q = held_by(q_process);
+      for (const RankComm& c : a.ops[r_process].comms) {
+        if (it->second.size() == 2) break;
+        if (c.issued && of_q.count(c.comm_id) && std::find(it->second.begin(), it->second.end(), c.comm_id) == it->second.end())
+          it->second.push_back(c.comm_id);
+      }
+    }
+    return std::any_of(it->second.begin(), it->second.end(), [&](uint64_t id) { return id != comm_id; });
+  };
   for (const auto& [comm_id, members] : a.members) {
     std::map<uint64_t, std::vector<MemberRef>> by_count;
     for (const MemberRef& m : members)
@@ -206,10 +295,7 @@ std::map<uint64_t, std::vector<Divergence>> find_divergences(const JobAnalysis& 
         for (const auto& [other_count, others] : by_count) {
           if (other_count == count || (majority && others.size() != largest)) continue;
           for (const MemberRef& q : others) {
-            bool shares = false;
-            for (const RankComm& c : a.ops[r.process].comms)
-              if (c.comm_id != comm_id && c.issued && a.ops[q.process].comm(c.comm_id)) shares = true;
-            if (shares) {
+            if (shares_another(r.process, q.process, comm_id)) {
               ref = q;
               break;
             }
@@ -238,6 +324,31 @@ std::map<uint64_t, std::vector<Divergence>> find_divergences(const JobAnalysis& 
   auto order_of = [&](size_t process) -> const CallOrder& {
     return orders[static_cast<size_t>(std::find(files.begin(), files.end(), process) - files.begin())];
   };
+  // For each of r's communicators (a.ops[r].comms, in order), whether q holds it too and its
+  // numbers in r's and q's call orders: per pair of processes, once.
+  struct Numbers {
+    bool held_by_q;
+    uint32_t in_r, in_q;
+  };
+  std::map<std::pair<size_t, size_t>, std::vector<Numbers>> numbers;
+  auto numbers_of = [&](size_t r_process, size_t q_process) -> const std::vector<Numbers>& {
+    auto [it, inserted] = numbers.try_emplace({r_process, q_process});
+    if (inserted) {
+      const CallOrder& ro = order_of(r_process);
+      const CallOrder& qo = order_of(q_process);
+      const std::unordered_set<uint64_t>& of_q = held_by(q_process);
+      auto number = [](const CallOrder& o, uint64_t id) {
+        auto found = o.number_of.find(id);
+        return found == o.number_of.end() ? kNoNumber : found->second;
+      };
+      for (const RankComm& b : a.ops[r_process].comms)
+        it->second.push_back({of_q.count(b.comm_id) > 0, number(ro, b.comm_id), number(qo, b.comm_id)});
+    }
+    return it->second;
+  };
+  uint64_t work = 0, budget = 0;
+  for (size_t i = 0; i < files.size(); ++i) budget += orders[i].comm.size() + a.ops[files[i]].comms.size();
+  budget *= kComparisonPasses;
 
   std::map<uint64_t, std::vector<Divergence>> out;
   for (const Pair& p : kept) {
@@ -245,10 +356,19 @@ std::map<uint64_t, std::vector<Divergence>> find_divergences(const JobAnalysis& 
     const RankComm& q = a.member(p.q);
     const CallOrder& ro = order_of(p.r.process);
     const CallOrder& qo = order_of(p.q.process);
+    const std::vector<RankComm>& r_comms = a.ops[p.r.process].comms;
+    uint64_t cost = ro.comm.size() + qo.comm.size() + r_comms.size();
+    if (work && work + cost > budget) break;
+    work += cost;
+    Interleavings r_with(ro, p.comm), q_with(qo, p.comm);
+    const std::vector<Numbers>& number = numbers_of(p.r.process, p.q.process);
+    // The narrowest stretch; its words are written once it is known (one candidate per communicator).
     std::optional<Divergence> best;
-    for (const RankComm& b : a.ops[p.r.process].comms) {
-      if (b.comm_id == p.comm || !b.issued || !a.ops[p.q.process].comm(b.comm_id)) continue;
-      auto d = first_difference(interleave(ro, p.comm, b.comm_id), interleave(qo, p.comm, b.comm_id));
+    Difference best_difference;
+    for (size_t i = 0; i < r_comms.size(); ++i) {
+      const RankComm& b = r_comms[i];
+      if (b.comm_id == p.comm || !b.issued || !number[i].held_by_q) continue;
+      auto d = first_difference(r_with.with(number[i].in_r), q_with.with(number[i].in_q));
       if (!d) continue;
       Divergence div;
       div.rank = r.rank;
@@ -265,26 +385,35 @@ std::map<uint64_t, std::vector<Divergence>> find_divergences(const JobAnalysis& 
       bool q_regular = d->period >= 0 && (d->q_known ? q_len == uint64_t(d->period) : q_len <= uint64_t(d->period));
       div.departed = p.majority || (!r_regular && q_regular);
       if (!p.majority && r_regular && !q_regular) continue;  // the peer departed: its own entry says so
-      std::string a_name = comm_label(p.comm, names), b_name = comm_label(b.comm_id, names);
-      std::string where = d->k == 1 ? fmt::format("before {} seq 1", b_name)
-                                    : fmt::format("between {} seq {} and {}", b_name, d->k - 1, d->k);
-      div.reason = fmt::format("rank {} issued {}{} op(s) on {} {}, rank {} issued {}{}", r.rank, d->r_known ? "" : "at least ",
-                               r_len, a_name, where, q.rank, d->q_known ? "" : "at least ", q_len);
-      if (!d->r_known) div.reason += fmt::format(" (rank {} never issued {} seq {})", r.rank, b_name, d->k);
-      if (!d->q_known) div.reason += fmt::format(" (rank {} never issued {} seq {})", q.rank, b_name, d->k);
-      if (d->period >= 0) div.reason += fmt::format("; the stretch before held {}", d->period);
-      if (!div.departed) div.reason += "; which of the two departed cannot be told from these traces";
-      int64_t jump = 0;
-      if (div.from_seq == div.to_seq) {
-        div.likely_seq = div.from_seq;  // the stretch is one seq: nothing more to single out
-      } else if ((div.likely_seq = gpu_skew_jump(ro, qo, p.comm, div.from_seq, div.to_seq, &jump))) {
-        div.reason += fmt::format("; likely at seq {}: there, and only there in the stretch, its GPU start relative to "
-                                  "rank {} jumped by {:+.3f} ms",
-                                  div.likely_seq, q.rank, jump / 1e6);
+      if (!best || div.to_seq - div.from_seq < best->to_seq - best->from_seq) {
+        best = div;
+        best_difference = *d;
       }
-      if (!best || div.to_seq - div.from_seq < best->to_seq - best->from_seq) best = div;
     }
-    if (best) out[p.comm].push_back(*best);
+    if (best) {
+      const Difference& d = best_difference;
+      uint64_t r_len = d.r_count - d.agreed, q_len = d.q_count - d.agreed;
+      std::string a_name = comm_label(p.comm, names), b_name = comm_label(best->other_comm, names);
+      std::string where = d.k == 1 ? fmt::format("before {} seq 1", b_name)
+                                   : fmt::format("between {} seq {} and {}", b_name, d.k - 1, d.k);
+      best->reason = fmt::format("rank {} issued {}{} op(s) on {} {}, rank {} issued {}{}", r.rank, d.r_known ? "" : "at least ",
+                                 r_len, a_name, where, q.rank, d.q_known ? "" : "at least ", q_len);
+      if (!d.r_known) best->reason += fmt::format(" (rank {} never issued {} seq {})", r.rank, b_name, d.k);
+      if (!d.q_known) best->reason += fmt::format(" (rank {} never issued {} seq {})", q.rank, b_name, d.k);
+      if (d.period >= 0) best->reason += fmt::format("; the stretch before held {}", d.period);
+      if (!best->departed) best->reason += "; which of the two departed cannot be told from these traces";
+    }
+    if (!best) continue;
+    // The seq itself, for the narrowest stretch only (a pass over both ranks' ops of the communicator).
+    int64_t jump = 0;
+    if (best->from_seq == best->to_seq) {
+      best->likely_seq = best->from_seq;  // the stretch is one seq: nothing more to single out
+    } else if ((best->likely_seq = gpu_skew_jump(ro, qo, p.comm, best->from_seq, best->to_seq, &jump))) {
+      best->reason += fmt::format("; likely at seq {}: there, and only there in the stretch, its GPU start relative to "
+                                  "rank {} jumped by {:+.3f} ms",
+                                  best->likely_seq, q.rank, jump / 1e6);
+    }
+    out[p.comm].push_back(*best);
   }
   return out;
 }

@@ -76,6 +76,29 @@ EventTail event_tail(const RecordView& r, const ApiEvent& e) {
 
 Api api_of(const ApiEvent& e) { return static_cast<Api>(e.api); }
 
+// Positions in a vector grouped by a key, newest first: per key a chain through one array, so
+// that adding one costs no list of its own.
+class NewestFirst {
+ public:
+  static constexpr size_t kNone = SIZE_MAX;
+  void add(uint64_t key, size_t position) {  // positions come in increasing order
+    if (older_.size() <= position) older_.resize(position + 1, kNone);
+    size_t& newest = newest_.try_emplace(key, kNone).first->second;
+    older_[position] = newest;
+    newest = position;
+  }
+  // The newest position of `key` (kNone: none left), to read or to drop it; nullptr: never added.
+  size_t* newest(uint64_t key) {
+    auto it = newest_.find(key);
+    return it == newest_.end() ? nullptr : &it->second;
+  }
+  size_t older(size_t position) const { return older_[position]; }  // the next older one of its key
+
+ private:
+  std::unordered_map<uint64_t, size_t> newest_;
+  std::vector<size_t> older_;
+};
+
 bool ok_or_pending(int result) { return result == 0 || result == 7; }
 
 class ProcessBuilder {
@@ -297,12 +320,11 @@ class ProcessBuilder {
   CommInstance* live_comm(uint64_t handle) {
     if (!handle) return nullptr;
     index_new_entries();
-    auto made = comms_by_handle_.find(handle);
-    if (made == comms_by_handle_.end()) return nullptr;
-    // One released never lives again: dropped from the end, each is passed over once.
-    std::vector<size_t>& list = made->second;
-    while (!list.empty() && !is_live(p_.comms[list.back()])) list.pop_back();
-    return list.empty() ? nullptr : &p_.comms[list.back()];
+    size_t* newest = comms_by_handle_.newest(handle);
+    if (!newest) return nullptr;
+    // One released never lives again: dropped, each is passed over once.
+    while (*newest != NewestFirst::kNone && !is_live(p_.comms[*newest])) *newest = comms_by_handle_.older(*newest);
+    return *newest == NewestFirst::kNone ? nullptr : &p_.comms[*newest];
   }
 
   static bool is_live(const CommInstance& c) {
@@ -312,11 +334,11 @@ class ProcessBuilder {
   // Indexes what the records added to p_ since the last call, for the lookups of the releases.
   void index_new_entries() {
     for (; comms_indexed_ < p_.comms.size(); ++comms_indexed_)
-      if (uint64_t handle = p_.comms[comms_indexed_].handle) comms_by_handle_[handle].push_back(comms_indexed_);
+      if (uint64_t handle = p_.comms[comms_indexed_].handle) comms_by_handle_.add(handle, comms_indexed_);
     for (; resources_indexed_ < p_.resources.size(); ++resources_indexed_) {
       const ResourceInstance& r = p_.resources[resources_indexed_];
-      resources_by_handle_[r.handle].push_back(resources_indexed_);
-      if (r.comm) resources_by_comm_[r.comm].push_back(resources_indexed_);
+      resources_by_handle_.add(r.handle, resources_indexed_);
+      if (r.comm) resources_by_comm_.add(r.comm, resources_indexed_);
     }
   }
 
@@ -329,13 +351,12 @@ class ProcessBuilder {
   void release_resource(Api acquired_by, const ApiEvent& e) {
     if (e.result != 0) return;
     index_new_entries();
-    auto made = resources_by_handle_.find(e.resource);
-    if (made == resources_by_handle_.end()) return;
-    // A released one stays released: dropped from the end, each is passed over once.
-    std::vector<size_t>& list = made->second;
-    while (!list.empty() && p_.resources[list.back()].released) list.pop_back();
-    for (auto it = list.rbegin(); it != list.rend(); ++it) {
-      ResourceInstance& r = p_.resources[*it];
+    size_t* newest = resources_by_handle_.newest(e.resource);
+    if (!newest) return;
+    // A released one stays released: dropped, each is passed over once.
+    while (*newest != NewestFirst::kNone && p_.resources[*newest].released) *newest = resources_by_handle_.older(*newest);
+    for (size_t i = *newest; i != NewestFirst::kNone; i = resources_by_handle_.older(i)) {
+      ResourceInstance& r = p_.resources[i];
       if (r.api == acquired_by && !r.released && (e.comm == 0 || r.comm == 0 || r.comm == e.comm)) {
         r.released = true;
         r.released_ns = e.time_ns;
@@ -347,16 +368,16 @@ class ProcessBuilder {
   // NCCL frees a communicator's registrations, windows, device comms and redops with it.
   void release_comm_resources(uint64_t comm, int64_t when) {
     index_new_entries();
-    auto made = resources_by_comm_.find(comm);
-    if (made == resources_by_comm_.end()) return;
-    for (size_t i : made->second) {
+    size_t* newest = resources_by_comm_.newest(comm);
+    if (!newest) return;
+    for (size_t i = *newest; i != NewestFirst::kNone; i = resources_by_comm_.older(i)) {
       ResourceInstance& r = p_.resources[i];
       if (r.released) continue;
       r.released = true;
       r.released_with_comm = true;
       r.released_ns = when;
     }
-    made->second.clear();  // all released: a later communicator with this handle starts afresh
+    *newest = NewestFirst::kNone;  // all released: a later communicator with this handle starts afresh
   }
 
   // A full trace (NCCLWATCH_MAX_MB, a full disk) loses the records of later releases; the exit
@@ -456,11 +477,11 @@ class ProcessBuilder {
   };
   ProcessTrace& p_;
   std::map<uint64_t, Pending> pending_;
-  // Where the releases look (see index_new_entries): positions in p_.comms and p_.resources, in the
-  // order made, so that a release costs the same however many the process made before it.
-  std::unordered_map<uint64_t, std::vector<size_t>> comms_by_handle_;
-  std::unordered_map<uint64_t, std::vector<size_t>> resources_by_handle_;
-  std::unordered_map<uint64_t, std::vector<size_t>> resources_by_comm_;
+  // Where the releases look (see index_new_entries): positions in p_.comms and p_.resources, so that
+  // a release costs the same however many the process made before it.
+  NewestFirst comms_by_handle_;
+  NewestFirst resources_by_handle_;
+  NewestFirst resources_by_comm_;
   size_t comms_indexed_ = 0;
   size_t resources_indexed_ = 0;
 };

@@ -27,9 +27,34 @@ uint64_t LatencyHistogram::bucket_width(size_t bucket) {
   return uint64_t{1} << (exp - kSubBits);
 }
 
+void LatencyHistogram::make_dense() {
+  dense_.assign(kBuckets, 0);
+  for (const auto& [bucket, n] : sparse_) dense_[bucket] = n;
+  sparse_.clear();
+  sparse_.shrink_to_fit();
+}
+
+void LatencyHistogram::add_to_bucket(size_t bucket, uint32_t n) {
+  if (!dense_.empty()) {
+    dense_[bucket] += n;
+    return;
+  }
+  auto it = std::lower_bound(sparse_.begin(), sparse_.end(), std::pair<uint32_t, uint32_t>(static_cast<uint32_t>(bucket), 0));
+  if (it != sparse_.end() && it->first == bucket) {
+    it->second += n;
+    return;
+  }
+  if (sparse_.size() < kSparseBuckets) {
+    sparse_.insert(it, {static_cast<uint32_t>(bucket), n});
+    return;
+  }
+  make_dense();
+  dense_[bucket] += n;
+}
+
 void LatencyHistogram::add(int64_t ns) {
   if (ns < 0) ns = 0;
-  ++counts_[bucket_of(static_cast<uint64_t>(ns))];
+  add_to_bucket(bucket_of(static_cast<uint64_t>(ns)), 1);
   ++count_;
   sum_ += static_cast<double>(ns);
   max_ = std::max(max_, ns);
@@ -37,7 +62,12 @@ void LatencyHistogram::add(int64_t ns) {
 }
 
 void LatencyHistogram::merge(const LatencyHistogram& other) {
-  for (size_t i = 0; i < kBuckets; ++i) counts_[i] += other.counts_[i];
+  if (other.dense_.empty()) {
+    for (const auto& [bucket, n] : other.sparse_) add_to_bucket(bucket, n);
+  } else {
+    if (dense_.empty()) make_dense();
+    for (size_t i = 0; i < kBuckets; ++i) dense_[i] += other.dense_[i];
+  }
   count_ += other.count_;
   sum_ += other.sum_;
   max_ = std::max(max_, other.max_);
@@ -50,13 +80,13 @@ int64_t LatencyHistogram::percentile(double p) const {
   uint64_t want = static_cast<uint64_t>(std::ceil(p / 100.0 * static_cast<double>(count_)));
   want = std::clamp<uint64_t>(want, 1, count_);
   uint64_t seen = 0;
-  for (size_t i = 0; i < kBuckets; ++i) {
-    seen += counts_[i];
-    if (seen >= want) {
-      int64_t mid = static_cast<int64_t>(bucket_low(i) + bucket_width(i) / 2);
-      return std::clamp(mid, min_, max_);
-    }
-  }
+  auto value_of = [&](size_t bucket) {
+    return std::clamp(static_cast<int64_t>(bucket_low(bucket) + bucket_width(bucket) / 2), min_, max_);
+  };
+  for (size_t i = 0; i < dense_.size(); ++i)
+    if ((seen += dense_[i]) >= want) return value_of(i);
+  for (const auto& [bucket, n] : sparse_)
+    if ((seen += n) >= want) return value_of(bucket);
   return max_;
 }
 

@@ -3,12 +3,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 namespace ncclwatch::report {
 
 // Log-linear histogram of durations in ns: exact below 128 ns, then 64 sub-buckets per power of
-// two (1.6% resolution) up to about 39 hours. Fixed size, mergeable, exact max.
+// two (1.6% resolution) up to about 39 hours. Mergeable, exact max. A job may hold one per
+// communicator, op and size, most with a few samples: up to kSparseBuckets distinct buckets are
+// kept as (bucket, count) pairs, beyond that as one count per bucket (11 KB).
 class LatencyHistogram {
  public:
   static constexpr int kSubBits = 6;
@@ -29,7 +32,12 @@ class LatencyHistogram {
   static uint64_t bucket_width(size_t bucket);
 
  private:
-  std::vector<uint32_t> counts_ = std::vector<uint32_t>(kBuckets, 0);
+  static constexpr size_t kSparseBuckets = 64;
+  void add_to_bucket(size_t bucket, uint32_t n);
+  void make_dense();
+
+  std::vector<std::pair<uint32_t, uint32_t>> sparse_;  // (bucket, count), by bucket; while dense_ is empty
+  std::vector<uint32_t> dense_;                        // one count per bucket, once there are many
   uint64_t count_ = 0;
   double sum_ = 0;  // ns; a double keeps 15 digits, plenty for a mean
   int64_t max_ = 0;

@@ -3,7 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
+#include <limits>
+#include <list>
 #include <map>
+#include <tuple>
 #include <utility>
 
 namespace ncclwatch::report {
@@ -45,6 +49,70 @@ double since_start(const ProcessTrace& p, int64_t t) {
   return static_cast<double>(wrap_sub(t, p.header.start_mono_ns)) / 1e9;
 }
 
+// Each registration (or window) of a buffer made on a communicator while an earlier one of the
+// same kind, buffer and communicator was still held, with the first such earlier one, in file order.
+std::vector<std::pair<const ResourceInstance*, const ResourceInstance*>> registered_while_held(
+    const std::vector<ResourceInstance>& resources) {
+  // The registrations grouped by (kind, communicator, buffer), each group in file order.
+  std::vector<const ResourceInstance*> sorted;
+  for (const ResourceInstance& r : resources)
+    if (r.buffer && (r.api == Api::kCommRegister || r.api == Api::kCommWindowRegister)) sorted.push_back(&r);
+  auto key = [](const ResourceInstance* r) { return std::tuple(r->api, r->comm, r->buffer); };
+  std::stable_sort(sorted.begin(), sorted.end(), [&](const auto* x, const auto* y) { return key(x) < key(y); });
+  std::vector<std::pair<const ResourceInstance*, const ResourceInstance*>> found;
+  std::vector<int64_t> earliest_from;
+  std::list<const ResourceInstance*> candidates;  // earlier registrations of the group, in file order
+  for (size_t first = 0, end = 0; first < sorted.size(); first = end) {
+    for (end = first + 1; end < sorted.size() && key(sorted[end]) == key(sorted[first]);) ++end;
+    // The earliest creation from each registration of the group on: one released by then is held
+    // by none of those, and leaves the candidates for good (each leaves once, as registrations
+    // are made in about the order written).
+    earliest_from.assign(end - first + 1, std::numeric_limits<int64_t>::max());
+    for (size_t k = end - first; k-- > 0;) earliest_from[k] = std::min(earliest_from[k + 1], sorted[first + k]->created_ns);
+    candidates.clear();
+    for (size_t k = 0; k < end - first; ++k) {
+      const ResourceInstance* later = sorted[first + k];
+      for (auto it = candidates.begin(); it != candidates.end();) {
+        const ResourceInstance* earlier = *it;
+        if (!earlier->released || earlier->released_ns > later->created_ns) {
+          found.emplace_back(later, earlier);
+          break;
+        }
+        it = earlier->released_ns <= earliest_from[k] ? candidates.erase(it) : std::next(it);
+      }
+      candidates.push_back(later);
+    }
+  }
+  // In file order, as the reports list them.
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+// The communicator a resource was released with: the last one made before it with its handle whose
+// release ended when the resource's did. The communicators are sorted by (handle, release end),
+// each such run in file order.
+class ReleasedComms {
+ public:
+  explicit ReleasedComms(const std::vector<CommInstance>& comms) {
+    for (const CommInstance& c : comms) sorted_.push_back(&c);
+    std::stable_sort(sorted_.begin(), sorted_.end(), [](const CommInstance* x, const CommInstance* y) {
+      return std::pair(x->handle, released_at(*x)) < std::pair(y->handle, released_at(*y));
+    });
+  }
+  const CommInstance* of(const ResourceInstance& r) const {
+    auto [first, end] = std::equal_range(sorted_.begin(), sorted_.end(), std::pair(r.comm, r.released_ns),
+                                         [](const auto& x, const auto& y) { return key(x) < key(y); });
+    for (auto c = end; c != first;)
+      if ((*--c)->created_ns <= r.created_ns) return *c;
+    return nullptr;
+  }
+
+ private:
+  static std::pair<uint64_t, int64_t> key(const CommInstance* c) { return {c->handle, released_at(*c)}; }
+  static std::pair<uint64_t, int64_t> key(const std::pair<uint64_t, int64_t>& k) { return k; }
+  std::vector<const CommInstance*> sorted_;
+};
+
 }  // namespace
 
 std::string site_key(const ProcessTrace& p, const std::vector<uint64_t>& frames, size_t depth) {
@@ -72,6 +140,7 @@ LifecycleFindings lifecycle_findings(const Job& job) {
   LifecycleFindings out;
   std::map<std::string, CommPileUp> pile_ups;
   for (const ProcessTrace& p : job.processes) {
+    int32_t process_rank = world_rank(p);
     std::vector<const CommInstance*> alive_ever;
     std::map<std::string, std::vector<const CommInstance*>> by_site;
     for (const CommInstance& c : p.comms) {
@@ -106,8 +175,7 @@ LifecycleFindings lifecycle_findings(const Job& job) {
       if (bursts < 2 || site_peak <= largest_burst || site_peak < kPileUpMin) continue;
       CommPileUp& pile = pile_ups[key];
       pile.site_key = key;
-      int32_t rank = world_rank(p);
-      if (rank >= 0) pile.ranks.push_back(rank);
+      if (process_rank >= 0) pile.ranks.push_back(process_rank);
       if (comms.size() > pile.made) {
         pile.process = &p;
         pile.example = comms.front();
@@ -123,29 +191,18 @@ LifecycleFindings lifecycle_findings(const Job& job) {
     }
 
     // Resources out of order.
+    ReleasedComms released_comms(p.comms);
     for (const ResourceInstance& r : p.resources) {
       bool tied_to_comm = r.api == Api::kCommRegister || r.api == Api::kCommWindowRegister || r.api == Api::kDevCommCreate;
       if (!tied_to_comm || !r.released_with_comm) continue;
-      const CommInstance* comm = nullptr;
-      for (const CommInstance& c : p.comms)
-        if (c.handle == r.comm && c.created_ns <= r.created_ns && released_at(c) == r.released_ns) comm = &c;
+      const CommInstance* comm = released_comms.of(r);
       // A communicator released while the program exits takes its resources with it: that is the
       // leak of the communicator, already named, not an order of its own.
       if (comm && comm->release_during_exit) continue;
       out.order.push_back({ResourceOrder::Kind::kOutlivedComm, &p, &r, nullptr, comm});
     }
-    for (size_t i = 0; i < p.resources.size(); ++i) {
-      const ResourceInstance& later = p.resources[i];
-      if (!later.buffer || (later.api != Api::kCommRegister && later.api != Api::kCommWindowRegister)) continue;
-      for (size_t j = 0; j < i; ++j) {
-        const ResourceInstance& earlier = p.resources[j];
-        bool still_held = !earlier.released || earlier.released_ns > later.created_ns;
-        if (earlier.api == later.api && earlier.comm == later.comm && earlier.buffer == later.buffer && still_held) {
-          out.order.push_back({ResourceOrder::Kind::kRegisteredTwice, &p, &later, &earlier, nullptr});
-          break;
-        }
-      }
-    }
+    for (const auto& [later, earlier] : registered_while_held(p.resources))
+      out.order.push_back({ResourceOrder::Kind::kRegisteredTwice, &p, later, earlier, nullptr});
   }
   for (auto& [key, pile] : pile_ups) {
     std::sort(pile.ranks.begin(), pile.ranks.end());

@@ -121,8 +121,10 @@ class OpScanner {
     return find_rank_comm(comm_id, rank, nranks);
   }
   uint32_t find_rank_comm(uint64_t comm_id, int32_t rank, int32_t nranks) {
-    for (uint32_t i = 0; i < out_.comms.size(); ++i)
+    std::vector<uint32_t>& entries = rank_comms_of_[comm_id];
+    for (uint32_t i : entries)
       if (same_rank_comm(out_.comms[i], comm_id, rank)) return cached_ = i;
+    entries.push_back(static_cast<uint32_t>(out_.comms.size()));
     RankComm rc;
     rc.comm_id = comm_id;
     rc.rank = rank;
@@ -361,6 +363,8 @@ class OpScanner {
   ImplausibleValues& implausible_;
   LaunchTable launches_;
   uint32_t cached_ = 0;
+  // comm_id -> its entries in out_.comms (one per rank the process holds), in the order made.
+  std::unordered_map<uint64_t, std::vector<uint32_t>> rank_comms_of_;
   struct CachedBucket {
     LatencyKey key{};
     uint32_t index = 0;

@@ -8,23 +8,156 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <limits>
 #include <optional>
+#include <unordered_map>
 
 namespace ncclwatch::report {
 namespace {
 
 using namespace trace;
 
-struct Mapping {
-  const std::byte* data = nullptr;
-  size_t size = 0;
-  ~Mapping() {
-    if (data) munmap(const_cast<std::byte*>(data), size);
+const char* file_kind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a file";
+}
+
+// A trace file's bytes, read into memory rather than mapped: a file truncated under a mapping
+// raises SIGBUS at the next access, and anyone may truncate a file in a shared trace folder. Only
+// the file's data extents are read (SEEK_DATA/SEEK_HOLE): holes read as zeros from untouched pages
+// of an anonymous mapping, which take no memory, and the scans below step over them, so neither
+// memory nor time grows with the size a sparse file claims. A hole is not the end of the records:
+// once a copy (cp, rsync -S, tar -S) makes a trace sparse, the slots a ring chunk has not used yet
+// are holes, and history records follow the chunk.
+class TraceImage {
+ public:
+  TraceImage() = default;
+  TraceImage(const TraceImage&) = delete;
+  TraceImage& operator=(const TraceImage&) = delete;
+  ~TraceImage() {
+    if (base_) munmap(base_, mapped_);
   }
+
+  // Reads `path`; false, with `error` saying why, when it cannot be read at all. `lost` says what
+  // was not read of a file that could be (it shrank while being read); empty when nothing was lost.
+  bool load(const std::string& path, std::string& error, std::string& lost);
+
+  const std::byte* data() const { return base_; }
+  uint64_t size() const { return size_; }  // up to the last byte of data
+
+  // Calls visit(first, end) for the runs [first, end) of the `count` items of `item_bytes` bytes
+  // from `offset` that hold data; every other item lies wholly in a hole (all zeros). Runs come in
+  // order and never overlap. Returns false as soon as `visit` does.
+  template <class Visit>
+  bool for_each_item_with_data(uint64_t offset, uint64_t item_bytes, uint64_t count, Visit&& visit) const {
+    uint64_t end = offset + item_bytes * count;
+    uint64_t next = 0;  // the first item not visited yet
+    auto extent = std::upper_bound(extents_.begin(), extents_.end(), offset,
+                                   [](uint64_t at, const Extent& e) { return at < e.end; });
+    for (; extent != extents_.end() && extent->begin < end && next < count; ++extent) {
+      uint64_t first = std::max(next, (std::max(extent->begin, offset) - offset) / item_bytes);
+      uint64_t last = std::min(count, (std::min(extent->end, end) - offset + item_bytes - 1) / item_bytes);
+      if (first >= last) continue;
+      if (!visit(first, last)) return false;
+      next = last;
+    }
+    return true;
+  }
+
+ private:
+  struct Extent {
+    uint64_t begin, end;
+  };
+  void find_extents(int fd, uint64_t file_size);
+
+  std::vector<Extent> extents_;  // the data, in file order
+  std::byte* base_ = nullptr;
+  size_t mapped_ = 0;
+  uint64_t size_ = 0;
 };
+
+void TraceImage::find_extents(int fd, uint64_t file_size) {
+  for (uint64_t at = 0; at < file_size;) {
+    off_t data = lseek(fd, static_cast<off_t>(at), SEEK_DATA);
+    if (data < 0) {
+      // ENXIO: nothing but a hole from here on. Anything else: no SEEK_DATA here, all of it is data.
+      if (errno != ENXIO) extents_.push_back({at, file_size});
+      return;
+    }
+    auto begin = static_cast<uint64_t>(data);
+    if (begin >= file_size) return;
+    off_t hole = lseek(fd, data, SEEK_HOLE);
+    uint64_t end = hole > data ? std::min(static_cast<uint64_t>(hole), file_size) : file_size;
+    extents_.push_back({begin, end});
+    at = end;
+  }
+}
+
+bool TraceImage::load(const std::string& path, std::string& error, std::string& lost) {
+  // O_NONBLOCK: opening a FIFO waits for a writer, forever; what is not a regular file is refused
+  // before anything is read from it.
+  int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    error = std::string("cannot open: ") + std::strerror(errno);
+    return false;
+  }
+  struct CloseOnReturn {
+    int fd;
+    ~CloseOnReturn() { close(fd); }
+  } closer{fd};
+  struct stat st{};
+  if (fstat(fd, &st) != 0) {
+    error = std::string("cannot stat: ") + std::strerror(errno);
+    return false;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    error = std::string("not a regular file (") + file_kind(st.st_mode) + ")";
+    return false;
+  }
+  auto file_size = static_cast<uint64_t>(st.st_size);
+  if (file_size == 0) {
+    error = "empty file";
+    return false;
+  }
+  find_extents(fd, file_size);
+  // A writer that died before its header may leave the first page a hole: the header checks read zeros.
+  size_ = std::max(extents_.empty() ? 0 : extents_.back().end, std::min<uint64_t>(file_size, sizeof(FileHeader)));
+  auto page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  mapped_ = static_cast<size_t>((size_ + page - 1) / page * page);
+  void* at = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (at == MAP_FAILED) {
+    mapped_ = 0;
+    error = fmt::format("cannot read its {} bytes: {}", size_, std::strerror(errno));
+    return false;
+  }
+  base_ = static_cast<std::byte*>(at);
+  for (size_t i = 0; i < extents_.size(); ++i) {
+    for (uint64_t offset = extents_[i].begin; offset < extents_[i].end;) {
+      ssize_t n = pread(fd, base_ + offset, std::min<uint64_t>(extents_[i].end - offset, 1u << 30), static_cast<off_t>(offset));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        // Cut short while being read (or unreadable from here): what came before stands, as for a
+        // file its writer left short.
+        lost = n == 0 ? fmt::format("the file shrank while being read (from {} bytes); read its first {}", file_size, offset)
+                      : fmt::format("read error at offset {} ({}); read what came before", offset, std::strerror(errno));
+        extents_[i].end = offset;
+        extents_.resize(offset > extents_[i].begin ? i + 1 : i);
+        size_ = offset;
+        break;
+      }
+      offset += static_cast<uint64_t>(n);
+    }
+  }
+  mprotect(base_, mapped_, PROT_READ);
+  return true;
+}
 
 uint32_t load_u32(const std::byte* p) {
   uint32_t v;
@@ -56,11 +189,29 @@ bool plausible_header(const std::byte* base, uint64_t offset, uint64_t file_size
          size <= max_record_bytes(static_cast<uint16_t>(word & 0xffff)) && offset + size <= file_size;
 }
 
-// The next offset at or after `from` holding a committed header, or file_size.
-uint64_t resync(const std::byte* base, uint64_t from, uint64_t file_size) {
-  for (uint64_t at = from; at + sizeof(RecordHeader) <= file_size; at += 8)
-    if (plausible_header(base, at, file_size)) return at;
-  return file_size;
+// The next offset at or after `from` (in steps of 8) holding a committed header, or the end.
+uint64_t resync(const TraceImage& image, uint64_t from) {
+  uint64_t file_size = image.size();
+  if (from + sizeof(RecordHeader) > file_size) return file_size;
+  uint64_t found = file_size;
+  image.for_each_item_with_data(from, 8, (file_size - from) / 8, [&](uint64_t first, uint64_t end) {
+    for (uint64_t k = first; k < end; ++k)
+      if (plausible_header(image.data(), from + 8 * k, file_size)) {
+        found = from + 8 * k;
+        return false;
+      }
+    return true;
+  });
+  return found;
+}
+
+// Whether [from, to) holds nothing but zeros (its holes do).
+bool all_zero(const TraceImage& image, uint64_t from, uint64_t to) {
+  return image.for_each_item_with_data(from, 8, (to - from) / 8, [&](uint64_t first, uint64_t end) {
+    for (uint64_t k = first; k < end; ++k)
+      if (load_u32(image.data() + from + 8 * k) != 0 || load_u32(image.data() + from + 8 * k + 4) != 0) return false;
+    return true;
+  });
 }
 
 // Length of the valid UTF-8 sequence that starts at s[i] (RFC 3629: no overlong forms, no
@@ -155,15 +306,16 @@ namespace {
 // Steps through the records from `offset`, handing each committed one to `visit` (false stops);
 // counts holes, torn records and corrupt spans. Returns false when `visit` stopped it.
 template <class Visit>
-bool scan_records(const Mapping& map, uint64_t offset, ReadStats& stats, uint64_t& corrupt_spans, Visit&& visit) {
-  uint64_t file_size = map.size;
+bool scan_records(const TraceImage& image, uint64_t offset, ReadStats& stats, uint64_t& corrupt_spans, Visit&& visit) {
+  uint64_t file_size = image.size();
+  const std::byte* data = image.data();
   while (offset + sizeof(RecordHeader) <= file_size) {
-    uint32_t size = load_u32(map.data + offset);
-    uint32_t word = load_u32(map.data + offset + 4);
-    if (plausible_header(map.data, offset, file_size)) {
+    uint32_t size = load_u32(data + offset);
+    uint32_t word = load_u32(data + offset + 4);
+    if (plausible_header(data, offset, file_size)) {
       uint16_t type = static_cast<uint16_t>(word & 0xffff);
       if (known_type(type) && type != static_cast<uint16_t>(RecordType::kPadding)) {
-        if (!visit(RecordView{static_cast<RecordType>(type), map.data + offset, size, offset})) return false;
+        if (!visit(RecordView{static_cast<RecordType>(type), data + offset, size, offset})) return false;
       }
       offset += size;
       continue;
@@ -175,10 +327,8 @@ bool scan_records(const Mapping& map, uint64_t offset, ReadStats& stats, uint64_
       offset += size;
       continue;
     }
-    uint64_t next = resync(map.data, offset + 8, file_size);
-    bool all_zero = true;
-    for (uint64_t at = offset; at < next && all_zero; at += 8) all_zero = load_u32(map.data + at) == 0 && load_u32(map.data + at + 4) == 0;
-    if (!all_zero) ++corrupt_spans;
+    uint64_t next = resync(image, offset + 8);
+    if (!all_zero(image, offset, next)) ++corrupt_spans;
     if (next < file_size) stats.skipped_bytes += next - offset;
     offset = next;
   }
@@ -229,12 +379,16 @@ std::optional<int64_t> record_time(const RecordView& r) {
 }
 
 // What a first pass over a format-4 file learns: where the ring's chunks are, the names its
-// slots refer to, the totals tables.
+// slots refer to, the totals tables. Its work and memory follow the file's data: the names are kept
+// by the indices records claim (sparse: a record may name any index), and only the chunks the file
+// holds, and of them only the slots that hold data, are ever visited, whatever ring size a chunk
+// claims (chunks the first lap never reached are legitimately absent).
 class RingIndex {
  public:
+  explicit RingIndex(const TraceImage& image) : image_(image) {}
+
   struct Chunk {
-    const RingSlot* slots = nullptr;
-    uint64_t offset = 0;  // of the first slot in the file
+    uint64_t offset = 0;  // of its first slot in the file; 0: the file does not hold this chunk
   };
 
   static bool is_storage(const RecordView& r) {
@@ -247,46 +401,44 @@ class RingIndex {
       case RecordType::kOpTotals:
         if (auto* t = r.as<OpTotalsRecord>()) {
           uint64_t fits = (r.size - std::min<uint64_t>(r.size, kOpTotalsHeaderBytes)) / sizeof(OpTotalsEntry);
-          totals_.push_back({reinterpret_cast<const OpTotalsEntry*>(r.data + kOpTotalsHeaderBytes),
-                             std::min<uint64_t>(t->entries, fits)});
+          totals_.push_back({r.offset + kOpTotalsHeaderBytes, std::min<uint64_t>(t->entries, fits)});
         }
         break;
       case RecordType::kCommRef:
-        if (auto* c = r.as<CommRefRecord>(); c && c->index > 0 && c->index < kMaxRefs) {
-          if (comms_.size() <= c->index) comms_.resize(c->index + 1);
-          comms_[c->index] = *c;
-        }
+        if (auto* c = r.as<CommRefRecord>(); c && c->index > 0) comms_[c->index] = *c;
         break;
       case RecordType::kStreamRef:
-        if (auto* c = r.as<StreamRefRecord>(); c && c->index > 0 && c->index <= 0xffff) {
-          if (streams_.size() <= c->index) streams_.resize(c->index + 1);
-          streams_[c->index] = c->stream;
-        }
+        if (auto* c = r.as<StreamRefRecord>(); c && c->index > 0 && c->index <= 0xffff) streams_[c->index] = c->stream;
         break;
       case RecordType::kThreadRef:
-        if (auto* c = r.as<ThreadRefRecord>(); c && c->launch_prefix < kMaxRefs) {
-          if (threads_.size() <= c->launch_prefix) threads_.resize(c->launch_prefix + 1);
-          threads_[c->launch_prefix] = c->tid;
-        }
+        if (auto* c = r.as<ThreadRefRecord>()) threads_[c->launch_prefix] = c->tid;
         break;
       default: break;
     }
   }
 
-  // The newest slot written, and so the window of the last ring_slots indices.
+  // The slots that hold data, and of them the newest written: the window of the last ring_slots
+  // indices.
   void find_window(ReadStats& stats) {
     if (chunks_.empty()) return;
-    bool any = false;
-    for (uint64_t position = 0; position < ring_slots_; ++position) {
-      const RingSlot* slot = slot_at(position);
-      if (!slot) continue;
-      uint64_t stamp = slot->stamp;
-      if (!valid(stamp, position)) continue;
-      newest_ = std::max(newest_, ring_stamp_index(stamp));
-      any = true;
+    for (uint64_t ordinal = 0; ordinal < chunks_.size(); ++ordinal) {
+      if (!chunks_[ordinal].offset) continue;
+      image_.for_each_item_with_data(chunks_[ordinal].offset, kRingSlotBytes, chunk_slots_, [&](uint64_t first, uint64_t end) {
+        present_.push_back({ordinal * chunk_slots_ + first, ordinal * chunk_slots_ + end});
+        return true;
+      });
     }
+    bool any = false;
+    for (const PositionRun& run : present_)
+      for (uint64_t position = run.begin; position < run.end; ++position) {
+        uint64_t stamp = slot_at(position)->stamp;
+        if (!valid(stamp, position)) continue;
+        newest_ = std::max(newest_, ring_stamp_index(stamp));
+        any = true;
+      }
     if (!any) {
       chunks_.clear();
+      present_.clear();
       return;
     }
     oldest_ = newest_ + 1 > ring_slots_ ? newest_ + 1 - ring_slots_ : 0;
@@ -295,6 +447,23 @@ class RingIndex {
   }
 
   bool empty() const { return chunks_.empty(); }
+
+  // The first index from `index` on whose slot holds data (the window's others are holes or
+  // chunks the file lacks), or UINT64_MAX when there is none.
+  uint64_t next_with_data(uint64_t index) {
+    if (present_.empty()) return std::numeric_limits<uint64_t>::max();
+    uint64_t position = index % ring_slots_;
+    if (run_ >= present_.size() || position < present_[run_].begin || position >= present_[run_].end) {
+      run_ = static_cast<size_t>(std::upper_bound(present_.begin(), present_.end(), position,
+                                                  [](uint64_t p, const PositionRun& r) { return p < r.end; }) -
+                                 present_.begin());
+      if (run_ == present_.size()) {
+        run_ = 0;  // past the last run: the first one, a lap on
+        return index + (ring_slots_ - position) + present_[0].begin;
+      }
+    }
+    return index + (std::max(position, present_[run_].begin) - position);
+  }
 
   // A slot as the full record it stands for, in `out`; false when it holds none.
   bool expand(uint64_t index, RecordView& out) {
@@ -307,24 +476,22 @@ class RingIndex {
       OpRecord& o = op_;
       o = OpRecord{};
       o.h = {sizeof(OpRecord), static_cast<uint16_t>(RecordType::kCollective), kCommitMark};
-      if (c.comm_index && c.comm_index < comms_.size() && comms_[c.comm_index].index) {
-        const CommRefRecord& ref = comms_[c.comm_index];
-        o.comm_id = ref.comm_id;
-        o.comm = ref.comm;
-        o.rank = ref.rank;
-        o.nranks = ref.nranks;
+      if (const CommRefRecord* ref = comm_ref(c.comm_index)) {
+        o.comm_id = ref->comm_id;
+        o.comm = ref->comm;
+        o.rank = ref->rank;
+        o.nranks = ref->nranks;
       } else {
         o.rank = o.nranks = -1;
       }
       o.seq = c.seq;
       o.count = c.count;
-      o.stream = c.stream_index < streams_.size() ? streams_[c.stream_index] : 0;
+      o.stream = stream_of(c.stream_index);
       o.host_begin_ns = c.host_begin_ns;
       uint64_t duration = c.flags & kCompactDurationMicros ? uint64_t{c.host_duration} * 1000 : c.host_duration;
       o.host_end_ns = wrap_add(c.host_begin_ns, static_cast<int64_t>(duration));
       o.launch_id = c.launch_id;
-      uint64_t prefix = c.launch_id >> kLaunchPrefixShift;
-      o.tid = prefix < threads_.size() ? threads_[prefix] : 0;
+      o.tid = thread_of(c.launch_id >> kLaunchPrefixShift);
       o.api = c.api;
       o.result = c.result;
       o.peer = c.peer;
@@ -355,40 +522,59 @@ class RingIndex {
 
   std::vector<OpTotalsRow> totals_rows() const {
     std::vector<OpTotalsRow> rows;
-    for (const auto& [entries, n] : totals_) {
-      for (uint64_t i = 0; i < n; ++i) {
-        const OpTotalsEntry& e = entries[i];
-        bool overflow = i == 0;
-        if (overflow ? e.calls == 0 : !e.ready) continue;
-        OpTotalsRow row{};
-        row.h = {sizeof(OpTotalsRow), static_cast<uint16_t>(RecordType::kOpTotals), kCommitMark};
-        row.rank = row.nranks = -1;
-        if (!overflow && e.comm_index && e.comm_index < comms_.size() && comms_[e.comm_index].index) {
-          const CommRefRecord& ref = comms_[e.comm_index];
-          row.comm_id = ref.comm_id;
-          row.comm = ref.comm;
-          row.rank = ref.rank;
-          row.nranks = ref.nranks;
-        }
-        row.count = e.count;
-        row.api = e.api;
-        row.datatype = e.datatype;
-        row.overflow = overflow;
-        row.calls = e.calls;
-        row.host_ns = e.host_ns;
-        row.gpu_timed = e.gpu_timed;
-        row.gpu_ns = e.gpu_ns;
-        row.first_ns = e.first_ns;
-        row.last_ns = e.last_ns;
-        std::memcpy(row.gpu_histogram, e.gpu_histogram, sizeof(row.gpu_histogram));
-        rows.push_back(row);
-      }
+    for (const auto& [offset, n] : totals_) {
+      const auto* entries = reinterpret_cast<const OpTotalsEntry*>(image_.data() + offset);
+      image_.for_each_item_with_data(offset, sizeof(OpTotalsEntry), n, [&](uint64_t first, uint64_t end) {
+        for (uint64_t i = first; i < end; ++i) add_totals_row(entries[i], i == 0, rows);
+        return true;
+      });
     }
     return rows;
   }
 
  private:
-  static constexpr uint64_t kMaxRefs = 1u << 24;
+  struct PositionRun {
+    uint64_t begin, end;  // ring positions
+  };
+
+  void add_totals_row(const OpTotalsEntry& e, bool overflow, std::vector<OpTotalsRow>& rows) const {
+    if (overflow ? e.calls == 0 : !e.ready) return;
+    OpTotalsRow row{};
+    row.h = {sizeof(OpTotalsRow), static_cast<uint16_t>(RecordType::kOpTotals), kCommitMark};
+    row.rank = row.nranks = -1;
+    if (const CommRefRecord* ref = overflow ? nullptr : comm_ref(e.comm_index)) {
+      row.comm_id = ref->comm_id;
+      row.comm = ref->comm;
+      row.rank = ref->rank;
+      row.nranks = ref->nranks;
+    }
+    row.count = e.count;
+    row.api = e.api;
+    row.datatype = e.datatype;
+    row.overflow = overflow;
+    row.calls = e.calls;
+    row.host_ns = e.host_ns;
+    row.gpu_timed = e.gpu_timed;
+    row.gpu_ns = e.gpu_ns;
+    row.first_ns = e.first_ns;
+    row.last_ns = e.last_ns;
+    std::memcpy(row.gpu_histogram, e.gpu_histogram, sizeof(row.gpu_histogram));
+    rows.push_back(row);
+  }
+
+  const CommRefRecord* comm_ref(uint32_t index) const {
+    if (!index) return nullptr;
+    auto it = comms_.find(index);
+    return it == comms_.end() ? nullptr : &it->second;
+  }
+  uint64_t stream_of(uint16_t index) const {
+    auto it = index ? streams_.find(index) : streams_.end();
+    return it == streams_.end() ? 0 : it->second;
+  }
+  uint32_t thread_of(uint64_t launch_prefix) const {
+    auto it = threads_.find(launch_prefix);
+    return it == threads_.end() ? 0 : it->second;
+  }
 
   void note_chunk(const RecordView& r, const std::string& path, std::vector<TraceProblem>& problems) {
     auto* c = r.as<RingChunkRecord>();
@@ -407,13 +593,13 @@ class RingIndex {
       chunk_slots_ = c->slots;
       chunks_.resize(ring_slots_ / chunk_slots_);
     }
-    chunks_[c->ordinal] = {reinterpret_cast<const RingSlot*>(r.data + kRingChunkHeaderBytes),
-                           r.offset + kRingChunkHeaderBytes};
+    chunks_[c->ordinal].offset = r.offset + kRingChunkHeaderBytes;
   }
 
   const RingSlot* slot_at(uint64_t position) const {
     const Chunk& chunk = chunks_[position / chunk_slots_];
-    return chunk.slots ? chunk.slots + position % chunk_slots_ : nullptr;
+    if (!chunk.offset) return nullptr;
+    return reinterpret_cast<const RingSlot*>(image_.data() + chunk.offset) + position % chunk_slots_;
   }
 
   bool valid(uint64_t stamp, uint64_t position) const {
@@ -423,14 +609,17 @@ class RingIndex {
            ring_stamp_index(stamp) % ring_slots_ == position;
   }
 
+  const TraceImage& image_;
   uint64_t ring_slots_ = 0;
   uint64_t chunk_slots_ = 0;
-  std::vector<Chunk> chunks_;
+  std::vector<Chunk> chunks_;           // by ordinal: at most kMaxRingChunks
+  std::vector<PositionRun> present_;    // the slots that hold data, in position order
+  size_t run_ = 0;                      // the run next_with_data looked in last
   uint64_t oldest_ = 0, newest_ = 0;
-  std::vector<std::pair<const OpTotalsEntry*, uint64_t>> totals_;
-  std::vector<CommRefRecord> comms_;
-  std::vector<uint64_t> streams_;
-  std::vector<uint32_t> threads_;
+  std::vector<std::pair<uint64_t, uint64_t>> totals_;  // (offset of the first entry, entries)
+  std::unordered_map<uint32_t, CommRefRecord> comms_;
+  std::unordered_map<uint16_t, uint64_t> streams_;
+  std::unordered_map<uint64_t, uint32_t> threads_;
   OpRecord op_{};
   GpuTimingRecord timing_{};
 };
@@ -440,7 +629,7 @@ class RingCursor {
  public:
   RingCursor(RingIndex& ring, ReadStats& stats) : ring_(ring), stats_(stats), next_(ring.oldest()) {}
   bool next(RecordView& out) {
-    while (next_ <= ring_.newest()) {
+    for (next_ = ring_.next_with_data(next_); next_ <= ring_.newest(); next_ = ring_.next_with_data(next_)) {
       if (ring_.expand(next_++, out)) {
         ++stats_.ring_kept;
         return true;
@@ -475,33 +664,20 @@ bool read_trace_until(const std::string& path, const StoppableVisitor& visit, Fi
     problems.push_back(trace_problem(path, what, true));
     return false;
   };
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return fail(std::string("cannot open: ") + std::strerror(errno));
-  struct stat st{};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return fail("not a regular file");
-  }
-  size_t file_size = static_cast<size_t>(st.st_size);
-  if (file_size == 0) {
-    close(fd);
-    return fail("empty file");
-  }
-  Mapping map;
-  void* data = mmap(nullptr, file_size, PROT_READ, MAP_PRIVATE, fd, 0);
-  close(fd);
-  if (data == MAP_FAILED) return fail(std::string("cannot map: ") + std::strerror(errno));
-  map.data = static_cast<const std::byte*>(data);
-  map.size = file_size;
-  madvise(data, file_size, MADV_SEQUENTIAL);
+  TraceImage image;
+  std::string error, lost;
+  if (!image.load(path, error, lost)) return fail(error);
+  if (!lost.empty()) problems.push_back(trace_problem(path, lost, false));
+  uint64_t file_size = image.size();
+  const std::byte* data = image.data();
 
-  if (file_size < sizeof(kMagic) || std::memcmp(map.data, kMagic, sizeof(kMagic)) != 0) {
-    if (file_size >= sizeof(kMagic) && std::all_of(map.data, map.data + sizeof(kMagic), [](std::byte b) { return b == std::byte{0}; }))
+  if (file_size < sizeof(kMagic) || std::memcmp(data, kMagic, sizeof(kMagic)) != 0) {
+    if (file_size >= sizeof(kMagic) && std::all_of(data, data + sizeof(kMagic), [](std::byte b) { return b == std::byte{0}; }))
       return fail("no trace header (the writer died before finishing it)");
     return fail("not an ncclwatch trace (bad magic)");
   }
   if (file_size < sizeof(FileHeader)) return fail("truncated inside the file header");
-  std::memcpy(&header, map.data, sizeof(FileHeader));
+  std::memcpy(&header, data, sizeof(FileHeader));
   make_host_valid(header);
   if (header.min_reader_version > kVersion)
     return fail("written by a newer ncclwatch (format " + std::to_string(header.version) + ", needs a reader of format " +
@@ -513,7 +689,7 @@ bool read_trace_until(const std::string& path, const StoppableVisitor& visit, Fi
     return fail("invalid header size " + std::to_string(header.header_bytes));
 
   uint64_t corrupt_spans = 0;
-  RingIndex ring;
+  RingIndex ring(image);
   auto deliver = [&](const RecordView& r) {
     ++stats.records;
     return visit(r);
@@ -521,7 +697,7 @@ bool read_trace_until(const std::string& path, const StoppableVisitor& visit, Fi
   if (header.version >= 4) {
     ReadStats first_pass;
     uint64_t ignored = 0;
-    scan_records(map, header.header_bytes, first_pass, ignored, [&](const RecordView& r) {
+    scan_records(image, header.header_bytes, first_pass, ignored, [&](const RecordView& r) {
       ring.note(r, path, problems);
       return true;
     });
@@ -529,7 +705,7 @@ bool read_trace_until(const std::string& path, const StoppableVisitor& visit, Fi
   }
   bool finished = true;
   if (ring.empty()) {
-    finished = scan_records(map, header.header_bytes, stats, corrupt_spans, [&](const RecordView& r) {
+    finished = scan_records(image, header.header_bytes, stats, corrupt_spans, [&](const RecordView& r) {
       return ring.is_storage(r) || deliver(r);
     });
   } else {
@@ -538,7 +714,7 @@ bool read_trace_until(const std::string& path, const StoppableVisitor& visit, Fi
     RecordView op{};
     bool have_op = cursor.next(op);
     int64_t history_time = std::numeric_limits<int64_t>::min();
-    finished = scan_records(map, header.header_bytes, stats, corrupt_spans, [&](const RecordView& r) {
+    finished = scan_records(image, header.header_bytes, stats, corrupt_spans, [&](const RecordView& r) {
       if (ring.is_storage(r)) return true;
       history_time = std::max(history_time, record_time(r).value_or(history_time));
       while (have_op && RingCursor::time_of(op) < history_time) {
@@ -582,11 +758,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Every *.nwt entry, whatever it is: one that is no regular file (a FIFO, a device, a folder) is
+// refused when read, and named, not passed over in silence.
 std::vector<std::string> own_trace_files(const std::string& dir) {
   std::vector<std::string> found;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, fs::directory_options::skip_permission_denied, ec))
-    if (entry.is_regular_file(ec) && entry.path().extension() == ".nwt") found.push_back(entry.path().string());
+    if (entry.path().extension() == ".nwt") found.push_back(entry.path().string());
   std::sort(found.begin(), found.end());
   return found;
 }

@@ -114,12 +114,16 @@ class ImplausibleValues {
   uint64_t count_ = 0;
 };
 
-// Maps `path` and calls `visit` for every committed record, in file order; the ring's ops and GPU
+// Reads `path` and calls `visit` for every committed record, in file order; the ring's ops and GPU
 // timings (format 4) as full OpRecords and GpuTimingRecords, in the order written, each placed
 // among the other records by its time; then one OpTotalsRow per totals entry. Returns false when
 // the file cannot be used at all, a file that holds no record included (its process died before
 // recording anything); problems (fatal or not) are appended to `problems`. The header's host is
 // handed on as valid UTF-8 (cut at a character boundary to fit its field).
+// Hostile files in a shared folder cost a named problem, never a hang or a crash: what is no
+// regular file (a FIFO) is opened without waiting and refused; the file is read, not mapped, as it is
+// when opened (truncating it meanwhile costs nothing); memory and time follow the bytes it really
+// holds (a sparse file's holes take neither), whatever sizes and indices its records claim.
 bool read_trace(const std::string& path, const RecordVisitor& visit, trace::FileHeader& header, ReadStats& stats,
                 std::vector<TraceProblem>& problems);
 
@@ -127,8 +131,9 @@ bool read_trace(const std::string& path, const RecordVisitor& visit, trace::File
 bool read_trace_until(const std::string& path, const StoppableVisitor& visit, trace::FileHeader& header,
                       ReadStats& stats, std::vector<TraceProblem>& problems);
 
-// Expands directories into the trace files they hold themselves (*.nwt), sorted; files are kept as
-// given. Subfolders are never searched: a tree of unrelated traces must not read as one job.
+// Expands directories into the trace files they hold themselves (*.nwt, whatever they are: one that
+// is no regular file is named when read), sorted; files are kept as given. Subfolders are never
+// searched: a tree of unrelated traces must not read as one job.
 std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, std::vector<TraceProblem>& problems);
 
 // The job folders the user means. A folder holding trace files is a job. A launcher folder (one

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <optional>
 #include <set>
+#include <unordered_map>
 
 namespace ncclwatch::report {
 namespace {
@@ -110,8 +111,10 @@ StragglerStats straggler_stats(const JobAnalysis& a, uint64_t id, const CommOps*
   // The op's own time: the longest of the communicator's fastest GPU-timed calls (a call waits
   // for the last rank, so its fastest samples are the ones that waited for nobody).
   int64_t own_ns = 0;
-  for (const LatencyBucket& b : a.latency)
-    if (b.key.comm_id == id && b.key.timing == TimingSource::kGpu && b.hist.count()) own_ns = std::max(own_ns, b.hist.min());
+  auto first = std::lower_bound(a.latency.begin(), a.latency.end(), id,
+                                [](const LatencyBucket& b, uint64_t comm_id) { return b.key.comm_id < comm_id; });
+  for (auto b = first; b != a.latency.end() && b->key.comm_id == id; ++b)  // sorted by key, comm_id first
+    if (b->key.timing == TimingSource::kGpu && b->hist.count()) own_ns = std::max(own_ns, b->hist.min());
   double p = 1.0 / static_cast<double>(n_present);
   double expected = static_cast<double>(out.seqs_judged) * p;
   for (const auto& [rank, l] : lateness) {
@@ -139,10 +142,45 @@ StragglerStats straggler_stats(const JobAnalysis& a, uint64_t id, const CommOps*
   return out;
 }
 
+// What the per-communicator pass asks of all of a process's communicators, worked out once per
+// process: asked afresh for each communicator, it would cost their number squared.
+class ProcessIndex {
+ public:
+  explicit ProcessIndex(const JobAnalysis& a) : p2p_(a.ops.size()), unfinished_(a.ops.size()) {
+    for (size_t process = 0; process < a.ops.size(); ++process) {
+      for (const P2PChannel& ch : a.ops[process].p2p) p2p_[process][ch.comm_id].push_back(&ch);
+      // The first communicator with an op issued and never completed, and the first on another one.
+      std::vector<const RankComm*>& unfinished = unfinished_[process];
+      for (const RankComm& rc : a.ops[process].comms)
+        if (rc.completed_seq() < rc.max_seq && (unfinished.empty() || rc.comm_id != unfinished[0]->comm_id)) {
+          unfinished.push_back(&rc);
+          if (unfinished.size() == 2) break;
+        }
+    }
+  }
+  // The process's point-to-point channels on `comm_id`, in its order.
+  const std::vector<const P2PChannel*>& p2p(size_t process, uint64_t comm_id) const {
+    static const std::vector<const P2PChannel*> none;
+    auto it = p2p_[process].find(comm_id);
+    return it == p2p_[process].end() ? none : it->second;
+  }
+  // Its first communicator but `comm_id` (in its order) with an op issued and never completed.
+  const RankComm* waits_in(size_t process, uint64_t comm_id) const {
+    for (const RankComm* rc : unfinished_[process])
+      if (rc->comm_id != comm_id) return rc;
+    return nullptr;
+  }
+
+ private:
+  std::vector<std::unordered_map<uint64_t, std::vector<const P2PChannel*>>> p2p_;
+  std::vector<std::vector<const RankComm*>> unfinished_;
+};
+
 // The most telling finding about communicator `c`, in words. `present`: rank -> process;
 // `lowest_issued`: the last seq of the rank that issued fewest.
-CommVerdict comm_verdict(const JobAnalysis& a, const CommHang& c, const std::map<int32_t, size_t>& present, Api hung_api,
-                         uint64_t lowest_issued, const std::map<uint64_t, std::string>& names) {
+CommVerdict comm_verdict(const JobAnalysis& a, const ProcessIndex& index, const CommHang& c,
+                         const std::map<int32_t, size_t>& present, Api hung_api, uint64_t lowest_issued,
+                         const std::map<uint64_t, std::string>& names) {
   CommVerdict v;
   std::string label = comm_label(c.comm_id, names);
   auto set = [&](Severity s, std::string text) {
@@ -189,11 +227,8 @@ CommVerdict comm_verdict(const JobAnalysis& a, const CommHang& c, const std::map
       why = a.job.processes[process].process_end ? "; its process exited"
                                                  : "; its trace ends without a final record (killed, crashed or still hung)";
       // Blocked elsewhere? An op of another communicator it issued but never completed.
-      for (const RankComm& other : a.ops[process].comms)
-        if (other.comm_id != c.comm_id && other.completed_seq() < other.max_seq) {
-          why += fmt::format("; it waits in comm {} seq {}", comm_label(other.comm_id, names), other.completed_seq() + 1);
-          break;
-        }
+      if (const RankComm* other = index.waits_in(process, c.comm_id))
+        why += fmt::format("; it waits in comm {} seq {}", comm_label(other->comm_id, names), other->completed_seq() + 1);
     }
     set(kMissing, fmt::format("comm {}: rank(s) {} never issued seq {} that {} peer(s) issued (they reached seq {}){}", label,
                               ranks_text(lowest), lowest_issued + 1, present.size() - c.missing.size(), c.last_seq_issued, why));
@@ -325,6 +360,7 @@ HangReport hang_report(const JobAnalysis& a) {
   HangReport report;
   std::map<uint64_t, std::string> names = comm_names(a.job);
   std::map<uint64_t, std::vector<Divergence>> divergences = find_divergences(a, names);
+  ProcessIndex index(a);
 
   // Ranks that created a communicator (lifecycle records) count as present even without ops.
   // Ranks still in the creation call (it never returned) are present too, and named.
@@ -424,24 +460,24 @@ HangReport hang_report(const JobAnalysis& a) {
 
     // Point-to-point: sends with no matching receive (or the reverse).
     for (const MemberRef& m : members)
-      for (const P2PChannel& ch : a.ops[m.process].p2p) {
-        if (ch.comm_id != id || !ch.send) continue;
+      for (const P2PChannel* ch : index.p2p(m.process, id)) {
+        if (!ch->send) continue;
         uint64_t recvs = 0;
         bool peer_traced = false;
-        if (auto peer = by_rank.find(ch.peer); peer != by_rank.end()) {
+        if (auto peer = by_rank.find(ch->peer); peer != by_rank.end()) {
           for (const MemberRef& pm : members)
-            if (a.member(pm).rank == ch.peer)
-              for (const P2PChannel& rc : a.ops[pm.process].p2p)
-                if (rc.comm_id == id && !rc.send && rc.peer == ch.rank) recvs = rc.ops;
+            if (a.member(pm).rank == ch->peer)
+              for (const P2PChannel* rc : index.p2p(pm.process, id))
+                if (!rc->send && rc->peer == ch->rank) recvs = rc->ops;
           peer_traced = true;
         }
-        if (peer_traced && recvs != ch.ops) c.p2p_unmatched.push_back({ch.rank, ch.peer, ch.ops, recvs});
+        if (peer_traced && recvs != ch->ops) c.p2p_unmatched.push_back({ch->rank, ch->peer, ch->ops, recvs});
       }
 
     c.stragglers = straggler_stats(a, id, ops, by_rank.size(), names);
     if (auto it = divergences.find(id); it != divergences.end()) c.divergence = it->second;
 
-    CommVerdict v = comm_verdict(a, c, present, hung_api, lowest_issued, names);
+    CommVerdict v = comm_verdict(a, index, c, present, hung_api, lowest_issued, names);
     c.verdict = v.text.empty() ? "consistent: every rank issued and completed the same ops" : v.text;
     report.findings |= !c.absent.empty() || !c.init_never_returned.empty() || !c.divergence.empty() || !c.missing.empty() ||
                        !c.mismatches.empty() || !c.incomplete.empty() || !c.p2p_unmatched.empty() || c.mismatched_seqs;

@@ -411,21 +411,14 @@ std::vector<std::string> lifecycle_lines(const LeakReport& report) {
   return lines;
 }
 
-json to_json(const LeakReport& report) {
-  json leaks = json::array(), communicators = json::array(), not_traced = json::array(), pile_ups = json::array(),
-       order = json::array(), lost = json::array();
+namespace {
+
+// `leaks --json` but its two long lists, "leaks" and "communicators" (see leak_rows).
+json head_json(const LeakReport& report) {
+  json not_traced = json::array(), pile_ups = json::array(), order = json::array(), lost = json::array();
   for (const LostHistory& l : report.lost_histories)
     lost.push_back({{"host", l.process->host()}, {"pid", l.process->pid()}, {"records", l.records},
                     {"ends_from_exit_list", l.ends_from_exit_list}, {"trace", l.process->path}});
-  for_each_leak(
-      report,
-      [&](const CommInstanceRow& row) {
-        json leak = comm_json(row);
-        leak["kind"] = "communicator";
-        leaks.push_back(std::move(leak));
-      },
-      [&](const OpenResourceRow& row) { leaks.push_back(resource_json(row)); });
-  for (const CommInstanceRow& row : report.communicators) communicators.push_back(comm_json(row));
   for (const UntracedCopy& u : report.untraced)
     not_traced.push_back({{"path", u.path}, {"reason", u.reason}, {"processes", u.processes}});
   for (const PileUpFinding& f : report.pile_ups) {
@@ -440,8 +433,48 @@ json to_json(const LeakReport& report) {
   if (report.peak.process)
     peak_alive = {{"count", report.peak.count}, {"rank", world_rank(*report.peak.process)},
                   {"host", report.peak.process->host()}, {"pid", report.peak.process->pid()}, {"at_s", report.peak.at_s}};
-  return {{"leaks", leaks}, {"communicators", communicators}, {"traces", report.traces}, {"not_traced", not_traced}, {"pile_ups", pile_ups},
-          {"order", order}, {"peak_alive", peak_alive}, {"remedies", report.remedies}, {"lost_records", lost}};
+  return {{"traces", report.traces}, {"not_traced", not_traced}, {"pile_ups", pile_ups}, {"order", order},
+          {"peak_alive", peak_alive}, {"remedies", report.remedies}, {"lost_records", lost}};
+}
+
+// The entries of "leaks", in file order (see for_each_leak).
+std::vector<std::function<json()>> leak_rows(const LeakReport& report) {
+  std::vector<std::function<json()>> rows;
+  for_each_leak(
+      report,
+      [&](const CommInstanceRow& row) {
+        rows.emplace_back([&row] {
+          json leak = comm_json(row);
+          leak["kind"] = "communicator";
+          return leak;
+        });
+      },
+      [&](const OpenResourceRow& row) { rows.emplace_back([&row] { return resource_json(row); }); });
+  return rows;
+}
+
+// `leaks --json`, written one entry of its long lists at a time: as one tree, a job's hundred
+// thousand communicators take gigabytes.
+void write_leaks_json(const LeakReport& report) {
+  std::vector<std::function<json()>> leaks = leak_rows(report);
+  write_json_streamed(std::cout, head_json(report),
+                      {{"leaks", leaks.size(), [&](size_t i) { return leaks[i](); }},
+                       {"communicators", report.communicators.size(),
+                        [&](size_t i) { return comm_json(report.communicators[i]); }}});
+  std::cout << "\n";
+}
+
+}  // namespace
+
+json to_json(const LeakReport& report) {
+  json leaks = json::array(), communicators = json::array();
+  for (const auto& row : leak_rows(report)) leaks.push_back(row());
+  for (const CommInstanceRow& row : report.communicators) communicators.push_back(comm_json(row));
+  json out = head_json(report);
+  // Moved in, not listed in a braced list: that would copy every communicator's entry once more.
+  out["leaks"] = std::move(leaks);
+  out["communicators"] = std::move(communicators);
+  return out;
 }
 
 void say_other_builds(const LeakReport& report) {
@@ -467,7 +500,7 @@ int run_leaks(const Job& job, const Options& options) {
                  u.processes, u.path, u.reason);
   } else if (options.json) {
     say_other_builds(report);
-    std::cout << dump_json(to_json(report), 2) << "\n";
+    write_leaks_json(report);
   } else {
     print_leaks_text(report);
     say_other_builds(report);

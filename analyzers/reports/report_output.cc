@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -12,6 +13,40 @@
 #include <unistd.h>
 
 namespace ncclwatch::report {
+
+void write_json_streamed(std::ostream& out, nlohmann::json head, const std::vector<StreamedArray>& arrays) {
+  // Each non-empty array stands in the head as [0]; dump_json(…, 2) writes a key of the top level
+  // on a line of its own, indented by 2, so each stand-in is found by its key, and replaced by the
+  // entries, each indented one level deeper (4) as the whole object's dump would.
+  std::vector<std::pair<std::string, const StreamedArray*>> markers;
+  for (const StreamedArray& a : arrays) {
+    head[a.key] = a.size ? nlohmann::json::array({0}) : nlohmann::json::array();
+    if (a.size) markers.emplace_back("\n  " + dump_json(a.key) + ": [\n    0\n  ]", &a);
+  }
+  std::string text = dump_json(head, 2);
+  std::vector<std::pair<size_t, size_t>> at;  // (where its marker is in text, index in markers)
+  for (size_t m = 0; m < markers.size(); ++m) at.emplace_back(text.find(markers[m].first), m);
+  std::sort(at.begin(), at.end());
+  size_t written = 0;
+  for (const auto& [where, m] : at) {
+    const auto& [marker, array] = markers[m];
+    std::string_view before(text.data() + written, where - written);
+    out << before << "\n  " << dump_json(array->key) << ": [";
+    std::string indented;
+    for (size_t i = 0; i < array->size; ++i) {
+      std::string entry = dump_json(array->entry(i), 2);
+      indented.assign(i ? ",\n    " : "\n    ");
+      for (char c : entry) {  // a raw newline in a dump only ever separates lines (strings escape theirs)
+        indented += c;
+        if (c == '\n') indented += "    ";
+      }
+      out << indented;
+    }
+    out << "\n  ]";
+    written = where + marker.size();
+  }
+  out << std::string_view(text.data() + written, text.size() - written);
+}
 
 std::string csv_field(std::string_view text) {
   if (text.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(text);

@@ -10,8 +10,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <map>
 #include <optional>
+#include <ostream>
 #include <set>
 #include <string>
 #include <string_view>
@@ -50,6 +52,16 @@ int run_metrics(const Options& options);
 // The JSON text of `j` (indent < 0: one line). Strings are valid UTF-8 from the reader on; should
 // one not be, it shows U+FFFD rather than aborting the report (nlohmann::json throws otherwise).
 std::string dump_json(const nlohmann::json& j, int indent = -1);
+
+// An array of a JSON report, made entry by entry as it is written (see write_json_streamed).
+struct StreamedArray {
+  std::string key;
+  size_t size = 0;
+  std::function<nlohmann::json(size_t)> entry;  // entry i, made when written
+};
+// Writes `head` with `arrays` in it, exactly as dump_json(…, 2) writes the whole object, without the
+// whole ever being held: a job's tens of thousands of communicators take gigabytes as one tree.
+void write_json_streamed(std::ostream& out, nlohmann::json head, const std::vector<StreamedArray>& arrays);
 
 // Ranks as people read them: "0,1,4-63" (three or more in a row become a range), at most `limit`
 // pieces, then how many ranks in all. `ranks` is sorted.

@@ -17,17 +17,22 @@ COMMIT = 0xC0DE
 # RecordType
 PROCESS, LIBRARY, MODULE, CALL_BEGIN, CALL_END, EXIT_BEGIN, PROCESS_END, LOST, NOTICE, COLLECTIVE = range(2, 12)
 GPU_TIMING, STALL = 12, 13
+RING_CHUNK, COMM_REF, THREAD_REF = 14, 16, 18
 # Api
-COMM_INIT_RANK, ALL_REDUCE, GROUP_END = 1, 40, 52
+COMM_INIT_RANK, COMM_DESTROY, ALL_REDUCE, GROUP_END = 1, 8, 40, 52
+# The ring (format 4): RingChunkRecord's header, RingSlot, RingKind::kOp
+RING_CHUNK_HEADER_BYTES, RING_SLOT_BYTES, RING_KIND_OP = 64, 64, 1
+LARGEST_REF_INDEX = (1 << 24) - 1  # the largest CommRef index and launch prefix the reader once accepted
 # OpRecord.flags
 OP_TIMED = 2
 
 HOST_OFFSET = 48  # FileHeader.host
 
 
-def file_header(host=b"node0", pid=4242, wall_ns=1_700_000_000_000_000_000, mono_ns=5_000_000_000):
+def file_header(host=b"node0", pid=4242, wall_ns=1_700_000_000_000_000_000, mono_ns=5_000_000_000, version=VERSION):
+    """version 4 and later: the ring, the op totals and the Ref records (which need a reader of format 4)."""
     h = bytearray(HEADER_BYTES)
-    struct.pack_into("<8sIIIIII", h, 0, MAGIC, VERSION, MIN_READER, HEADER_BYTES, pid, 1, 0)
+    struct.pack_into("<8sIIIIII", h, 0, MAGIC, version, MIN_READER if version < 4 else 4, HEADER_BYTES, pid, 1, 0)
     struct.pack_into("<qq", h, 32, wall_ns, mono_ns)
     h[HOST_OFFSET:HOST_OFFSET + len(host)] = host
     return bytes(h)
@@ -76,6 +81,37 @@ def group_end(comm_id, launch_id, ops, time_ns, timed, rank=0, nranks=2):
 
 def gpu_timing(launch_id, begin_ns, end_ns, stream=0x5000, ops=1):
     return record(GPU_TIMING, struct.pack("<QQqqqII", launch_id, stream, begin_ns, end_ns, 0, ops, 1))
+
+
+def comm_destroyed(call_id, comm, comm_id, rank=0, nranks=2, time_ns=8_000_000_000):
+    """A ncclCommDestroy that returned: begin and end records."""
+    return (api_event(CALL_BEGIN, call_id, COMM_DESTROY, time_ns, comm=comm, comm_id=comm_id, rank=rank, nranks=nranks) +
+            api_event(CALL_END, call_id, COMM_DESTROY, time_ns + 100_000, comm=comm, comm_id=comm_id, rank=rank,
+                      nranks=nranks))
+
+
+def comm_ref(index, comm_id, comm=0xC0FFEE, rank=0, nranks=2, time_ns=5_500_000_000):
+    """Names the communicator that ring slots with this comm_index mean (format 4)."""
+    return record(COMM_REF, struct.pack("<qQQIiiI", time_ns, comm_id, comm, index, rank, nranks, 0))
+
+
+def thread_ref(launch_prefix, tid=4242, time_ns=5_500_000_000):
+    """Names the thread whose launch ids carry this prefix (format 4)."""
+    return record(THREAD_REF, struct.pack("<qQII", time_ns, launch_prefix, tid, 0))
+
+
+def ring_chunk_header(ring_slots, ordinal, slots):
+    """A RingChunkRecord's 64 bytes; `slots` RingSlots (64 bytes each) must follow."""
+    size = RING_CHUNK_HEADER_BYTES + slots * RING_SLOT_BYTES
+    return struct.pack("<IHHQII4Q", size, RING_CHUNK, COMMIT, ring_slots, ordinal, slots, 0, 0, 0, 0).ljust(
+        RING_CHUNK_HEADER_BYTES, b"\0")
+
+
+def ring_op_slot(index, seq, comm_index, launch_id, time_ns=6_000_000_000, count=1024):
+    """A committed ring slot holding the ring's `index`-th record: an all-reduce (CompactOp)."""
+    stamp = (index + 1) << 8 | RING_KIND_OP
+    return struct.pack("<QQQqQIIihHBbBBHH", stamp, seq, count, time_ns, launch_id, 5000, comm_index, -1, 0, 0,
+                       ALL_REDUCE, 0, 7, 0, 0, 0)
 
 
 def exit_records(time_ns=9_000_000_000):
@@ -157,6 +193,45 @@ def init_all_ends(ends=2000, frames=20000, text=20000):
     return out + exit_records()
 
 
+def largest_ref_index(index=LARGEST_REF_INDEX):
+    """A format-4 trace whose communicator and thread references name `index` (a table indexed by
+    them, sized by the largest, takes ~1 GB): one ring op refers to both."""
+    comm_id = 0xA11CE00000000001
+    out = file_header(version=4) + process() + comm_created(1, 0xC0FFEE, comm_id)
+    out += comm_ref(index, comm_id) + thread_ref(index)
+    out += ring_chunk_header(ring_slots=4, ordinal=0, slots=4)
+    out += ring_op_slot(0, seq=1, comm_index=index, launch_id=index << 40 | 1)
+    out += b"\0" * (3 * RING_SLOT_BYTES)
+    return out + exit_records()
+
+
+def ring_claiming_more_chunks_parts(slots=1, chunks=4096, lap=7):
+    """A format-4 trace with one ring chunk of `slots` slots claiming a ring of `chunks` times that
+    (chunks the first lap never reached are legitimately absent), its one op in the chunk's last
+    slot, `lap` laps on; then the communicator's destroy. As (bytes before, zero bytes, bytes after)
+    the chunk's unused slots, so that a test can leave those a hole."""
+    comm_id = 0xA11CE00000000001
+    ring_slots = slots * chunks
+    before = file_header(version=4) + process() + comm_created(1, 0xC0FFEE, comm_id) + comm_ref(1, comm_id)
+    before += ring_chunk_header(ring_slots=ring_slots, ordinal=0, slots=slots)
+    after = ring_op_slot(lap * ring_slots + slots - 1, seq=1, comm_index=1, launch_id=1)
+    after += comm_destroyed(2, 0xC0FFEE, comm_id) + exit_records()
+    return before, (slots - 1) * RING_SLOT_BYTES, after
+
+
+def ring_claiming_more_chunks(slots=1, chunks=4096, lap=7):
+    before, zeros, after = ring_claiming_more_chunks_parts(slots, chunks, lap)
+    return before + bytes(zeros) + after
+
+
+def records_after_a_hole():
+    """A communicator made, a page of zeros at a page boundary (a hole, once the file is made sparse),
+    then its destroy and the exit: records past a hole are records all the same."""
+    comm_id = 0xA11CE00000000001
+    before = file_header() + process() + comm_created(1, 0xC0FFEE, comm_id)
+    return before + bytes(-len(before) % 4096 + 4096) + comm_destroyed(2, 0xC0FFEE, comm_id) + exit_records()
+
+
 def corpus(folder):
     """The crafted seeds of the fuzz corpus (small files, one per hostile shape). The corpus also
     holds inputs the fuzzer found, kept as they were (e.g. leak_age_overflow.nwt)."""
@@ -169,6 +244,10 @@ def corpus(folder):
         "nranks_2_pow_20.nwt": huge_nranks(comms=8),
         "seq_jumps.nwt": seq_jumps(records=8),
         "init_all_large_call_site.nwt": init_all_ends(ends=8, frames=100, text=100),
+        "ref_index_2_pow_24_minus_1.nwt": largest_ref_index(),
+        "ring_chunk_claims_4096_chunks.nwt": ring_claiming_more_chunks(),
+        "ring_chunk_mostly_unwritten.nwt": ring_claiming_more_chunks(slots=128, chunks=2, lap=3),
+        "records_after_a_hole.nwt": records_after_a_hole(),
     }
     seeds["host_not_utf8.nwt"][HOST_OFFSET + 1:HOST_OFFSET + 3] = b"\xff\xfe"
     os.makedirs(folder, exist_ok=True)

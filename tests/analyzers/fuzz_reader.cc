@@ -1,13 +1,16 @@
 // libFuzzer target: any bytes as a trace file through every report ncclwatch-report has: dump,
-// leaks (text and JSON, symbolizing the call sites of the file's own module records), summary,
-// hang, latency (text, CSV and JSON), timeline (plain and gzip), html and metrics. Nothing may
-// crash, hang, read out of bounds, overflow a signed integer or grow memory past what the file
-// justifies (run_fuzz.sh sets the limits).
+// leaks (text, CSV and JSON, symbolizing the call sites of the file's own module records),
+// summary, hang, latency (text, CSV and JSON), timeline (plain and gzip), html and metrics. Nothing
+// may crash, hang, read out of bounds, overflow a signed integer or grow memory past what the file
+// justifies (run_fuzz.sh sets the limits). Pages of zeros are written as holes, as a copy that made
+// a trace sparse leaves them, so that the reader's stepping over holes is fuzzed too.
 #include "op_model.h"
 #include "reports.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -37,10 +40,16 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string& path = input_path();
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) return 0;
-  if (size) std::fwrite(data, 1, size, f);
-  std::fclose(f);
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return 0;
+  constexpr size_t kPage = 4096;
+  for (size_t at = 0; at < size; at += kPage) {
+    size_t n = std::min(kPage, size - at);
+    bool zeros = n == kPage && std::all_of(data + at, data + at + n, [](uint8_t b) { return b == 0; });
+    if (!zeros && pwrite(fd, data + at, n, static_cast<off_t>(at)) != static_cast<ssize_t>(n)) std::abort();
+  }
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0) std::abort();
+  close(fd);
 
   Options options;
   options.inputs = {path};

@@ -1,9 +1,12 @@
 // Writes the traces of one synthetic job: gen_job SCENARIO DIR. The scenarios are the jobs the
-// analyzer tests ask about (see test_reports.py).
+// analyzer tests ask about (see test_reports.py). `gen_job many_comms DIR COMMS [RANKS]` writes a
+// job of COMMS communicators for the scaling benchmark (tests/bench/many_comms.py).
 #include "synthetic_trace.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <string>
@@ -169,11 +172,96 @@ const std::map<std::string, std::function<SimJob()>> kScenarios = {
      }},
 };
 
+// RANKS processes that each make COMMS communicators spanning all of them (unique handles), register
+// a buffer on each and all-reduce once on each (rank 0 twice on every 1000th: the others never issue
+// its seq 2), then destroy them in the order made, as a framework's teardown does, except every
+// 100th (leaked, its registration with it). Written directly rather than through the simulator: it
+// is one pass over a large job.
+void write_many_comms(const std::string& dir, uint32_t comms, int ranks) {
+  std::filesystem::create_directories(dir);
+  constexpr int64_t kEpoch = 1'700'000'000'000'000'000;
+  constexpr int64_t kStart = 1'000'000'000;
+  auto handle = [](uint32_t i) { return 0x7f0000000000ull + uint64_t{i} * 0x1000; };
+  auto comm_id = [](uint32_t i) { return 0xC033000000000000ull + i; };
+  auto leaked = [](uint32_t i) { return i % 100 == 7; };
+  for (int r = 0; r < ranks; ++r) {
+    uint32_t pid = 3000 + static_cast<uint32_t>(r);
+    TraceFileWriter w(dir + "/node0-" + std::to_string(pid) + "-1.nwt", "node0", pid, kEpoch + kStart, kStart);
+    w.strings(trace::RecordType::kProcess, kStart, {"host=node0", "pid=" + std::to_string(pid)});
+    w.strings(trace::RecordType::kLibrary, kStart, {"path=/usr/lib/libnccl.so.2", "version=22809"});
+    int64_t t = kStart + 1'000'000;
+    uint64_t call_id = 0;
+    auto call = [&](trace::Api api, uint32_t i, uint64_t comm, uint64_t resource) {
+      trace::ApiEvent e{};
+      e.call_id = ++call_id;
+      e.time_ns = t;
+      e.tid = pid;
+      e.api = static_cast<uint16_t>(api);
+      e.comm_id = comm_id(i);
+      e.rank = r;
+      e.nranks = ranks;
+      e.resource = resource;
+      e.bytes = resource ? 1 << 20 : 0;
+      w.call(trace::RecordType::kCallBegin, e);
+      e.time_ns = t += 20'000;
+      e.comm = comm;
+      w.call(trace::RecordType::kCallEnd, e);
+      t += 10'000;
+    };
+    uint64_t launch_id = 0;
+    auto all_reduce = [&](uint32_t i, uint64_t seq) {
+      trace::OpRecord o{};
+      o.comm_id = comm_id(i);
+      o.comm = handle(i);
+      o.seq = seq;
+      o.count = 1 << 16;
+      o.stream = 0x5000;
+      o.host_begin_ns = t;
+      o.host_end_ns = t + 4000;
+      o.launch_id = ++launch_id;
+      o.tid = pid;
+      o.api = static_cast<uint16_t>(trace::Api::kAllReduce);
+      o.peer = -1;
+      o.rank = r;
+      o.nranks = ranks;
+      o.datatype = 7;
+      o.flags = trace::kOpTimed;
+      w.op(o);
+      trace::GpuTimingRecord g{};
+      g.launch_id = o.launch_id;
+      g.stream = o.stream;
+      g.gpu_begin_ns = t + 5000;
+      g.gpu_end_ns = t + 25000;
+      g.ops = 1;
+      g.flags = trace::kTimingHasBegin;
+      w.timing(g);
+      t += 30'000;
+    };
+    for (uint32_t i = 0; i < comms; ++i) {
+      call(trace::Api::kCommInitRank, i, handle(i), 0);
+      call(trace::Api::kCommRegister, i, handle(i), 0x7e0000000000ull + uint64_t{i} * 0x100000);
+      all_reduce(i, 1);
+      if (r == 0 && i % 1000 == 500) all_reduce(i, 2);
+    }
+    for (uint32_t i = 0; i < comms; ++i)
+      if (!leaked(i)) call(trace::Api::kCommDestroy, i, handle(i), 0);
+    trace::ExitRecord x{};
+    x.time_ns = t;
+    x.reason = static_cast<uint32_t>(trace::ExitReason::kNormal);
+    w.exit(trace::RecordType::kExitBegin, x);
+    w.exit(trace::RecordType::kProcessEnd, x);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if ((argc == 4 || argc == 5) && std::strcmp(argv[1], "many_comms") == 0) {
+    write_many_comms(argv[2], static_cast<uint32_t>(std::strtoul(argv[3], nullptr, 10)), argc == 5 ? std::atoi(argv[4]) : 2);
+    return 0;
+  }
   if (argc != 3 || !kScenarios.count(argv[1])) {
-    std::fprintf(stderr, "usage: gen_job SCENARIO DIR\nscenarios:");
+    std::fprintf(stderr, "usage: gen_job SCENARIO DIR | gen_job many_comms DIR COMMS [RANKS]\nscenarios:");
     for (const auto& [name, make] : kScenarios) std::fprintf(stderr, " %s", name.c_str());
     std::fprintf(stderr, "\n");
     return 2;

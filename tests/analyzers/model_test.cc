@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <random>
+#include <sstream>
 
 using namespace ncclwatch;
 using namespace ncclwatch::report;
@@ -185,4 +186,65 @@ TEST_CASE("ranks read as ranges, bounded") {
   std::vector<int32_t> evens;
   for (int32_t i = 0; i < 100; i += 2) evens.push_back(i);
   CHECK(ranks_text(evens, 4) == "0,2,4,6,... (50 ranks)");
+}
+
+TEST_CASE("a trace cut short while it is read is read as it was when opened, never a SIGBUS") {
+  // Anyone may truncate a file in a shared trace folder, at any moment: a reader that maps the file
+  // gets SIGBUS at its next access past the new end.
+  std::string path = temp_dir("cut-while-read") + "/rank0.nwt";
+  constexpr uint64_t kOps = 20000;  // ~2 MB of records, far past the page the file is cut to
+  {
+    testing::TraceFileWriter w(path, "node0", 1000, 1'700'000'000'000'000'000, 1'000'000'000);
+    w.strings(trace::RecordType::kProcess, 1'000'000'000, {"host=node0"});
+    for (uint64_t s = 1; s <= kOps; ++s) {
+      trace::OpRecord o{};
+      o.comm_id = 0xC0FFEE;
+      o.seq = s;
+      o.api = static_cast<uint16_t>(trace::Api::kAllReduce);
+      o.host_begin_ns = 1'000'000'000 + static_cast<int64_t>(s) * 1000;
+      o.host_end_ns = o.host_begin_ns + 500;
+      w.op(o);
+    }
+  }
+  uint64_t ops = 0;
+  bool cut = false;
+  trace::FileHeader header{};
+  ReadStats stats;
+  std::vector<TraceProblem> problems;
+  bool ok = read_trace(
+      path,
+      [&](const RecordView& r) {
+        if (!cut) REQUIRE(truncate(path.c_str(), trace::kHeaderBytes) == 0);
+        cut = true;
+        ops += r.type == trace::RecordType::kCollective;
+      },
+      header, stats, problems);
+  CHECK(ok);
+  CHECK(ops == kOps);
+  // Read again, the file is what is left of it: a header alone, named.
+  ops = 0;
+  problems.clear();
+  ReadStats again;
+  CHECK_FALSE(read_trace(path, [&](const RecordView&) { ++ops; }, header, again, problems));
+  CHECK(ops == 0);
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].what.find("no records") != std::string::npos);
+  fs::remove_all(fs::path(path).parent_path());
+}
+
+TEST_CASE("a JSON report written entry by entry is the same text as written whole") {
+  nlohmann::json head = {{"traces", 2}, {"verdict", "a \"quoted\"\nline"}, {"zeta", {{"x", {1, 2}}, {"y", nlohmann::json::array()}}}};
+  auto entry = [](size_t i) {
+    return nlohmann::json{{"comm", std::to_string(i)}, {"ranks", {0, 1}}, {"nested", {{"empty", nlohmann::json::object()}}},
+                          {"late_ms", 0.25 * static_cast<double>(i)}};
+  };
+  std::vector<StreamedArray> arrays = {{"comms", 3, entry}, {"absent", 0, entry}, {"leaks", 1, entry}};
+  nlohmann::json whole = head;
+  for (const StreamedArray& a : arrays) {
+    whole[a.key] = nlohmann::json::array();
+    for (size_t i = 0; i < a.size; ++i) whole[a.key].push_back(a.entry(i));
+  }
+  std::ostringstream streamed;
+  write_json_streamed(streamed, head, arrays);
+  CHECK(streamed.str() == dump_json(whole, 2));
 }

@@ -775,5 +775,138 @@ def test_header_only_trace_named():
         check(p.returncode == 0 and "died-early.nwt" in p.stderr and "no records" in p.stderr, (sub, p.returncode, p.stderr))
 
 
+# Hostile files in a shared trace folder: what is no regular file, a reference past anything the
+# file holds, a ring larger than its chunks, a sparse file. Each must cost a named problem and
+# bounded memory and time, never a hang.
+
+def run_within(args, seconds):
+    """Runs the report as the only child of a fresh process, killed after `seconds`; returns (exit
+    status, None when it had to be killed; max RSS in MB; stderr)."""
+    code = ("import resource, subprocess, sys\n"
+            "try:\n"
+            "    p = subprocess.run(sys.argv[2:], capture_output=True, timeout=float(sys.argv[1]))\n"
+            "    rc, err = p.returncode, p.stderr\n"
+            "except subprocess.TimeoutExpired as e:\n"
+            "    rc, err = -1000, e.stderr or b''\n"
+            "sys.stdout.buffer.write(b'%d %d\\n' % (rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) + err)")
+    p = subprocess.run([sys.executable, "-c", code, str(seconds), REPORT, *args], capture_output=True,
+                       timeout=seconds + 60)
+    first, stderr = p.stdout.split(b"\n", 1)
+    rc, rss_kb = map(int, first.split())
+    return (None if rc == -1000 else rc), rss_kb / 1024, stderr.decode(errors="replace")
+
+
+def every_report(out_dir):
+    """Every report and output format (timeline and html write into `out_dir`)."""
+    return [["summary"], ["summary", "--json"], ["leaks"], ["leaks", "--json"], ["leaks", "--format", "csv"],
+            ["latency"], ["latency", "--json"], ["latency", "--csv"], ["hang"], ["hang", "--json"],
+            ["hang", "--format", "csv"], ["timeline", "-o", os.path.join(out_dir, "t.json")],
+            ["html", "-o", os.path.join(out_dir, "r.html")], ["metrics"], ["dump"]]
+
+
+def test_fifo_inputs_named_never_waited_on():
+    # A FIFO among a job's traces and one named on the command line: opening either to read would
+    # wait for a writer that never comes.
+    d = job("clean")
+    good = os.path.join(d, sorted(os.listdir(d))[0])
+    in_folder = os.path.join(d, "stuck.nwt")
+    os.mkfifo(in_folder)
+    named = os.path.join(tempdir(), "named.nwt")
+    os.mkfifo(named)
+    for sub in every_report(tempdir()):
+        inputs = [named, good] if sub == ["dump"] else [d, named]
+        try:
+            p = subprocess.run([REPORT, *sub, *inputs], capture_output=True, text=True, timeout=10)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"`{' '.join(sub)}` still waiting after 10 s: it opened a FIFO to read")
+        # The readable traces are used: the clean job is judged clean.
+        check(p.returncode == (2 if sub == ["dump"] else 0), (sub, p.returncode, p.stderr))
+        check(f"{named}: not a regular file (a FIFO)" in p.stderr, (sub, p.stderr))
+        if sub == ["dump"]:
+            check('"type":"process_end"' in p.stdout, p.stdout[-500:])
+        else:
+            check(f"{in_folder}: not a regular file (a FIFO)" in p.stderr, (sub, p.stderr))
+
+
+def test_ref_indices_bounded_by_the_file():
+    # Four 5 KB traces whose communicator and thread references name index 2^24 - 1: tables sized
+    # by the largest index took ~850 MB per file read.
+    d = tempdir()
+    for i in range(4):
+        with open(os.path.join(d, f"r{i}.nwt"), "wb") as f:
+            f.write(craft_trace.largest_ref_index())
+    for sub in (["leaks", "--json"], ["summary"], ["hang", "--json"], ["dump"]):
+        inputs = [os.path.join(d, "r0.nwt")] if sub == ["dump"] else [d]
+        rc, rss_mb, err = run_within([*sub, *inputs], 20)
+        check(rc in (0, 1), (sub, rc, err))
+        check(rss_mb < RSS_LIMIT_MB, (sub, f"max RSS {rss_mb:.0f} MB from four 5 KB files"))
+    # The one ring op still names its communicator and thread.
+    dump = report("dump", os.path.join(d, "r0.nwt"))
+    ops = [json.loads(line) for line in dump.stdout.splitlines() if '"type":"op"' in line]
+    check(len(ops) == 1 and ops[0]["comm_id"] == "a11ce00000000001" and ops[0]["tid"] == 4242, ops)
+
+
+def sparse_supported(path):
+    """Whether the folder of `path` keeps holes (so that a test may make a file of gigabytes in a few KB)."""
+    with open(path, "wb") as f:
+        f.write(b"x")
+        f.seek(64 << 20)
+        f.write(b"x")
+    sparse = os.stat(path).st_blocks * 512 < 1 << 20
+    os.unlink(path)
+    if not sparse:
+        print("skipped: this file system fills holes in", os.path.dirname(path))
+    return sparse
+
+
+def test_ring_claims_bounded_by_its_chunks():
+    # One ring chunk of 2^20 slots (64 MiB, sparse: only its last slot written) claiming a ring 4096
+    # times its size: visiting every position the ring claims took over 20 s.
+    path = os.path.join(tempdir(), "ring.nwt")
+    if not sparse_supported(path):
+        return
+    before, hole, after = craft_trace.ring_claiming_more_chunks_parts(slots=1 << 20)
+    with open(path, "wb") as f:
+        f.write(before)
+        f.seek(hole, os.SEEK_CUR)
+        f.write(after)
+    for sub in (["leaks", "--json"], ["summary"], ["hang", "--json"], ["latency", "--json"], ["dump"]):
+        rc, rss_mb, err = run_within([*sub, path], 10)
+        check(rc is not None, (sub, "still running after 10 s"))
+        check(rc in (0, 1) and rss_mb < RSS_LIMIT_MB, (sub, rc, f"max RSS {rss_mb:.0f} MB", err))
+    dump = report("dump", path)
+    ops = [json.loads(line) for line in dump.stdout.splitlines() if '"type":"op"' in line]
+    check(len(ops) == 1 and ops[0]["comm_id"] == "a11ce00000000001", ops)
+    rc, out, _ = report_json("leaks", path)
+    check(rc == 0 and [c["state"] for c in out["communicators"]] == ["destroyed"], out)
+
+
+def test_sparse_file_bounded_by_its_data():
+    # Sparse files of 4 GiB: a trace followed by a hole (as `truncate -s 4G` leaves it), and one whose
+    # last records lie past a 4 GiB hole (a copy that makes a trace sparse keeps records after holes).
+    d = tempdir()
+    if not sparse_supported(os.path.join(d, "probe")):
+        return
+    comm_id = 0xA11CE00000000001
+    leaked = os.path.join(d, "leaked.nwt")
+    with open(leaked, "wb") as f:
+        f.write(craft_trace.leaked_comm_named(b"world"))
+        f.truncate(4 << 30)
+    destroyed = os.path.join(d, "destroyed.nwt")
+    with open(destroyed, "wb") as f:
+        f.write(craft_trace.file_header() + craft_trace.process() + craft_trace.comm_created(1, 0xC0FFEE, comm_id))
+        f.seek(4 << 30, os.SEEK_CUR)
+        f.write(craft_trace.comm_destroyed(2, 0xC0FFEE, comm_id) + craft_trace.exit_records())
+    for path in (leaked, destroyed):
+        for sub in (["leaks", "--json"], ["summary"], ["hang", "--json"], ["dump"]):
+            rc, rss_mb, err = run_within([*sub, path], 10)
+            check(rc is not None, (path, sub, "still running after 10 s"))
+            check(rc in (0, 1) and rss_mb < RSS_LIMIT_MB, (path, sub, rc, f"max RSS {rss_mb:.0f} MB", err))
+    rc, out, err = report_json("leaks", leaked)
+    check(rc == 1 and [c["state"] for c in out["communicators"]] == ["leaked"], (out, err))
+    rc, out, err = report_json("leaks", destroyed)
+    check(rc == 0 and [c["state"] for c in out["communicators"]] == ["destroyed"], (out, err))
+
+
 if __name__ == "__main__":
     run_case(globals())
