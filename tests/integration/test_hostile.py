@@ -11,7 +11,7 @@ import sys
 import tempfile
 import time
 
-from harness import HOSTNCCL_DIR, SANITIZER_RUNTIME, SHIM, Job, alert_blocks, app, check, main
+from harness import SANITIZED, SANITIZER_RUNTIME, SHIM, Job, alert_blocks, app, check, main
 
 TRUNCATED_NOTICE = "was truncated by another process; tracing stopped"
 
@@ -84,6 +84,11 @@ def threads_running_through_exit_are_not_thousands_of_leaks():
     """Four threads make and destroy communicators while main calls exit(). Each thread can leave two:
     the one it held when exit began, destroyed during exit (released_at_exit, by contract a leak), and
     the one it holds when the process ends. Whatever was made and destroyed during exit adds none."""
+    if SANITIZED:
+        # The stand-in's own statics are torn down under the running threads: a sanitizer rightly
+        # reports the stand-in, which is not what this test is about.
+        print("SKIP: threads running through exit() use the stand-in after its teardown")
+        sys.exit(77)
     threads = 4
     job = Job([app("lifecycle_app"), "exit-threads", str(threads)], nranks=1)
     r = job.run()[0]
