@@ -1,6 +1,6 @@
 #include "op_model.h"
 
-#include "launch_table.h"
+#include "timed_ops.h"
 
 #include <fmt/format.h>
 
@@ -85,6 +85,15 @@ void add_deviant(CommOps& c, uint64_t seq, const OpSignature& sig, uint8_t origi
   it->second.push_back(SignatureGroup{sig, origin, implicit, ranks});
 }
 
+// One op of a launch awaiting its timing: a grouped launch spans several ops.
+struct LaunchOp {
+  uint64_t seq = 0;         // collectives only (0: send/recv)
+  uint64_t bytes = 0;
+  uint32_t rank_comm = 0;   // into ProcessOps::comms
+  int32_t rank = -1;
+  bool first_call = false;  // the rank's first of this op and size on this communicator
+};
+
 // Streams one file's records into its ProcessOps and the thread's aggregates.
 class OpScanner {
  public:
@@ -94,10 +103,11 @@ class OpScanner {
   void add(const RecordView& r) {
     switch (r.type) {
       case RecordType::kCollective:
-        if (const auto* o = r.as<OpRecord>()) on_op(plausible(*o, r), r);
+        if (r.as<OpRecord>()) ++out_.op_records;
+        timed_ops_.add(r);
         break;
       case RecordType::kGpuTiming:
-        if (const auto* g = r.as<GpuTimingRecord>()) on_timing(*g);
+        timed_ops_.add(r);
         break;
       case RecordType::kStall:
         if (const auto* s = r.as<StallRecord>()) on_stall(r, *s);
@@ -108,6 +118,87 @@ class OpScanner {
       default: break;
     }
   }
+
+  void finish() {
+    timed_ops_.finish();
+    out_.timing_records = timed_ops_.timing_records();
+    out_.orphan_timings = timed_ops_.orphan_timings();
+  }
+
+  // TimedOps' sink ------------------------------------------------------------------------------
+
+  std::optional<LaunchOp> on_op(OpRecord& o, const RecordView& r, bool awaits_timing) {
+    // A rank and size no job has are taken as unknown (and named once per file).
+    o.nranks = implausible_.nranks(o.nranks, r);
+    o.rank = implausible_.rank(o.rank, r);
+    Api api = static_cast<Api>(o.api);
+    bool collective = is_collective(api);
+    uint32_t rc_index = rank_comm(o.comm_id, o.rank, o.nranks);
+    RankComm& rc = out_.comms[rc_index];
+    if (rc.rank < 0) rc.rank = o.rank;
+    rc.nranks = std::max(rc.nranks, o.nranks);
+    int64_t begin = wrap_add(o.host_begin_ns, out_.clock_offset);
+    if (!rc.first_begin) rc.first_begin = begin;
+    rc.last_begin = begin;
+    uint64_t bytes = bytes_of(api, o.count, o.datatype, o.nranks);
+    bool first_call = is_first_call(o.comm_id, rc.rank, o.api, bytes);
+    if (collective) {
+      ++rc.issued;
+      rc.max_seq = std::max(rc.max_seq, o.seq);
+      rc.last_api = o.api;
+      fold_into_slot(rc, o, begin, r);
+    } else {
+      ++rc.p2p_ops;
+      P2PChannel& ch = channel(o.comm_id, rc.rank, o.peer, api == Api::kSend);
+      ++ch.ops;
+      ch.max_seq = std::max(ch.max_seq, o.seq);
+      ch.bytes += bytes;
+    }
+    if (o.flags & kOpCaptured) return std::nullopt;  // runs at graph replay: no timing of its own
+    // A grouped op is launched by its group's end, whose timing (if the shim times it) names the
+    // group's launch: keep it for that timing, but since nothing promises one, count it done once
+    // it returned, as an untimed op (a stall record says otherwise).
+    bool grouped = o.group_depth > 0 && !(o.flags & kOpTimed);
+    std::optional<LaunchOp> kept;
+    if (awaits_timing) {
+      kept = LaunchOp{collective ? o.seq : 0, bytes, rc_index, rc.rank, first_call};
+      if (!grouped) return kept;
+    }
+    if (collective) rc.untimed_seq = std::max(rc.untimed_seq, o.seq);
+    // Inside a group the call only queues the op: its host time says nothing.
+    if (!grouped && o.group_depth == 0 && o.host_end_ns >= o.host_begin_ns)
+      add_latency({o.comm_id, bytes, o.nranks, o.api, TimingSource::kHost}, rc.rank, wrap_sub(o.host_end_ns, o.host_begin_ns),
+                  first_call);
+    return kept;
+  }
+
+  // Work on one stream completes in order: a finished launch finishes every earlier op of that
+  // stream too. The timing is the rank's whose op ran on the stream.
+  void on_timed(std::span<const LaunchOp> ops, const LaunchTiming& t) {
+    uint64_t bytes = 0;  // of the ops on this stream
+    bool first_call = false;
+    for (const LaunchOp& op : ops) {
+      bytes += op.bytes;
+      if (!t.stream_named) continue;  // a stream none of its ops named: the launch's first op, all its bytes
+      first_call |= op.first_call;
+      if (op.seq && op.rank_comm < out_.comms.size()) {
+        RankComm& rc = out_.comms[op.rank_comm];
+        rc.timed_done_seq = std::max(rc.timed_done_seq, op.seq);
+        CommOps& c = agg_.comms[rc.comm_index];
+        if (SeqSlot* slot = c.slot(op.seq); slot && t.gpu_begin) slot->gpu.note(wrap_add(t.begin_ns, out_.clock_offset), rc.rank);
+      }
+    }
+    const LaunchOp& timed = ops.front();
+    int64_t ns = wrap_sub(t.end_ns, t.begin_ns);
+    if (ns >= 0 && timed.rank_comm < out_.comms.size()) {
+      uint64_t comm_id = out_.comms[timed.rank_comm].comm_id;
+      uint16_t api = t.launch_ops == 1 ? t.launch_api : static_cast<uint16_t>(Api::kGroupEnd);
+      add_latency({comm_id, bytes, t.launch_nranks, api, t.gpu_begin ? TimingSource::kGpu : TimingSource::kHostToGpuEnd},
+                  timed.rank, ns, first_call);
+    }
+  }
+
+  void on_no_timing(std::span<const LaunchOp>, bool, NoTiming) {}  // counted done as they returned, or pending
 
  private:
   // One entry per (communicator, rank): a process that drives several GPUs (ncclCommInitAll,
@@ -133,72 +224,6 @@ class OpScanner {
     rc.comm_index = agg_.comm(comm_id);
     out_.comms.push_back(rc);
     return cached_ = static_cast<uint32_t>(out_.comms.size() - 1);
-  }
-
-  // The op with a rank and size no job has taken as unknown (and named once per file).
-  OpRecord plausible(const OpRecord& raw, const RecordView& r) {
-    OpRecord o = raw;
-    o.nranks = implausible_.nranks(raw.nranks, r);
-    o.rank = implausible_.rank(raw.rank, r);
-    return o;
-  }
-
-  void on_op(const OpRecord& o, const RecordView& r) {
-    ++out_.op_records;
-    Api api = static_cast<Api>(o.api);
-    bool collective = is_collective(api);
-    if (!collective && !is_point_to_point(api)) return;  // group ends: their ops carry the facts
-    uint32_t rc_index = rank_comm(o.comm_id, o.rank, o.nranks);
-    RankComm& rc = out_.comms[rc_index];
-    if (rc.rank < 0) rc.rank = o.rank;
-    rc.nranks = std::max(rc.nranks, o.nranks);
-    int64_t begin = wrap_add(o.host_begin_ns, out_.clock_offset);
-    if (!rc.first_begin) rc.first_begin = begin;
-    rc.last_begin = begin;
-    uint64_t bytes = bytes_of(api, o.count, o.datatype, o.nranks);
-    bool first_call = is_first_call(o.comm_id, rc.rank, o.api, bytes);
-    if (collective) {
-      ++rc.issued;
-      rc.max_seq = std::max(rc.max_seq, o.seq);
-      rc.last_api = o.api;
-      fold_into_slot(rc, o, begin, r);
-    } else {
-      ++rc.p2p_ops;
-      P2PChannel& ch = channel(o.comm_id, rc.rank, o.peer, api == Api::kSend);
-      ++ch.ops;
-      ch.max_seq = std::max(ch.max_seq, o.seq);
-      ch.bytes += bytes;
-    }
-    if (o.flags & kOpCaptured) return;  // runs at graph replay: no timing of its own
-    // A grouped op is launched by its group's end, whose timing (if the shim times it) names the
-    // group's launch: keep it for that timing, but since nothing promises one, count it done once
-    // it returned, as an untimed op (a stall record says otherwise).
-    bool grouped = o.group_depth > 0 && !(o.flags & kOpTimed);
-    if ((o.flags & kOpTimed) || grouped) {
-      bool fresh = false;
-      Launch& l = launches_.insert(o.launch_id, fresh);
-      LaunchOp op{collective ? o.seq : 0, o.stream, bytes, rc_index, rc.rank, first_call};
-      if (fresh) {
-        l.api = o.api;
-        l.nranks = o.nranks;
-        l.first = op;
-        l.host_begin = o.host_begin_ns;
-        l.nops = 1;
-        l.streams_left = 1;
-      } else {
-        bool new_stream = o.stream != l.first.stream &&
-                          std::none_of(l.more.begin(), l.more.end(), [&](const LaunchOp& m) { return m.stream == o.stream; });
-        l.streams_left += new_stream;
-        ++l.nops;
-        l.more.push_back(op);
-      }
-      if (!grouped) return;
-    }
-    if (collective) rc.untimed_seq = std::max(rc.untimed_seq, o.seq);
-    // Inside a group the call only queues the op: its host time says nothing.
-    if (!grouped && o.group_depth == 0 && o.host_end_ns >= o.host_begin_ns)
-      add_latency({o.comm_id, bytes, o.nranks, o.api, TimingSource::kHost}, rc.rank, wrap_sub(o.host_end_ns, o.host_begin_ns),
-                  first_call);
   }
 
   // Whether this is the first op of its kind and size this rank issued on this communicator. A
@@ -275,50 +300,6 @@ class OpScanner {
     if (rank >= 0) note_rank(bucket.ranks, rank);
   }
 
-  void on_timing(const GpuTimingRecord& g) {
-    ++out_.timing_records;
-    Launch* l = launches_.find(g.launch_id);
-    if (!l) {
-      ++out_.orphan_timings;
-      return;
-    }
-    // Work on one stream completes in order: a finished launch finishes every earlier op of
-    // that stream too. The timing is the rank's whose op ran on the stream.
-    const LaunchOp* timed = nullptr;
-    uint64_t bytes = 0;  // of the ops on this stream
-    bool first_call = false;
-    bool has_begin = g.flags & kTimingHasBegin;
-    auto finish = [&](const LaunchOp& op) {
-      if (op.stream != g.stream) return;
-      if (!timed) timed = &op;
-      bytes += op.bytes;
-      first_call |= op.first_call;
-      if (op.seq && op.rank_comm < out_.comms.size()) {
-        RankComm& rc = out_.comms[op.rank_comm];
-        rc.timed_done_seq = std::max(rc.timed_done_seq, op.seq);
-        CommOps& c = agg_.comms[rc.comm_index];
-        if (SeqSlot* slot = c.slot(op.seq); slot && has_begin)
-          slot->gpu.note(wrap_add(g.gpu_begin_ns, out_.clock_offset), rc.rank);
-      }
-    };
-    finish(l->first);
-    for (const LaunchOp& op : l->more) finish(op);
-    if (!timed) {  // a stream none of its ops named: the launch's first op, all its bytes
-      timed = &l->first;
-      bytes = l->first.bytes;
-      for (const LaunchOp& op : l->more) bytes += op.bytes;
-    }
-    int64_t ns = has_begin ? wrap_sub(g.gpu_end_ns, g.gpu_begin_ns) : wrap_sub(g.gpu_end_ns, l->host_begin);
-    if (ns >= 0 && timed->rank_comm < out_.comms.size()) {
-      uint64_t comm_id = out_.comms[timed->rank_comm].comm_id;
-      uint16_t api = l->nops == 1 ? l->api : static_cast<uint16_t>(Api::kGroupEnd);
-      add_latency({comm_id, bytes, l->nranks, api, has_begin ? TimingSource::kGpu : TimingSource::kHostToGpuEnd},
-                  timed->rank, ns, first_call);
-    }
-    if (l->streams_left <= 1) launches_.erase(g.launch_id);
-    else --l->streams_left;
-  }
-
   void on_totals(const OpTotalsRow& t, const RecordView& r) {
     out_.total_calls += t.calls;
     Api api = static_cast<Api>(t.api);
@@ -361,7 +342,7 @@ class OpScanner {
   ProcessOps& out_;
   ThreadAggregate& agg_;
   ImplausibleValues& implausible_;
-  LaunchTable launches_;
+  TimedOps<LaunchOp, OpScanner> timed_ops_{*this};
   uint32_t cached_ = 0;
   // comm_id -> its entries in out_.comms (one per rank the process holds), in the order made.
   std::unordered_map<uint64_t, std::vector<uint32_t>> rank_comms_of_;
@@ -574,6 +555,7 @@ JobAnalysis analyze_job(const std::vector<std::string>& inputs, const AnalysisOp
           scanner.add(r);
         },
         p.header, p.stats, problems[i]);
+    scanner.finish();
     if (usable[i]) lifecycle.finish(problems[i]);
   });
 

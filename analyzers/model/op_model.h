@@ -47,15 +47,18 @@ struct SignatureGroup {
   std::vector<int32_t> ranks;  // explicit ranks
 };
 
-// Who arrived last at one seq, and the arrival before: how late the last one was.
+// Who arrived last at one seq, and the arrival before: how late the last one was. The first
+// arrival too: how late each rank was (the html lateness map).
 struct LastArrivals {
   uint32_t ranks = 0;  // arrivals noted
   int32_t last_rank = -1;
   int64_t last = std::numeric_limits<int64_t>::min();
   int64_t second = std::numeric_limits<int64_t>::min();
+  int64_t first = std::numeric_limits<int64_t>::max();
 
   void note(int64_t begin, int32_t rank) {
     ++ranks;
+    first = std::min(first, begin);
     if (begin > last) {
       second = last;
       last = begin;
@@ -66,6 +69,7 @@ struct LastArrivals {
   }
   void merge(const LastArrivals& o) {
     ranks += o.ranks;
+    first = std::min(first, o.first);
     if (o.last > last) {
       second = std::max(last, o.second);
       last = o.last;

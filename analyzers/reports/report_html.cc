@@ -7,8 +7,8 @@
 // The figures are the other reports' own (hang_report, latency_table, leak_report,
 // environment_differences); only the heatmap needs a pass of its own over the op records (see
 // LatenessMap).
-#include "pending_launches.h"
 #include "reports.h"
+#include "timed_ops.h"
 
 #include <fmt/format.h>
 
@@ -16,11 +16,11 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
-#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <string_view>
 
 namespace ncclwatch::report {
@@ -33,7 +33,6 @@ constexpr size_t kMaxHeatmapBins = 200;   // seq columns; more seqs are binned, 
 constexpr size_t kMaxHeatmapRows = 64;    // rank rows
 constexpr size_t kMaxHeatmaps = 2;        // the busiest communicators get one
 constexpr size_t kMaxTableRows = 200;     // per table: a page, not a dump
-constexpr size_t kMaxPendingLaunches = 1u << 16;
 
 // Series colours (one per op across the page) and the heatmap's scale: fixed, distinct values, so
 // that a reader (and the browser test) can tell them apart.
@@ -180,10 +179,10 @@ std::string line_chart(const std::vector<Series>& series, const Axis& x, const A
 
 // ---------------------------------------------------------------------------------------------
 // Arrival lateness: per (rank, seq), how late that rank's launch started against the earliest
-// rank at that seq. Two passes over the files of the communicator's members: the first keeps each
-// seq's earliest start, the second each (rank, bin)'s largest lateness. Memory: one timestamp per
-// seq of the communicator (as the op model's seq slots) and one cell per shown rank and bin; the
-// records themselves are never kept.
+// rank at that seq. Each seq's earliest start is the op model's (its seq slots); one more pass
+// over the files of the communicator's members keeps each (rank, bin)'s largest lateness. Memory:
+// one timestamp per seq of the communicator and one cell per shown rank and bin; the records
+// themselves are never kept.
 
 struct LatenessMap {
   uint64_t comm_id = 0;
@@ -195,8 +194,13 @@ struct LatenessMap {
   bool on_gpu = false;                 // GPU start times (else host enqueue times), aligned
   std::vector<int32_t> rows;           // ranks shown, sorted
   std::set<int32_t> flagged;           // stragglers the hang report named
-  std::vector<std::atomic<int64_t>> earliest;  // per seq
+  const CommOps* ops = nullptr;                // its seq slots: each seq's earliest start
   std::vector<std::atomic<int64_t>> late;      // rows x bins; -1: no sample
+
+  int64_t earliest(uint64_t seq) const {
+    const SeqSlot* slot = ops->slot(seq);
+    return slot ? (on_gpu ? slot->gpu.first : slot->host.first) : std::numeric_limits<int64_t>::max();
+  }
 
   bool shows(uint64_t seq) const { return seq >= first_seq && seq - first_seq < seqs; }
   size_t index_of(uint64_t seq) const { return static_cast<size_t>(seq - first_seq); }
@@ -209,71 +213,55 @@ struct LatenessMap {
   }
 };
 
-void atomic_min(std::atomic<int64_t>& a, int64_t v) {
-  int64_t cur = a.load(std::memory_order_relaxed);
-  while (v < cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
-  }
-}
 void atomic_max(std::atomic<int64_t>& a, int64_t v) {
   int64_t cur = a.load(std::memory_order_relaxed);
   while (v > cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
   }
 }
 
-// Feeds every start of a shown communicator's collective in one file to `note(map, seq, rank, t)`:
-// GPU starts from the timing records of its launches, or host enqueue times.
-class StartScanner {
+// Notes how late each start of a shown communicator's collective in one file was: GPU starts
+// from the timing records of its launches, or host enqueue times.
+class LatenessScanner {
  public:
-  using Note = std::function<void(LatenessMap&, uint64_t, int32_t, int64_t)>;
-  StartScanner(std::vector<LatenessMap>& maps, int64_t offset, Note note) : maps_(maps), offset_(offset), note_(std::move(note)) {}
+  LatenessScanner(std::vector<LatenessMap>& maps, int64_t offset) : maps_(maps), offset_(offset) {}
 
-  void add(const RecordView& r) {
-    if (r.type == RecordType::kCollective) {
-      if (const auto* o = r.as<OpRecord>()) on_op(*o);
-    } else if (r.type == RecordType::kGpuTiming) {
-      if (const auto* g = r.as<GpuTimingRecord>()) on_timing(*g);
-    }
-  }
+  void add(const RecordView& r) { timed_ops_.add(r); }
+  void finish() { timed_ops_.finish(); }
 
- private:
-  struct Pending {
+  // TimedOps' sink
+  struct Start {
     size_t map;
     uint64_t seq;
-    uint64_t stream;
     int32_t rank;
   };
-
-  void on_op(const OpRecord& o) {
-    if (static_cast<Api>(o.api) == Api::kGroupEnd) {
-      pending_.end_group(o.launch_id, o.flags & kOpTimed, [](PendingLaunches<Pending>::Launch&&) {});  // no GPU start comes
-      return;
-    }
-    if (!is_collective(static_cast<Api>(o.api)) || o.rank < 0 || o.rank >= kMaxPlausibleRanks) return;
+  std::optional<Start> on_op(const OpRecord& o, const RecordView&, bool awaits_timing) {
+    if (!is_collective(static_cast<Api>(o.api)) || o.rank < 0 || o.rank >= kMaxPlausibleRanks) return std::nullopt;
+    std::optional<Start> timed;
     for (size_t m = 0; m < maps_.size(); ++m) {
       LatenessMap& map = maps_[m];
       if (map.comm_id != o.comm_id || !map.shows(o.seq)) continue;
-      if (!map.on_gpu) {
-        note_(map, o.seq, o.rank, wrap_add(o.host_begin_ns, offset_));
-        continue;
-      }
-      // As the op model: a timed op, or a grouped one (its group's launch may be timed).
-      if ((o.flags & kOpCaptured) || !((o.flags & kOpTimed) || o.group_depth > 0)) continue;
-      pending_.add(o.launch_id, o.flags & kOpTimed, {m, o.seq, o.stream, o.rank},
-                   [](PendingLaunches<Pending>::Launch&&) {});  // a timing that never came: no start to note
+      if (!map.on_gpu) note(map, o.seq, o.rank, wrap_add(o.host_begin_ns, offset_));
+      else if (awaits_timing) timed = Start{m, o.seq, o.rank};  // a communicator has one map
     }
+    return timed;
   }
+  void on_timed(std::span<const Start> starts, const LaunchTiming& t) {
+    if (!t.gpu_begin) return;
+    for (const Start& s : starts) note(maps_[s.map], s.seq, s.rank, wrap_add(t.begin_ns, offset_));
+  }
+  void on_no_timing(std::span<const Start>, bool, NoTiming) {}  // no start to note
 
-  void on_timing(const GpuTimingRecord& g) {
-    if (!(g.flags & kTimingHasBegin)) return pending_.timing(g.launch_id, g.stream, [](const std::vector<Pending>&) {});
-    pending_.timing(g.launch_id, g.stream, [&](const std::vector<Pending>& ops) {
-      for (const Pending& p : ops) note_(maps_[p.map], p.seq, p.rank, wrap_add(g.gpu_begin_ns, offset_));
-    });
+ private:
+  static void note(LatenessMap& map, uint64_t seq, int32_t rank, int64_t t) {
+    int row = map.row_of(rank);
+    int64_t first = map.earliest(seq);
+    if (row < 0 || first == std::numeric_limits<int64_t>::max()) return;
+    atomic_max(map.late[static_cast<size_t>(row) * map.bins + map.bin_of(seq)], std::max<int64_t>(0, wrap_sub(t, first)));
   }
 
   std::vector<LatenessMap>& maps_;
   int64_t offset_;
-  Note note_;
-  PendingLaunches<Pending> pending_{kMaxPendingLaunches};
+  TimedOps<Start, LatenessScanner> timed_ops_{*this};
 };
 
 std::vector<LatenessMap> lateness_maps(const JobAnalysis& a, const HangReport& hang) {
@@ -326,8 +314,7 @@ std::vector<LatenessMap> lateness_maps(const JobAnalysis& a, const HangReport& h
     for (int32_t r : present)
       if (rows.size() < kMaxHeatmapRows) rows.insert(r);
     map.rows.assign(rows.begin(), rows.end());
-    map.earliest = std::vector<std::atomic<int64_t>>(map.seqs);
-    for (auto& e : map.earliest) e.store(std::numeric_limits<int64_t>::max());
+    map.ops = &ops;
     map.late = std::vector<std::atomic<int64_t>>(map.rows.size() * map.bins);
     for (auto& l : map.late) l.store(-1);
   }
@@ -339,22 +326,14 @@ std::vector<LatenessMap> lateness_maps(const JobAnalysis& a, const HangReport& h
     for (const MemberRef& m : a.members.at(map.comm_id)) files.insert(m.process);
   std::vector<size_t> order(files.begin(), files.end());
   unsigned threads = reader_threads(order.size());
-  auto pass = [&](const StartScanner::Note& note) {
-    parallel_for(order.size(), threads, [&](size_t k, unsigned) {
-      size_t i = order[k];
-      StartScanner scanner(maps, a.ops[i].clock_offset, note);
-      FileHeader header{};
-      ReadStats stats;
-      std::vector<TraceProblem> ignored;  // named already by the main pass
-      read_trace(a.files[i], [&](const RecordView& r) { scanner.add(r); }, header, stats, ignored);
-    });
-  };
-  pass([](LatenessMap& map, uint64_t seq, int32_t, int64_t t) { atomic_min(map.earliest[map.index_of(seq)], t); });
-  pass([](LatenessMap& map, uint64_t seq, int32_t rank, int64_t t) {
-    int row = map.row_of(rank);
-    int64_t first = map.earliest[map.index_of(seq)].load(std::memory_order_relaxed);
-    if (row < 0 || first == std::numeric_limits<int64_t>::max()) return;
-    atomic_max(map.late[static_cast<size_t>(row) * map.bins + map.bin_of(seq)], std::max<int64_t>(0, wrap_sub(t, first)));
+  parallel_for(order.size(), threads, [&](size_t k, unsigned) {
+    size_t i = order[k];
+    LatenessScanner scanner(maps, a.ops[i].clock_offset);
+    FileHeader header{};
+    ReadStats stats;
+    std::vector<TraceProblem> ignored;  // named already by the main pass
+    read_trace(a.files[i], [&](const RecordView& r) { scanner.add(r); }, header, stats, ignored);
+    scanner.finish();
   });
   return maps;
 }

@@ -11,9 +11,9 @@
 // Scale: each file is read and written by one reader thread, its events formatted into a buffer
 // that is compressed by that thread (an independent piece of one deflate stream, as pigz does)
 // and appended under a lock; memory is bounded by that buffer and by the launches a file may
-// hold waiting for their timing (kMaxPendingLaunches; beyond, the oldest is drawn without it).
-#include "pending_launches.h"
+// hold waiting for their timing (kMaxWaitingLaunches; beyond, the oldest is drawn without it).
 #include "reports.h"
+#include "timed_ops.h"
 
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -27,6 +27,7 @@
 #include <iterator>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <unordered_map>
 
 namespace ncclwatch::report {
@@ -36,8 +37,6 @@ using nlohmann::json;
 using namespace trace;
 
 constexpr size_t kFlushBytes = 8u << 20;
-// Launches of one file waiting for their GPU timing; beyond, the oldest is drawn without it.
-constexpr size_t kMaxPendingLaunches = 1u << 16;
 
 std::string json_quoted(const std::string& s) { return dump_json(json(s)); }
 std::string json_text(const std::string& s) {
@@ -213,10 +212,15 @@ class FileTimeline {
     if (skipped) return;
     switch (r.type) {
       case RecordType::kCollective:
-        if (const auto* o = r.as<OpRecord>()) on_op(*o);
+        if (!r.as<OpRecord>()) break;
+        if (world_rank_ < 0) {
+          decide_rank();
+          if (skipped) return;
+        }
+        timed_ops_.add(r);
         break;
       case RecordType::kGpuTiming:
-        if (const auto* g = r.as<GpuTimingRecord>()) on_timing(*g);
+        timed_ops_.add(r);
         break;
       case RecordType::kStall:
         if (const auto* s = r.as<StallRecord>(); s && wants_comm(s->comm_id) && wants(s->time_ns, s->time_ns)) {
@@ -235,19 +239,8 @@ class FileTimeline {
     if (!skipped && world_rank_ < 0) decide_rank();
     if (skipped) return;
     int64_t end = p.process_end ? p.process_end->time_ns : p.last_time_ns;
-    // In launch order, so that on each stream the first launch left is the one that never
-    // completed; the ones queued behind it never started.
-    std::unordered_map<uint64_t, bool> stream_stuck;
-    pending_.drain([&](PendingLaunches<PendingOp>::Launch&& l) {
-      if (!l.promised) {
-        for (const PendingOp& op : l.ops) host_slice(op);
-        return;
-      }
-      bool& stuck = stream_stuck[l.ops.front().stream];
-      const PendingOp& first = l.ops.front();
-      launch_slice(l.ops, first.host_begin, std::max(end, first.host_end), stuck ? "never started" : "never completed");
-      stuck = true;
-    });
+    file_end_ = end;
+    timed_ops_.finish();
     for (size_t k = 0; k < p.comms.size(); ++k) {
       const CommInstance& c = p.comms[k];
       if (!wants_comm(c.id)) continue;
@@ -351,49 +344,41 @@ class FileTimeline {
     return it->second;
   }
 
-  void on_op(const OpRecord& o) {
-    if (world_rank_ < 0) {
-      decide_rank();
-      if (skipped) return;
-    }
-    Api api = static_cast<Api>(o.api);
-    if (api == Api::kGroupEnd) return on_group_end(o);  // before the comm filter: it names only its first op's
-    if (!is_collective(api) && !is_point_to_point(api)) return;
-    if (!wants_comm(o.comm_id)) return;
-    PendingOp op{o.api, o.seq, bytes_of(api, o.count, o.datatype, o.nranks), o.comm_id, o.stream, o.tid, o.peer, o.rank,
-                 o.nranks, o.host_begin_ns, o.host_end_ns};
-    bool timed = o.flags & kOpTimed;
-    if ((timed || o.group_depth > 0) && !(o.flags & kOpCaptured)) {
-      pending_.add(o.launch_id, timed, op, [&](PendingLaunches<PendingOp>::Launch&& oldest) { draw_unfinished(oldest); });
-      return;
-    }
+ public:
+  // TimedOps' sink (public: TimedOps calls it) ----------------------------------------------
+
+  std::optional<PendingOp> on_op(const OpRecord& o, const RecordView&, bool awaits_timing) {
+    if (!wants_comm(o.comm_id)) return std::nullopt;
+    PendingOp op{o.api, o.seq, bytes_of(static_cast<Api>(o.api), o.count, o.datatype, o.nranks), o.comm_id, o.stream, o.tid,
+                 o.peer, o.rank, o.nranks, o.host_begin_ns, o.host_end_ns};
+    if (awaits_timing) return op;
     host_slice(op);
+    return std::nullopt;
   }
 
-  // A group's end: a timing of its launch follows, or its ops are drawn as enqueued, now.
-  void on_group_end(const OpRecord& o) {
-    pending_.end_group(o.launch_id, o.flags & kOpTimed, [&](PendingLaunches<PendingOp>::Launch&& l) {
-      for (const PendingOp& op : l.ops) host_slice(op);
-    });
+  void on_timed(std::span<const PendingOp> ops, const LaunchTiming& t) {
+    launch_slice(ops, t.gpu_begin ? t.begin_ns : ops.front().host_begin, t.end_ns, t.gpu_begin ? "gpu" : "host_to_gpu_end");
   }
 
-  void on_timing(const GpuTimingRecord& g) {
-    bool has_begin = g.flags & kTimingHasBegin;
-    pending_.timing(g.launch_id, g.stream, [&](const std::vector<PendingOp>& ops) {
-      launch_slice(ops, has_begin ? g.gpu_begin_ns : ops.front().host_begin, g.gpu_end_ns, has_begin ? "gpu" : "host_to_gpu_end");
-    });
-  }
-
-  // A launch given up on before the end of the file (too many waiting): as enqueued if nothing
-  // promised a timing, else a mark at its enqueue, since how long it ran is unknown.
-  void draw_unfinished(const PendingLaunches<PendingOp>::Launch& l) {
-    if (!l.promised) {
-      for (const PendingOp& op : l.ops) host_slice(op);
+  void on_no_timing(std::span<const PendingOp> ops, bool promised, NoTiming why) {
+    // Nothing promised a timing (an untimed group): as enqueued.
+    if (!promised) {
+      for (const PendingOp& op : ops) host_slice(op);
       return;
     }
-    launch_slice(l.ops, l.ops.front().host_begin, l.ops.front().host_end, "timing not found");
+    const PendingOp& first = ops.front();
+    if (why == NoTiming::kGivenUp) {  // before the end of the file: how long it ran is unknown
+      launch_slice(ops, first.host_begin, first.host_end, "timing not found");
+      return;
+    }
+    // Still waiting at the end of the file, in launch order: on each stream the first launch left
+    // is the one that never completed; the ones queued behind it never started.
+    bool& stuck = stream_stuck_[first.stream];
+    launch_slice(ops, first.host_begin, std::max(file_end_, first.host_end), stuck ? "never started" : "never completed");
+    stuck = true;
   }
 
+ private:
   // An op the host enqueued, on its thread's track.
   void host_slice(const PendingOp& op) {
     if (!wants(op.host_begin, op.host_end)) return;
@@ -405,7 +390,7 @@ class FileTimeline {
   }
 
   // One launch on its stream: one op, or the ops of one group (drawn as one slice, named by them).
-  void launch_slice(const std::vector<PendingOp>& ops, int64_t begin, int64_t end, const char* timing) {
+  void launch_slice(std::span<const PendingOp> ops, int64_t begin, int64_t end, const char* timing) {
     const PendingOp& first = ops.front();
     if (!wants(begin, end)) return;
     Track& t = track(first.stream & ~kTrackKind);
@@ -466,7 +451,9 @@ class FileTimeline {
   const ProcessTrace& process_;
   std::string chunk_;
   std::unordered_map<uint64_t, Track> tracks_;
-  PendingLaunches<PendingOp> pending_{kMaxPendingLaunches};
+  TimedOps<PendingOp, FileTimeline> timed_ops_{*this};
+  int64_t file_end_ = 0;                            // for the launches still waiting at the end
+  std::unordered_map<uint64_t, bool> stream_stuck_;  // a stream's earlier launch never completed
   std::unordered_map<uint64_t, std::string> names_;
   std::unordered_map<uint64_t, std::string> labels_;
   std::unordered_map<uint64_t, bool> comm_wanted_;

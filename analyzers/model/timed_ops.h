@@ -1,0 +1,216 @@
+// The op records of one trace file paired with the GPU timings of their launches: the one place
+// that knows how the shim times launches. The op model (latency, hang, summary, metrics), the
+// timeline and the html lateness map all read a file's ops through it; each keeps what it needs
+// of an op (its Tag) until the launch's timing comes.
+//
+// The rules, as the shim writes the records:
+//  - An op waits for a timing when it is timed (kOpTimed) or grouped: the shim times a group at its
+//    outermost ncclGroupEnd, whose op record comes after the group's ops and says (kOpTimed)
+//    whether a timing follows. No timing follows an untimed group: its ops are released then,
+//    not kept to the end of the file. An op captured into a CUDA graph runs at replay and never
+//    waits.
+//  - A launch spanning several streams (one process driving several GPUs) gets one timing per
+//    stream; each takes the ops of its stream. A timing naming a stream none of its ops named
+//    takes them all.
+//  - Launch ids count up per thread, not per process: "oldest" is arrival order. When more than
+//    kMaxWaitingLaunches wait (timings that never came: the op hung or the file ends), the oldest
+//    is given up, so memory stays bounded on any file.
+//
+// A Sink has:
+//   std::optional<Tag> on_op(trace::OpRecord&, const RecordView&, bool awaits_timing);
+//       every collective and point-to-point op as it comes (a copy: a sink that takes implausible
+//       values as unknown corrects them here, and its launch keeps the corrected op's); a Tag
+//       returned for an op that awaits its timing is kept for it
+//   void on_timed(std::span<const Tag> ops, const LaunchTiming&);
+//   void on_no_timing(std::span<const Tag> ops, bool promised, NoTiming why);
+//       ops whose timing will not come; `promised`: a timing was announced for them
+#pragma once
+
+#include "trace_reader.h"
+
+#include <ncclwatch/trace_format.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace ncclwatch::report {
+
+inline constexpr size_t kMaxWaitingLaunches = size_t{1} << 16;
+
+// One launch's timing on one stream, as the readers of its ops take it.
+struct LaunchTiming {
+  int64_t begin_ns = 0;      // monotonic: the GPU start, else the launch's host enqueue
+  int64_t end_ns = 0;        // monotonic: the GPU end
+  bool gpu_begin = false;    // begin_ns is the GPU start (kTimingHasBegin)
+  bool stream_named = true;  // an op of the launch named the timed stream (else the ops are all of them)
+  uint32_t launch_ops = 0;   // ops of the whole launch, on every stream
+  uint16_t launch_api = 0;   // its first op's
+  int32_t launch_nranks = 0;
+};
+
+enum class NoTiming : uint8_t {
+  kUntimedGroup,  // the group's end said no timing follows
+  kGivenUp,       // too many launches waited: the oldest
+  kFileEnded,     // still waiting when the file ended (finish)
+};
+
+// Whether an op waits for a launch timing (see the rules above).
+inline bool awaits_launch_timing(const trace::OpRecord& o) {
+  return !(o.flags & trace::kOpCaptured) && ((o.flags & trace::kOpTimed) || o.group_depth > 0);
+}
+
+template <class Tag, class Sink> class TimedOps {
+ public:
+  explicit TimedOps(Sink& sink, size_t capacity = kMaxWaitingLaunches) : sink_(sink), capacity_(capacity) {}
+
+  // Op records and GPU timings; every other record is left to the caller.
+  void add(const RecordView& r) {
+    if (r.type == trace::RecordType::kCollective) {
+      if (const auto* o = r.as<trace::OpRecord>()) on_op(*o, r);
+    } else if (r.type == trace::RecordType::kGpuTiming) {
+      if (const auto* g = r.as<trace::GpuTimingRecord>()) on_timing(*g);
+    }
+  }
+
+  // The end of the file: every launch still waiting, oldest first.
+  void finish() {
+    while (auto oldest = take_oldest()) no_timing(*oldest, NoTiming::kFileEnded);
+  }
+
+  uint64_t timing_records() const { return timing_records_; }
+  uint64_t orphan_timings() const { return orphan_timings_; }  // of launches never seen (or given up)
+
+ private:
+  struct Waiting {
+    uint64_t stream = 0;
+    Tag tag;
+  };
+  struct Launch {
+    uint64_t arrival = 0;
+    bool promised = false;
+    uint32_t ops_added = 0;
+    uint16_t api = 0;
+    int32_t nranks = 0;
+    int64_t host_begin = 0;
+    std::vector<Waiting> ops;
+  };
+  using Map = std::unordered_map<uint64_t, Launch>;
+
+  void on_op(const trace::OpRecord& record, const RecordView& r) {
+    auto api = static_cast<trace::Api>(record.api);
+    if (api == trace::Api::kGroupEnd) return end_group(record);
+    if (!trace::is_collective(api) && !trace::is_point_to_point(api)) return;
+    trace::OpRecord o = record;
+    bool awaits = awaits_launch_timing(o);
+    std::optional<Tag> tag = sink_.on_op(o, r, awaits);
+    if (awaits && tag) wait(o, std::move(*tag));
+  }
+
+  void wait(const trace::OpRecord& o, Tag&& tag) {
+    auto [it, fresh] = waiting_.try_emplace(o.launch_id);
+    Launch& l = it->second;
+    if (fresh) {
+      l.arrival = next_arrival_++;
+      l.api = o.api;
+      l.nranks = o.nranks;
+      l.host_begin = o.host_begin_ns;
+      arrivals_.push_back({l.arrival, o.launch_id});
+    }
+    l.promised |= (o.flags & trace::kOpTimed) != 0;
+    ++l.ops_added;
+    l.ops.push_back({o.stream, std::move(tag)});
+    if (waiting_.size() > capacity_)
+      if (auto oldest = take_oldest()) no_timing(*oldest, NoTiming::kGivenUp);
+    compact_arrivals();
+  }
+
+  // A group's end: a timing of its launch follows (kOpTimed), or its ops get none.
+  void end_group(const trace::OpRecord& o) {
+    auto it = waiting_.find(o.launch_id);
+    if (it == waiting_.end()) return;
+    if (o.flags & trace::kOpTimed) {
+      it->second.promised = true;
+      return;
+    }
+    Launch l = release(it);
+    no_timing(l, NoTiming::kUntimedGroup);
+  }
+
+  void on_timing(const trace::GpuTimingRecord& g) {
+    ++timing_records_;
+    auto it = waiting_.find(g.launch_id);
+    if (it == waiting_.end()) {
+      ++orphan_timings_;
+      return;
+    }
+    Launch& l = it->second;
+    LaunchTiming t;
+    t.gpu_begin = g.flags & trace::kTimingHasBegin;
+    t.begin_ns = t.gpu_begin ? g.gpu_begin_ns : l.host_begin;
+    t.end_ns = g.gpu_end_ns;
+    t.launch_ops = l.ops_added;
+    t.launch_api = l.api;
+    t.launch_nranks = l.nranks;
+    tags_.clear();
+    for (const Waiting& w : l.ops)
+      if (w.stream == g.stream) tags_.push_back(w.tag);
+    t.stream_named = !tags_.empty();
+    if (tags_.empty() || tags_.size() == l.ops.size()) {
+      if (tags_.empty())
+        for (const Waiting& w : l.ops) tags_.push_back(w.tag);
+      waiting_.erase(it);  // before the sink runs: it may not look at this launch again
+      sink_.on_timed(std::span<const Tag>(tags_), t);
+      return;
+    }
+    std::erase_if(l.ops, [&](const Waiting& w) { return w.stream == g.stream; });
+    sink_.on_timed(std::span<const Tag>(tags_), t);
+  }
+
+  void no_timing(const Launch& l, NoTiming why) {
+    std::vector<Tag> tags;
+    tags.reserve(l.ops.size());
+    for (const Waiting& w : l.ops) tags.push_back(w.tag);
+    sink_.on_no_timing(std::span<const Tag>(tags), l.promised, why);
+  }
+
+  Launch release(typename Map::iterator it) {
+    Launch l = std::move(it->second);
+    waiting_.erase(it);
+    return l;
+  }
+
+  // The arrival queue keeps entries of launches already done (cheaper than finding them): they
+  // are skipped here, and swept out when they outnumber the live ones.
+  std::optional<Launch> take_oldest() {
+    while (!arrivals_.empty()) {
+      auto [arrival, id] = arrivals_.front();
+      arrivals_.pop_front();
+      auto it = waiting_.find(id);
+      if (it != waiting_.end() && it->second.arrival == arrival) return release(it);
+    }
+    return std::nullopt;
+  }
+  void compact_arrivals() {
+    if (arrivals_.size() <= 2 * waiting_.size() + 1024) return;
+    std::erase_if(arrivals_, [&](const std::pair<uint64_t, uint64_t>& a) {
+      auto it = waiting_.find(a.second);
+      return it == waiting_.end() || it->second.arrival != a.first;
+    });
+  }
+
+  Sink& sink_;
+  size_t capacity_;
+  Map waiting_;
+  std::deque<std::pair<uint64_t, uint64_t>> arrivals_;  // (arrival, launch id), oldest first
+  uint64_t next_arrival_ = 0;
+  std::vector<Tag> tags_;  // the ops a timing takes, reused
+  uint64_t timing_records_ = 0, orphan_timings_ = 0;
+};
+
+}  // namespace ncclwatch::report

@@ -1,0 +1,125 @@
+// The one pairing of ops with the GPU timings of their launches (model/timed_ops.h), rule by rule,
+// on records made here: what every reader of ops (op model, timeline, html) relies on.
+#include "timed_ops.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace ncclwatch;
+using namespace ncclwatch::report;
+using trace::Api;
+
+namespace {
+
+// What the sink was told, one line per event.
+struct Recorder {
+  std::vector<std::string> events;
+
+  std::optional<uint64_t> on_op(const trace::OpRecord& o, const RecordView&, bool awaits_timing) {
+    events.push_back("op " + std::to_string(o.seq) + (awaits_timing ? " waits" : " now"));
+    return o.seq;
+  }
+  void on_timed(std::span<const uint64_t> seqs, const LaunchTiming& t) {
+    std::string e = "timed";
+    for (uint64_t s : seqs) e += " " + std::to_string(s);
+    e += t.gpu_begin ? " gpu" : " host";
+    e += " " + std::to_string(t.end_ns - t.begin_ns) + "ns of " + std::to_string(t.launch_ops);
+    if (!t.stream_named) e += " unnamed";
+    events.push_back(e);
+  }
+  void on_no_timing(std::span<const uint64_t> seqs, bool promised, NoTiming why) {
+    std::string e = why == NoTiming::kUntimedGroup ? "untimed" : why == NoTiming::kGivenUp ? "given up" : "file ended";
+    for (uint64_t s : seqs) e += " " + std::to_string(s);
+    if (promised) e += " promised";
+    events.push_back(e);
+  }
+};
+
+// Feeds records to a TimedOps as the reader would hand them on.
+struct Feeder {
+  Recorder sink;
+  TimedOps<uint64_t, Recorder> ops;
+  explicit Feeder(size_t capacity = kMaxWaitingLaunches) : ops(sink, capacity) {}
+
+  void op(uint64_t seq, uint64_t launch, uint16_t flags, uint8_t depth = 0, uint64_t stream = 1,
+          Api api = Api::kAllReduce) {
+    trace::OpRecord o{};
+    o.h.type = static_cast<uint16_t>(trace::RecordType::kCollective);
+    o.seq = seq;
+    o.launch_id = launch;
+    o.flags = flags;
+    o.group_depth = depth;
+    o.stream = stream;
+    o.api = static_cast<uint16_t>(api);
+    o.host_begin_ns = 1000 * static_cast<int64_t>(launch);
+    o.host_end_ns = o.host_begin_ns + 10;
+    ops.add(RecordView{trace::RecordType::kCollective, reinterpret_cast<const std::byte*>(&o), sizeof(o), 0});
+  }
+  void group_end(uint64_t launch, bool timed) { op(0, launch, timed ? trace::kOpTimed : 0, 0, 1, Api::kGroupEnd); }
+  void timing(uint64_t launch, uint64_t stream, bool has_begin = true) {
+    trace::GpuTimingRecord g{};
+    g.launch_id = launch;
+    g.stream = stream;
+    g.gpu_begin_ns = 1000 * static_cast<int64_t>(launch) + 100;
+    g.gpu_end_ns = g.gpu_begin_ns + 50;
+    g.flags = has_begin ? trace::kTimingHasBegin : 0;
+    ops.add(RecordView{trace::RecordType::kGpuTiming, reinterpret_cast<const std::byte*>(&g), sizeof(g), 0});
+  }
+  const std::vector<std::string>& events() const { return sink.events; }
+};
+
+}  // namespace
+
+TEST_CASE("a timed op gets its launch's timing; an untimed or captured one is handed on at once") {
+  Feeder f;
+  f.op(1, 1, trace::kOpTimed);
+  f.op(2, 2, 0);
+  f.op(3, 3, trace::kOpTimed | trace::kOpCaptured);  // runs at graph replay: never waits
+  f.timing(1, 1);
+  f.timing(1, 1);  // a second timing of a launch already done is an orphan
+  f.timing(9, 1);
+  CHECK(f.events() == std::vector<std::string>{"op 1 waits", "op 2 now", "op 3 now", "timed 1 gpu 50ns of 1"});
+  CHECK(f.ops.timing_records() == 3);
+  CHECK(f.ops.orphan_timings() == 2);
+}
+
+TEST_CASE("a group waits for its end: timed, the timing takes every op; untimed, they are released there") {
+  Feeder f;
+  f.op(1, 5, 0, 1);
+  f.op(2, 5, 0, 1);
+  f.group_end(5, true);
+  f.timing(5, 1, false);  // only the end measured: from the launch's host enqueue
+  f.op(3, 6, 0, 1);
+  f.group_end(6, false);
+  f.ops.finish();
+  CHECK(f.events() == std::vector<std::string>{"op 1 waits", "op 2 waits", "timed 1 2 host 150ns of 2", "op 3 waits",
+                                               "untimed 3"});
+}
+
+TEST_CASE("a launch over several streams is timed stream by stream; an unnamed stream takes them all") {
+  Feeder f;
+  f.op(1, 7, 0, 1, 10);
+  f.op(2, 7, 0, 1, 20);
+  f.group_end(7, true);
+  f.timing(7, 20);
+  f.timing(7, 10);
+  f.op(3, 8, trace::kOpTimed, 0, 10);
+  f.timing(8, 99);
+  CHECK(f.events() == std::vector<std::string>{"op 1 waits", "op 2 waits", "timed 2 gpu 50ns of 2", "timed 1 gpu 50ns of 2",
+                                               "op 3 waits", "timed 3 gpu 50ns of 1 unnamed"});
+}
+
+TEST_CASE("launches waiting past the bound are given up oldest first; the rest when the file ends") {
+  Feeder f(2);
+  f.op(1, 1, trace::kOpTimed);
+  f.op(2, 2, trace::kOpTimed);
+  f.op(3, 3, 0, 1);  // grouped, nothing promised yet
+  f.op(4, 4, trace::kOpTimed);
+  f.ops.finish();
+  CHECK(f.events() == std::vector<std::string>{"op 1 waits", "op 2 waits", "op 3 waits", "given up 1 promised",
+                                               "op 4 waits", "given up 2 promised", "file ended 3",
+                                               "file ended 4 promised"});
+}
