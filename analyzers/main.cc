@@ -45,9 +45,9 @@ bool refuse_unknown_report(int argc, char** argv) {
   size_t best = 3;  // suggest only near misses
   for (const std::string& r : kReports)
     if (size_t d = edit_distance(word, r); d < best) best = d, closest = r;
-  std::fprintf(stderr, "ncclwatch-report: '%s' is neither a report nor an existing file or folder%s\n", word.c_str(),
-               closest.empty() ? "" : (" (did you mean '" + closest + "'?)").c_str());
-  std::fprintf(stderr, "reports: summary, leaks, latency, hang, timeline, html, metrics, dump; see ncclwatch-report --help\n");
+  say("'{}' is neither a report nor an existing file or folder{}", word,
+      closest.empty() ? "" : " (did you mean '" + closest + "'?)");
+  say_line("reports: summary, leaks, latency, hang, timeline, html, metrics, dump; see ncclwatch-report --help");
   return true;
 }
 
@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
   if (formats.size() > 1) {
     std::string list;
     for (size_t i = 0; i < asked.size(); ++i) list += (i == 0 ? "" : i + 1 == asked.size() ? " and " : ", ") + asked[i];
-    std::fprintf(stderr, "ncclwatch-report: %s ask for different output formats; give one\n", list.c_str());
+    say("{} ask for different output formats; give one", list);
     return 2;
   }
   options.json = formats.count("json") > 0;
@@ -150,21 +150,17 @@ int main(int argc, char** argv) {
   // its nested parts would be a format of our own for scripts to parse, and --json already serves
   // them. Its tables are the other reports'.
   if (options.csv && (summary->parsed() || app.get_subcommands().empty())) {
-    std::fprintf(stderr, "ncclwatch-report: the summary has no table to write as CSV; use leaks, latency or hang with "
-                         "--format csv (one row per leak, op size or finding), or summary --format json\n");
+    say("the summary has no table to write as CSV; use leaks, latency or hang with --format csv (one row per leak, op "
+        "size or finding), or summary --format json");
     return 2;
   }
   if (dump->parsed()) return run_dump_files(options);
   if (options.inputs.empty()) options.inputs.push_back("ncclwatch");
   std::vector<std::string> notes;
   options.inputs = resolve_job_folders(options.inputs, options.all_jobs, notes);
-  for (const std::string& note : notes) std::fprintf(stderr, "ncclwatch-report: %s\n", note.c_str());
+  for (const std::string& note : notes) say("{}", note);
 
-  if (leaks->parsed()) {
-    Job job = load_job(options.inputs);
-    print_problems(job.problems);
-    return run_leaks(job, options);
-  }
+  if (leaks->parsed()) return run_leaks(options);
   if (latency->parsed()) return run_latency(options);
   if (hang->parsed()) return run_hang(options);
   if (timeline->parsed()) return run_timeline(options);

@@ -242,41 +242,51 @@ uint64_t gpu_skew_jump(const CallOrder& r, const CallOrder& q, uint64_t comm, ui
   return 0;
 }
 
-}  // namespace
+// A rank whose op count on a communicator differs from the majority's, and the peer it is compared with.
+struct Pair {
+  uint64_t comm;
+  MemberRef r, q;
+  bool majority;  // q's count is held by a strict majority
+};
 
-std::map<uint64_t, std::vector<Divergence>> find_divergences(const JobAnalysis& a,
-                                                             const std::map<uint64_t, std::string>& names) {
-  // Per communicator: the ranks whose op count differs from the majority's, each with a peer to
-  // compare with.
-  struct Pair {
-    uint64_t comm;
-    MemberRef r, q;
-    bool majority;  // q's count is held by a strict majority
-  };
-  std::vector<Pair> pairs;
-  // The communicators each process holds, and per pair of processes (r, q) two that r issued ops on
-  // and q holds (two suffice to know whether one other than a given one is shared): each worked out
-  // once, not per communicator that differs.
-  std::map<size_t, std::unordered_set<uint64_t>> held;
-  auto held_by = [&](size_t process) -> const std::unordered_set<uint64_t>& {
-    auto [it, inserted] = held.try_emplace(process);
+// The communicators each process holds, and per pair of processes (r, q) two that r issued ops on
+// and q holds (two suffice to know whether one other than a given one is shared): each worked out
+// once, when first asked, not per communicator that differs.
+class SharedComms {
+ public:
+  explicit SharedComms(const JobAnalysis& a) : a_(a) {}
+
+  const std::unordered_set<uint64_t>& held_by(size_t process) {
+    auto [it, inserted] = held_.try_emplace(process);
     if (inserted)
-      for (const RankComm& c : a.ops[process].comms) it->second.insert(c.comm_id);
+      for (const RankComm& c : a_.ops[process].comms) it->second.insert(c.comm_id);
     return it->second;
-  };
-  std::map<std::pair<size_t, size_t>, std::vector<uint64_t>> shared;
-  auto shares_another = [&](size_t r_process, size_t q_process, uint64_t comm_id) {
-    auto [it, inserted] = shared.try_emplace({r_process, q_process});
+  }
+
+  // Whether r issued ops on a communicator but `comm_id` that q holds too.
+  bool shares_another(size_t r_process, size_t q_process, uint64_t comm_id) {
+    auto [it, inserted] = shared_.try_emplace({r_process, q_process});
     if (inserted) {
       const std::unordered_set<uint64_t>& of_q = held_by(q_process);
-      for (const RankComm& c : a.ops[r_process].comms) {
+      for (const RankComm& c : a_.ops[r_process].comms) {
         if (it->second.size() == 2) break;
         if (c.issued && of_q.count(c.comm_id) && std::find(it->second.begin(), it->second.end(), c.comm_id) == it->second.end())
           it->second.push_back(c.comm_id);
       }
     }
     return std::any_of(it->second.begin(), it->second.end(), [&](uint64_t id) { return id != comm_id; });
-  };
+  }
+
+ private:
+  const JobAnalysis& a_;
+  std::map<size_t, std::unordered_set<uint64_t>> held_;
+  std::map<std::pair<size_t, size_t>, std::vector<uint64_t>> shared_;
+};
+
+// Per communicator: the ranks whose op count differs from the majority's, each with a peer to
+// compare with (a rank of the majority, or of another count, sharing another communicator).
+std::vector<Pair> pairs_to_compare(const JobAnalysis& a, SharedComms& shared) {
+  std::vector<Pair> pairs;
   for (const auto& [comm_id, members] : a.members) {
     std::map<uint64_t, std::vector<MemberRef>> by_count;
     for (const MemberRef& m : members)
@@ -290,12 +300,11 @@ std::map<uint64_t, std::vector<Divergence>> find_divergences(const JobAnalysis& 
     for (const auto& [count, list] : by_count) {
       if (majority && list.size() == largest) continue;
       for (const MemberRef& r : list) {
-        // The reference: a rank of the majority (or of another count) sharing another communicator.
         std::optional<MemberRef> ref;
         for (const auto& [other_count, others] : by_count) {
           if (other_count == count || (majority && others.size() != largest)) continue;
           for (const MemberRef& q : others) {
-            if (shares_another(r.process, q.process, comm_id)) {
+            if (shared.shares_another(r.process, q.process, comm_id)) {
               ref = q;
               break;
             }
@@ -306,6 +315,11 @@ std::map<uint64_t, std::vector<Divergence>> find_divergences(const JobAnalysis& 
       }
     }
   }
+  return pairs;
+}
+
+// The pairs whose files, all together, are at most kMaxFilesReread; `files` gets those files.
+std::vector<Pair> within_reread_limit(const std::vector<Pair>& pairs, std::vector<size_t>& files) {
   std::set<size_t> needed;
   std::vector<Pair> kept;
   for (const Pair& p : pairs) {
@@ -316,104 +330,156 @@ std::map<uint64_t, std::vector<Divergence>> find_divergences(const JobAnalysis& 
     needed = std::move(more);
     kept.push_back(p);
   }
-  std::vector<size_t> files(needed.begin(), needed.end());
-  std::vector<CallOrder> orders(files.size());
-  parallel_for(files.size(), reader_threads(files.size()), [&](size_t i, unsigned) {
-    orders[i] = read_call_order(a.files[files[i]], a.ops[files[i]].clock_offset);
-  });
-  auto order_of = [&](size_t process) -> const CallOrder& {
-    return orders[static_cast<size_t>(std::find(files.begin(), files.end(), process) - files.begin())];
-  };
-  // For each of r's communicators (a.ops[r].comms, in order), whether q holds it too and its
-  // numbers in r's and q's call orders: per pair of processes, once.
+  files.assign(needed.begin(), needed.end());
+  return kept;
+}
+
+// The call orders of the files read again, and, per pair of processes (r, q), for each of r's
+// communicators (a.ops[r].comms, in order) whether q holds it too and its numbers in r's and q's
+// call orders: worked out once per pair.
+class CallOrders {
+ public:
   struct Numbers {
     bool held_by_q;
     uint32_t in_r, in_q;
   };
-  std::map<std::pair<size_t, size_t>, std::vector<Numbers>> numbers;
-  auto numbers_of = [&](size_t r_process, size_t q_process) -> const std::vector<Numbers>& {
-    auto [it, inserted] = numbers.try_emplace({r_process, q_process});
+
+  CallOrders(const JobAnalysis& a, std::vector<size_t> files, SharedComms& shared)
+      : a_(a), files_(std::move(files)), orders_(files_.size()), shared_(shared) {
+    parallel_for(files_.size(), reader_threads(files_.size()), [&](size_t i, unsigned) {
+      orders_[i] = read_call_order(a.files[files_[i]], a.ops[files_[i]].clock_offset);
+    });
+  }
+
+  const CallOrder& of(size_t process) const {
+    return orders_[static_cast<size_t>(std::find(files_.begin(), files_.end(), process) - files_.begin())];
+  }
+
+  const std::vector<Numbers>& numbers(size_t r_process, size_t q_process) {
+    auto [it, inserted] = numbers_.try_emplace({r_process, q_process});
     if (inserted) {
-      const CallOrder& ro = order_of(r_process);
-      const CallOrder& qo = order_of(q_process);
-      const std::unordered_set<uint64_t>& of_q = held_by(q_process);
+      const CallOrder& ro = of(r_process);
+      const CallOrder& qo = of(q_process);
+      const std::unordered_set<uint64_t>& of_q = shared_.held_by(q_process);
       auto number = [](const CallOrder& o, uint64_t id) {
         auto found = o.number_of.find(id);
         return found == o.number_of.end() ? kNoNumber : found->second;
       };
-      for (const RankComm& b : a.ops[r_process].comms)
+      for (const RankComm& b : a_.ops[r_process].comms)
         it->second.push_back({of_q.count(b.comm_id) > 0, number(ro, b.comm_id), number(qo, b.comm_id)});
     }
     return it->second;
-  };
-  uint64_t work = 0, budget = 0;
-  for (size_t i = 0; i < files.size(); ++i) budget += orders[i].comm.size() + a.ops[files[i]].comms.size();
-  budget *= kComparisonPasses;
+  }
 
+  // All comparisons together may take kComparisonPasses passes over the calls and communicators
+  // of the files read again.
+  uint64_t budget() const {
+    uint64_t budget = 0;
+    for (size_t i = 0; i < files_.size(); ++i) budget += orders_[i].comm.size() + a_.ops[files_[i]].comms.size();
+    return budget * kComparisonPasses;
+  }
+
+ private:
+  const JobAnalysis& a_;
+  std::vector<size_t> files_;
+  std::vector<CallOrder> orders_;
+  SharedComms& shared_;
+  std::map<std::pair<size_t, size_t>, std::vector<Numbers>> numbers_;
+};
+
+// A divergence found, with the difference in counts that bounds it.
+struct Found {
+  Divergence divergence;
+  Difference difference;
+};
+
+// The narrowest stretch within which r departed on communicator p.comm, bounded by the ops of
+// another communicator r issued on and q holds (one candidate per such communicator); nullopt when
+// no other communicator tells, or when q is the one that departed (its own entry says so).
+std::optional<Found> narrowest_stretch(const JobAnalysis& a, const Pair& p, CallOrders& orders) {
+  const std::vector<RankComm>& r_comms = a.ops[p.r.process].comms;
+  Interleavings r_with(orders.of(p.r.process), p.comm), q_with(orders.of(p.q.process), p.comm);
+  const std::vector<CallOrders::Numbers>& number = orders.numbers(p.r.process, p.q.process);
+  std::optional<Found> best;
+  for (size_t i = 0; i < r_comms.size(); ++i) {
+    const RankComm& b = r_comms[i];
+    if (b.comm_id == p.comm || !b.issued || !number[i].held_by_q) continue;
+    auto d = first_difference(r_with.with(number[i].in_r), q_with.with(number[i].in_q));
+    if (!d) continue;
+    Divergence div;
+    div.rank = a.member(p.r).rank;
+    div.reference_rank = a.member(p.q).rank;
+    div.other_comm = b.comm_id;
+    div.from_seq = d->agreed + 1;
+    div.to_seq = std::max({d->r_count, d->q_count, div.from_seq});
+    div.other_from_seq = d->k - 1;
+    div.other_to_seq = d->k;
+    uint64_t r_len = d->r_count - d->agreed, q_len = d->q_count - d->agreed;
+    // Which of the two left the pattern: the majority says so; between two ranks, the one whose
+    // stretch differs from the stretch before it.
+    bool r_regular = d->period >= 0 && (d->r_known ? r_len == uint64_t(d->period) : r_len <= uint64_t(d->period));
+    bool q_regular = d->period >= 0 && (d->q_known ? q_len == uint64_t(d->period) : q_len <= uint64_t(d->period));
+    div.departed = p.majority || (!r_regular && q_regular);
+    if (!p.majority && r_regular && !q_regular) continue;  // the peer departed: its own entry says so
+    if (!best || div.to_seq - div.from_seq < best->divergence.to_seq - best->divergence.from_seq) best = Found{div, *d};
+  }
+  return best;
+}
+
+// The stretch in words: how many ops each rank issued on the communicator between which two ops of
+// the other one.
+std::string stretch_reason(const Found& found, uint64_t comm, const std::map<uint64_t, std::string>& names) {
+  const Divergence& div = found.divergence;
+  const Difference& d = found.difference;
+  uint64_t r_len = d.r_count - d.agreed, q_len = d.q_count - d.agreed;
+  std::string a_name = comm_label(comm, names), b_name = comm_label(div.other_comm, names);
+  std::string where = d.k == 1 ? fmt::format("before {} seq 1", b_name)
+                               : fmt::format("between {} seq {} and {}", b_name, d.k - 1, d.k);
+  std::string reason = fmt::format("rank {} issued {}{} op(s) on {} {}, rank {} issued {}{}", div.rank, d.r_known ? "" : "at least ",
+                                   r_len, a_name, where, div.reference_rank, d.q_known ? "" : "at least ", q_len);
+  if (!d.r_known) reason += fmt::format(" (rank {} never issued {} seq {})", div.rank, b_name, d.k);
+  if (!d.q_known) reason += fmt::format(" (rank {} never issued {} seq {})", div.reference_rank, b_name, d.k);
+  if (d.period >= 0) reason += fmt::format("; the stretch before held {}", d.period);
+  if (!div.departed) reason += "; which of the two departed cannot be told from these traces";
+  return reason;
+}
+
+// The seq itself, where the stretch is one seq or a GPU start jump singles one out (a pass over
+// both ranks' ops of the communicator).
+void single_out_seq(const CallOrder& ro, const CallOrder& qo, uint64_t comm, Divergence& div) {
+  int64_t jump = 0;
+  if (div.from_seq == div.to_seq) {
+    div.likely_seq = div.from_seq;  // the stretch is one seq: nothing more to single out
+  } else if ((div.likely_seq = gpu_skew_jump(ro, qo, comm, div.from_seq, div.to_seq, &jump))) {
+    div.reason += fmt::format("; likely at seq {}: there, and only there in the stretch, its GPU start relative to "
+                              "rank {} jumped by {:+.3f} ms",
+                              div.likely_seq, div.reference_rank, jump / 1e6);
+  }
+}
+
+}  // namespace
+
+std::map<uint64_t, std::vector<Divergence>> find_divergences(const JobAnalysis& a,
+                                                             const std::map<uint64_t, std::string>& names) {
+  SharedComms shared(a);
+  std::vector<Pair> pairs = pairs_to_compare(a, shared);
+  std::vector<size_t> files;
+  std::vector<Pair> kept = within_reread_limit(pairs, files);
+  CallOrders orders(a, std::move(files), shared);
+  uint64_t work = 0, budget = orders.budget();
   std::map<uint64_t, std::vector<Divergence>> out;
   for (const Pair& p : kept) {
-    const RankComm& r = a.member(p.r);
-    const RankComm& q = a.member(p.q);
-    const CallOrder& ro = order_of(p.r.process);
-    const CallOrder& qo = order_of(p.q.process);
-    const std::vector<RankComm>& r_comms = a.ops[p.r.process].comms;
-    uint64_t cost = ro.comm.size() + qo.comm.size() + r_comms.size();
+    const CallOrder& ro = orders.of(p.r.process);
+    const CallOrder& qo = orders.of(p.q.process);
+    uint64_t cost = ro.comm.size() + qo.comm.size() + a.ops[p.r.process].comms.size();
     if (work && work + cost > budget) break;
     work += cost;
-    Interleavings r_with(ro, p.comm), q_with(qo, p.comm);
-    const std::vector<Numbers>& number = numbers_of(p.r.process, p.q.process);
-    // The narrowest stretch; its words are written once it is known (one candidate per communicator).
-    std::optional<Divergence> best;
-    Difference best_difference;
-    for (size_t i = 0; i < r_comms.size(); ++i) {
-      const RankComm& b = r_comms[i];
-      if (b.comm_id == p.comm || !b.issued || !number[i].held_by_q) continue;
-      auto d = first_difference(r_with.with(number[i].in_r), q_with.with(number[i].in_q));
-      if (!d) continue;
-      Divergence div;
-      div.rank = r.rank;
-      div.reference_rank = q.rank;
-      div.other_comm = b.comm_id;
-      div.from_seq = d->agreed + 1;
-      div.to_seq = std::max({d->r_count, d->q_count, div.from_seq});
-      div.other_from_seq = d->k - 1;
-      div.other_to_seq = d->k;
-      uint64_t r_len = d->r_count - d->agreed, q_len = d->q_count - d->agreed;
-      // Which of the two left the pattern: the majority says so; between two ranks, the one whose
-      // stretch differs from the stretch before it.
-      bool r_regular = d->period >= 0 && (d->r_known ? r_len == uint64_t(d->period) : r_len <= uint64_t(d->period));
-      bool q_regular = d->period >= 0 && (d->q_known ? q_len == uint64_t(d->period) : q_len <= uint64_t(d->period));
-      div.departed = p.majority || (!r_regular && q_regular);
-      if (!p.majority && r_regular && !q_regular) continue;  // the peer departed: its own entry says so
-      if (!best || div.to_seq - div.from_seq < best->to_seq - best->from_seq) {
-        best = div;
-        best_difference = *d;
-      }
-    }
-    if (best) {
-      const Difference& d = best_difference;
-      uint64_t r_len = d.r_count - d.agreed, q_len = d.q_count - d.agreed;
-      std::string a_name = comm_label(p.comm, names), b_name = comm_label(best->other_comm, names);
-      std::string where = d.k == 1 ? fmt::format("before {} seq 1", b_name)
-                                   : fmt::format("between {} seq {} and {}", b_name, d.k - 1, d.k);
-      best->reason = fmt::format("rank {} issued {}{} op(s) on {} {}, rank {} issued {}{}", r.rank, d.r_known ? "" : "at least ",
-                                 r_len, a_name, where, q.rank, d.q_known ? "" : "at least ", q_len);
-      if (!d.r_known) best->reason += fmt::format(" (rank {} never issued {} seq {})", r.rank, b_name, d.k);
-      if (!d.q_known) best->reason += fmt::format(" (rank {} never issued {} seq {})", q.rank, b_name, d.k);
-      if (d.period >= 0) best->reason += fmt::format("; the stretch before held {}", d.period);
-      if (!best->departed) best->reason += "; which of the two departed cannot be told from these traces";
-    }
-    if (!best) continue;
-    // The seq itself, for the narrowest stretch only (a pass over both ranks' ops of the communicator).
-    int64_t jump = 0;
-    if (best->from_seq == best->to_seq) {
-      best->likely_seq = best->from_seq;  // the stretch is one seq: nothing more to single out
-    } else if ((best->likely_seq = gpu_skew_jump(ro, qo, p.comm, best->from_seq, best->to_seq, &jump))) {
-      best->reason += fmt::format("; likely at seq {}: there, and only there in the stretch, its GPU start relative to "
-                                  "rank {} jumped by {:+.3f} ms",
-                                  best->likely_seq, q.rank, jump / 1e6);
-    }
-    out[p.comm].push_back(*best);
+    std::optional<Found> found = narrowest_stretch(a, p, orders);
+    if (!found) continue;
+    Divergence& div = found->divergence;
+    div.reason = stretch_reason(*found, p.comm, names);
+    single_out_seq(ro, qo, p.comm, div);
+    out[p.comm].push_back(div);
   }
   return out;
 }

@@ -1,12 +1,9 @@
 #include "job_model.h"
 
 #include <algorithm>
-#include <atomic>
-#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <set>
-#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <fmt/format.h>
@@ -494,52 +491,6 @@ CommMemoryFigure CommMemoryFigure::of(const ApiEvent& end) {
   return {};
 }
 
-std::string PythonFrame::describe() const { return fmt::format("{}:{} in {}", file, line, function); }
-
-std::string PythonFrame::describe_short() const {
-  size_t slash = file.rfind('/');
-  return fmt::format("{}:{} ({})", slash == std::string::npos ? file : file.substr(slash + 1), line, function);
-}
-
-ProcessGroupName parse_process_group(std::string_view text) {
-  const std::string_view kLead = trace::kProcessGroupLine;
-  ProcessGroupName out;
-  size_t at = text.find(kLead);
-  if (at == std::string_view::npos || (at && text[at - 1] != '\n')) return out;
-  std::string_view line = text.substr(at + kLead.size());
-  line = line.substr(0, line.find('\n'));
-  size_t tab = line.find('\t');
-  out.name = valid_utf8(std::string(line.substr(0, tab)));
-  if (tab != std::string_view::npos) out.desc = valid_utf8(std::string(line.substr(tab + 1)));
-  return out;
-}
-
-std::string ProcessGroupName::describe() const {
-  if (empty()) return "";
-  std::string text = "process group " + name;
-  if (!desc.empty() && desc != trace::kUndescribedGroup) text += " \"" + desc + "\"";
-  return text;
-}
-
-std::vector<PythonFrame> parse_python_site(std::string_view text) {
-  std::vector<PythonFrame> frames;
-  while (!text.empty()) {
-    size_t end = text.find('\n');
-    std::string_view line = text.substr(0, end);
-    text = end == std::string_view::npos ? std::string_view{} : text.substr(end + 1);
-    size_t tab = line.find('\t');
-    size_t tab2 = tab == std::string_view::npos ? tab : line.find('\t', tab + 1);
-    if (tab2 == std::string_view::npos) continue;
-    PythonFrame frame{std::string(line.substr(0, tab)), 0, std::string(line.substr(tab2 + 1))};
-    std::string_view number = line.substr(tab + 1, tab2 - tab - 1);
-    auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), frame.line);
-    if (ec != std::errc() || ptr != number.data() + number.size() || frame.file.empty()) continue;
-    frames.push_back(std::move(frame));
-  }
-  return frames;
-}
-
-
 std::string hex_id(uint64_t id) { return fmt::format("{:016x}", id); }
 
 std::map<std::string, std::string> ProcessTrace::nccl_env() const {
@@ -598,22 +549,6 @@ void LifecycleFolder::add(const RecordView& record) { impl_->builder(record); }
 void LifecycleFolder::finish(std::vector<TraceProblem>& problems) {
   impl_->builder.finish();
   impl_->process.implausible.report(impl_->process.path, problems);
-}
-
-unsigned reader_threads(size_t files) {
-  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  return static_cast<unsigned>(std::max<size_t>(1, std::min<size_t>(cores, files)));
-}
-
-void parallel_for(size_t count, unsigned threads, const std::function<void(size_t, unsigned)>& work) {
-  std::atomic<size_t> next{0};
-  auto loop = [&](unsigned thread) {
-    for (size_t i = next++; i < count; i = next++) work(i, thread);
-  };
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(loop, t);
-  loop(0);
-  for (std::thread& t : pool) t.join();
 }
 
 bool load_process(const std::string& path, ProcessTrace& out, std::vector<TraceProblem>& problems) {

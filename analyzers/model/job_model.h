@@ -2,6 +2,9 @@
 // states. Memory grows with the number of processes, communicators and resources, not records.
 #pragma once
 
+#include "job_inputs.h"
+#include "parallel_for.h"
+#include "python_frames.h"
 #include "trace_reader.h"
 
 #include <ncclwatch/lifecycle_rules.h>
@@ -27,31 +30,6 @@ struct Module {
   std::string path;
   std::string build_id;  // raw bytes; empty when the trace does not say (format < 4, or none)
 };
-
-// One Python frame of the code that made a communicator or resource (the shim keeps the
-// program's own innermost frames, python_site.h).
-struct PythonFrame {
-  std::string file;
-  int line = 0;
-  std::string function;
-
-  std::string describe() const;       // "/jobs/train.py:43 in main"
-  std::string describe_short() const; // "train.py:43 (main)"
-};
-
-// "path\tline\tfunction\n" lines as the shim wrote them; malformed lines are skipped.
-std::vector<PythonFrame> parse_python_site(std::string_view text);
-
-// The PyTorch process group whose communicator the shim saw being made (its
-// "process_group\t\tNAME\tDESC" line, python_site.h): eager init and new_group() after it.
-struct ProcessGroupName {
-  std::string name;  // PyTorch's group name ("0" for the default group, "1", ... or a hash)
-  std::string desc;  // group_desc: "default_pg", what new_group(group_desc=...) was given, or "undefined"
-  bool empty() const { return name.empty() && desc.empty(); }
-  // "process group 3 \"tensor_parallel\"" ("undefined", PyTorch's word for none given, left out); "" when empty.
-  std::string describe() const;
-};
-ProcessGroupName parse_process_group(std::string_view python_site_text);
 
 // GPU memory a communicator held, as the shim measured it when it was made or released.
 struct CommMemoryFigure {
@@ -199,13 +177,6 @@ class LifecycleFolder {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// How many files to read at once: the machine's cores, never more than the files.
-unsigned reader_threads(size_t files);
-
-// Calls work(index, thread) for every index in [0, count), spread over `threads` threads that take
-// the next index as they finish one (files differ in size).
-void parallel_for(size_t count, unsigned threads, const std::function<void(size_t, unsigned)>& work);
 
 // Reads one file into a ProcessTrace; false if it had nothing usable.
 bool load_process(const std::string& path, ProcessTrace& out, std::vector<TraceProblem>& problems);

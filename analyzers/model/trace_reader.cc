@@ -1,16 +1,8 @@
 #include "trace_reader.h"
-
-#include <fmt/format.h>
-
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "trace_image.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <optional>
 #include <unordered_map>
@@ -19,145 +11,6 @@ namespace ncclwatch::report {
 namespace {
 
 using namespace trace;
-
-const char* file_kind(mode_t mode) {
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a file";
-}
-
-// A trace file's bytes, read into memory rather than mapped: a file truncated under a mapping
-// raises SIGBUS at the next access, and anyone may truncate a file in a shared trace folder. Only
-// the file's data extents are read (SEEK_DATA/SEEK_HOLE): holes read as zeros from untouched pages
-// of an anonymous mapping, which take no memory, and the scans below step over them, so neither
-// memory nor time grows with the size a sparse file claims. A hole is not the end of the records:
-// once a copy (cp, rsync -S, tar -S) makes a trace sparse, the slots a ring chunk has not used yet
-// are holes, and history records follow the chunk.
-class TraceImage {
- public:
-  TraceImage() = default;
-  TraceImage(const TraceImage&) = delete;
-  TraceImage& operator=(const TraceImage&) = delete;
-  ~TraceImage() {
-    if (base_) munmap(base_, mapped_);
-  }
-
-  // Reads `path`; false, with `error` saying why, when it cannot be read at all. `lost` says what
-  // was not read of a file that could be (it shrank while being read); empty when nothing was lost.
-  bool load(const std::string& path, std::string& error, std::string& lost);
-
-  const std::byte* data() const { return base_; }
-  uint64_t size() const { return size_; }  // up to the last byte of data
-
-  // Calls visit(first, end) for the runs [first, end) of the `count` items of `item_bytes` bytes
-  // from `offset` that hold data; every other item lies wholly in a hole (all zeros). Runs come in
-  // order and never overlap. Returns false as soon as `visit` does.
-  template <class Visit>
-  bool for_each_item_with_data(uint64_t offset, uint64_t item_bytes, uint64_t count, Visit&& visit) const {
-    uint64_t end = offset + item_bytes * count;
-    uint64_t next = 0;  // the first item not visited yet
-    auto extent = std::upper_bound(extents_.begin(), extents_.end(), offset,
-                                   [](uint64_t at, const Extent& e) { return at < e.end; });
-    for (; extent != extents_.end() && extent->begin < end && next < count; ++extent) {
-      uint64_t first = std::max(next, (std::max(extent->begin, offset) - offset) / item_bytes);
-      uint64_t last = std::min(count, (std::min(extent->end, end) - offset + item_bytes - 1) / item_bytes);
-      if (first >= last) continue;
-      if (!visit(first, last)) return false;
-      next = last;
-    }
-    return true;
-  }
-
- private:
-  struct Extent {
-    uint64_t begin, end;
-  };
-  void find_extents(int fd, uint64_t file_size);
-
-  std::vector<Extent> extents_;  // the data, in file order
-  std::byte* base_ = nullptr;
-  size_t mapped_ = 0;
-  uint64_t size_ = 0;
-};
-
-void TraceImage::find_extents(int fd, uint64_t file_size) {
-  for (uint64_t at = 0; at < file_size;) {
-    off_t data = lseek(fd, static_cast<off_t>(at), SEEK_DATA);
-    if (data < 0) {
-      // ENXIO: nothing but a hole from here on. Anything else: no SEEK_DATA here, all of it is data.
-      if (errno != ENXIO) extents_.push_back({at, file_size});
-      return;
-    }
-    auto begin = static_cast<uint64_t>(data);
-    if (begin >= file_size) return;
-    off_t hole = lseek(fd, data, SEEK_HOLE);
-    uint64_t end = hole > data ? std::min(static_cast<uint64_t>(hole), file_size) : file_size;
-    extents_.push_back({begin, end});
-    at = end;
-  }
-}
-
-bool TraceImage::load(const std::string& path, std::string& error, std::string& lost) {
-  // O_NONBLOCK: opening a FIFO waits for a writer, forever; what is not a regular file is refused
-  // before anything is read from it.
-  int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) {
-    error = std::string("cannot open: ") + std::strerror(errno);
-    return false;
-  }
-  struct CloseOnReturn {
-    int fd;
-    ~CloseOnReturn() { close(fd); }
-  } closer{fd};
-  struct stat st{};
-  if (fstat(fd, &st) != 0) {
-    error = std::string("cannot stat: ") + std::strerror(errno);
-    return false;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    error = std::string("not a regular file (") + file_kind(st.st_mode) + ")";
-    return false;
-  }
-  auto file_size = static_cast<uint64_t>(st.st_size);
-  if (file_size == 0) {
-    error = "empty file";
-    return false;
-  }
-  find_extents(fd, file_size);
-  // A writer that died before its header may leave the first page a hole: the header checks read zeros.
-  size_ = std::max(extents_.empty() ? 0 : extents_.back().end, std::min<uint64_t>(file_size, sizeof(FileHeader)));
-  auto page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  mapped_ = static_cast<size_t>((size_ + page - 1) / page * page);
-  void* at = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (at == MAP_FAILED) {
-    mapped_ = 0;
-    error = fmt::format("cannot read its {} bytes: {}", size_, std::strerror(errno));
-    return false;
-  }
-  base_ = static_cast<std::byte*>(at);
-  for (size_t i = 0; i < extents_.size(); ++i) {
-    for (uint64_t offset = extents_[i].begin; offset < extents_[i].end;) {
-      ssize_t n = pread(fd, base_ + offset, std::min<uint64_t>(extents_[i].end - offset, 1u << 30), static_cast<off_t>(offset));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        // Cut short while being read (or unreadable from here): what came before stands, as for a
-        // file its writer left short.
-        lost = n == 0 ? fmt::format("the file shrank while being read (from {} bytes); read its first {}", file_size, offset)
-                      : fmt::format("read error at offset {} ({}); read what came before", offset, std::strerror(errno));
-        extents_[i].end = offset;
-        extents_.resize(offset > extents_[i].begin ? i + 1 : i);
-        size_ = offset;
-        break;
-      }
-      offset += static_cast<uint64_t>(n);
-    }
-  }
-  mprotect(base_, mapped_, PROT_READ);
-  return true;
-}
 
 uint32_t load_u32(const std::byte* p) {
   uint32_t v;
@@ -214,33 +67,6 @@ bool all_zero(const TraceImage& image, uint64_t from, uint64_t to) {
   });
 }
 
-// Length of the valid UTF-8 sequence that starts at s[i] (RFC 3629: no overlong forms, no
-// surrogates, nothing past U+10FFFF), 0 when none does.
-size_t utf8_sequence_length(std::string_view s, size_t i) {
-  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  unsigned char lead = byte(i);
-  if (lead < 0x80) return 1;
-  size_t length = 0;
-  unsigned char second_min = 0x80, second_max = 0xBF;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    if (lead == 0xE0) second_min = 0xA0;  // overlong
-    if (lead == 0xED) second_max = 0x9F;  // surrogates
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    if (lead == 0xF0) second_min = 0x90;  // overlong
-    if (lead == 0xF4) second_max = 0x8F;  // past U+10FFFF
-  } else {
-    return 0;
-  }
-  if (i + length > s.size() || byte(i + 1) < second_min || byte(i + 1) > second_max) return 0;
-  for (size_t k = 2; k < length; ++k)
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-  return length;
-}
-
 // The header's host name as valid UTF-8, in place: cut at a character boundary to fit the field.
 void make_host_valid(FileHeader& header) {
   std::string host = valid_utf8(std::string_view(header.host, strnlen(header.host, sizeof(header.host))));
@@ -251,25 +77,6 @@ void make_host_valid(FileHeader& header) {
 }
 
 }  // namespace
-
-std::string valid_utf8(std::string_view bytes) {
-  std::string out;
-  out.reserve(bytes.size());
-  for (size_t i = 0; i < bytes.size();) {
-    if (size_t n = utf8_sequence_length(bytes, i)) {
-      out.append(bytes.substr(i, n));
-      i += n;
-    } else {
-      out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER
-      ++i;
-    }
-  }
-  return out;
-}
-
-std::string record_text(const std::byte* p, size_t len) {
-  return valid_utf8(std::string_view(reinterpret_cast<const char*>(p), len));
-}
 
 TraceProblem trace_problem(const std::string& path, std::string what, bool fatal) {
   return {valid_utf8(path), std::move(what), fatal};
@@ -752,85 +559,6 @@ bool read_trace_until(const std::string& path, const StoppableVisitor& visit, Fi
   // A header alone says nothing about NCCL: reporting "no leaks" from it would be a false all-clear.
   if (stats.records == 0) return fail("holds no records (the process died before recording anything, or recorded nothing)");
   return true;
-}
-
-namespace {
-
-namespace fs = std::filesystem;
-
-// Every *.nwt entry, whatever it is: one that is no regular file (a FIFO, a device, a folder) is
-// refused when read, and named, not passed over in silence.
-std::vector<std::string> own_trace_files(const std::string& dir) {
-  std::vector<std::string> found;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, fs::directory_options::skip_permission_denied, ec))
-    if (entry.path().extension() == ".nwt") found.push_back(entry.path().string());
-  std::sort(found.begin(), found.end());
-  return found;
-}
-
-// `ncclwatch run`'s job folders directly under `dir`, oldest first (by when they last changed).
-std::vector<std::string> job_folders(const std::string& dir) {
-  std::vector<std::pair<fs::file_time_type, std::string>> jobs;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, fs::directory_options::skip_permission_denied, ec)) {
-    std::string name = entry.path().filename().string();
-    if (name.rfind("job-", 0) != 0 || !entry.is_directory(ec)) continue;
-    jobs.emplace_back(fs::last_write_time(entry.path(), ec), entry.path().string());
-  }
-  std::sort(jobs.begin(), jobs.end());
-  std::vector<std::string> out;
-  for (auto& [time, path] : jobs) out.push_back(std::move(path));
-  return out;
-}
-
-}  // namespace
-
-std::vector<std::string> resolve_job_folders(const std::vector<std::string>& inputs, bool all_jobs,
-                                             std::vector<std::string>& notes) {
-  std::vector<std::string> out;
-  for (const std::string& input : inputs) {
-    std::error_code ec;
-    if (!fs::is_directory(input, ec) || !own_trace_files(input).empty()) {
-      out.push_back(input);
-      continue;
-    }
-    std::vector<std::string> jobs = job_folders(input);
-    if (jobs.empty()) {
-      out.push_back(input);  // expand_inputs names it
-    } else if (all_jobs) {
-      notes.push_back(fmt::format("reading all {} jobs in {} (--all)", jobs.size(), valid_utf8(input)));
-      out.insert(out.end(), jobs.begin(), jobs.end());
-    } else {
-      if (jobs.size() > 1)
-        notes.push_back(fmt::format("reading {}, the newest of {} jobs in {} (name another, or --all for every one)",
-                                    valid_utf8(jobs.back()), jobs.size(), valid_utf8(input)));
-      else
-        notes.push_back(fmt::format("reading {}", valid_utf8(jobs.back())));
-      out.push_back(jobs.back());
-    }
-  }
-  return out;
-}
-
-std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, std::vector<TraceProblem>& problems) {
-  std::vector<std::string> files;
-  for (const std::string& input : inputs) {
-    std::error_code ec;
-    if (fs::is_directory(input, ec)) {
-      std::vector<std::string> found = own_trace_files(input);
-      if (found.empty())
-        problems.push_back(trace_problem(input, "folder holds no trace files (*.nwt) of its own; subfolders are not "
-                                                "searched (name the job folders to read)",
-                                         true));
-      files.insert(files.end(), found.begin(), found.end());
-    } else if (fs::exists(input, ec)) {
-      files.push_back(input);
-    } else {
-      problems.push_back(trace_problem(input, "no such file or directory", true));
-    }
-  }
-  return files;
 }
 
 }  // namespace ncclwatch::report

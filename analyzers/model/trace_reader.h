@@ -2,6 +2,8 @@
 // delivered, holes and torn records are skipped and counted, and what is wrong is named.
 #pragma once
 
+#include "trace_text.h"
+
 #include <ncclwatch/trace_format.h>
 
 #include <cstddef>
@@ -79,13 +81,6 @@ using RecordVisitor = std::function<void(const RecordView&)>;
 // Returns false to stop reading (a reader that needs only the start of a file).
 using StoppableVisitor = std::function<bool(const RecordView&)>;
 
-// Text in a trace (names, paths, call sites, the host) is whatever bytes the process had, or a
-// damaged or hostile file's: reports write JSON, which must be UTF-8. Every string the reader hands
-// on goes through valid_utf8, which replaces each byte that starts no valid UTF-8 sequence with
-// U+FFFD. File names (bytes on Linux) are shown the same way.
-std::string valid_utf8(std::string_view bytes);
-// `len` bytes of a record at `p`, as valid UTF-8 text.
-std::string record_text(const std::byte* p, size_t len);
 // "call_begin", "op", ... (the names `dump` uses; from the list in trace_format.h).
 using trace::record_type_name;
 
@@ -130,16 +125,5 @@ bool read_trace(const std::string& path, const RecordVisitor& visit, trace::File
 // As read_trace, but stops as soon as `visit` returns false.
 bool read_trace_until(const std::string& path, const StoppableVisitor& visit, trace::FileHeader& header,
                       ReadStats& stats, std::vector<TraceProblem>& problems);
-
-// Expands directories into the trace files they hold themselves (*.nwt, whatever they are: one that
-// is no regular file is named when read), sorted; files are kept as given. Subfolders are never
-// searched: a tree of unrelated traces must not read as one job.
-std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, std::vector<TraceProblem>& problems);
-
-// The job folders the user means. A folder holding trace files is a job. A launcher folder (one
-// whose subfolders are `ncclwatch run`'s job-*) means its newest job, or all of them with
-// `all_jobs`; `notes` says which was read, so a report never merges jobs silently.
-std::vector<std::string> resolve_job_folders(const std::vector<std::string>& inputs, bool all_jobs,
-                                             std::vector<std::string>& notes);
 
 }  // namespace ncclwatch::report

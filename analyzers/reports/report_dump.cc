@@ -35,6 +35,147 @@ json strings_json(const RecordView& r) {
   return out;
 }
 
+// A module record: where the module was loaded, its file and build ID.
+void add_module_fields(const RecordView& r, json& j) {
+  const auto* m = r.as<ModuleRecord>();
+  if (!m || sizeof(ModuleRecord) + m->path_len > r.size) return;
+  j["base"] = fmt::format("0x{:x}", m->base);
+  j["path"] = record_text(r.data + sizeof(ModuleRecord), m->path_len);
+  if (m->build_id_len && sizeof(ModuleRecord) + m->path_len + m->build_id_len <= r.size) {
+    std::string hex;
+    for (uint32_t i = 0; i < m->build_id_len; ++i)
+      hex += fmt::format("{:02x}", static_cast<unsigned>(r.data[sizeof(ModuleRecord) + m->path_len + i]));
+    j["build_id"] = hex;
+  }
+}
+
+// What follows an ApiEvent, where the record holds it: the call site's frames, the name, the
+// shim's reading of the site and the Python lines.
+void add_call_site_fields(const RecordView& r, const ApiEvent& e, json& j) {
+  size_t frames_bytes = size_t{e.nframes} * 8;
+  if (sizeof(ApiEvent) + frames_bytes + e.name_len + e.site_len > r.size) return;
+  json frames = json::array();
+  for (size_t i = 0; i < e.nframes; ++i) {
+    uint64_t a;
+    std::memcpy(&a, r.data + sizeof(ApiEvent) + i * 8, 8);
+    frames.push_back(fmt::format("0x{:x}", a));
+  }
+  if (!frames.empty()) j["frames"] = frames;
+  if (e.name_len) j["name"] = record_text(r.data + sizeof(ApiEvent) + frames_bytes, e.name_len);
+  if (CommMemoryFigure m = CommMemoryFigure::of(e); m.known()) j["gpu_memory_from"] = m.from;
+  if (e.site_len) j["site"] = record_text(r.data + sizeof(ApiEvent) + frames_bytes + e.name_len, e.site_len);
+  size_t python_at = sizeof(ApiEvent) + frames_bytes + e.name_len + e.site_len;
+  if (e.python_site_len && python_at + e.python_site_len <= r.size) {
+    json python = json::array();
+    for (const PythonFrame& f : parse_python_site(record_text(r.data + python_at, e.python_site_len)))
+      python.push_back({{"file", f.file}, {"line", f.line}, {"function", f.function}});
+    j["python_site"] = python;
+  }
+}
+
+// A call's begin or end record.
+void add_call_fields(const RecordView& r, json& j) {
+  const auto* e = r.as<ApiEvent>();
+  if (!e) return;
+  j["op"] = api_name(static_cast<Api>(e->api));
+  j["call_id"] = e->call_id;
+  j["time_ns"] = e->time_ns;
+  j["tid"] = e->tid;
+  if (r.type == RecordType::kCallEnd) j["result"] = e->result;
+  j["comm"] = fmt::format("0x{:x}", e->comm);
+  j["comm_id"] = hex_id(e->comm_id);
+  if (e->parent_id) j["parent_id"] = hex_id(e->parent_id);
+  if (e->resource) j["resource"] = fmt::format("0x{:x}", e->resource);
+  if (e->bytes) j["bytes"] = e->bytes;
+  j["rank"] = e->rank;
+  j["nranks"] = e->nranks;
+  j["device"] = e->device;
+  j["arg0"] = e->arg0;
+  j["arg1"] = e->arg1;
+  j["flags"] = e->flags;
+  j["split_index"] = e->split_index;
+  j["library"] = e->library;
+  add_call_site_fields(r, *e, j);
+}
+
+// The exit's begin or the process's end.
+void add_exit_fields(const RecordView& r, json& j) {
+  const auto* x = r.as<ExitRecord>();
+  if (!x) return;
+  j["time_ns"] = x->time_ns;
+  j["reason"] = x->reason == 1 ? "normal" : x->reason == 2 ? "signal" : x->reason == 3 ? "python_finalizing" : "unknown";
+  j["signal"] = x->signal;
+  j["live_comms"] = x->live_comms;
+  j["live_resources"] = x->live_resources;
+  j["lost_records"] = x->lost_records;
+}
+
+// A collective or point-to-point op.
+void add_op_fields(const RecordView& r, json& j) {
+  const auto* o = r.as<OpRecord>();
+  if (!o) return;
+  j["op"] = api_name(static_cast<Api>(o->api));
+  j["seq"] = o->seq;
+  j["comm_id"] = hex_id(o->comm_id);
+  j["comm"] = fmt::format("0x{:x}", o->comm);
+  j["count"] = o->count;
+  j["datatype"] = o->datatype;
+  j["redop"] = o->redop;
+  j["peer"] = o->peer;
+  j["rank"] = o->rank;
+  j["nranks"] = o->nranks;
+  j["stream"] = fmt::format("0x{:x}", o->stream);
+  j["host_begin_ns"] = o->host_begin_ns;
+  j["host_end_ns"] = o->host_end_ns;
+  j["launch_id"] = o->launch_id;
+  j["group_depth"] = o->group_depth;
+  j["flags"] = o->flags;
+  j["result"] = o->result;
+  j["tid"] = o->tid;
+}
+
+// A launch's GPU start and end.
+void add_gpu_timing_fields(const RecordView& r, json& j) {
+  const auto* g = r.as<GpuTimingRecord>();
+  if (!g) return;
+  j["launch_id"] = g->launch_id;
+  j["stream"] = fmt::format("0x{:x}", g->stream);
+  j["gpu_begin_ns"] = g->gpu_begin_ns;
+  j["gpu_end_ns"] = g->gpu_end_ns;
+  j["clock_error_ns"] = g->clock_error_ns;
+  j["ops"] = g->ops;
+  j["flags"] = g->flags;
+}
+
+// A watchdog record: the op pending, and where each of the process's communicators stood.
+void add_stall_fields(const RecordView& r, json& j) {
+  const auto* st = r.as<StallRecord>();
+  if (!st) return;
+  j["time_ns"] = st->time_ns;
+  j["state"] = st->state == 1 ? "stalled" : "resolved";
+  j["op"] = api_name(static_cast<Api>(st->api));
+  j["seq"] = st->seq;
+  j["comm_id"] = hex_id(st->comm_id);
+  j["launch_id"] = st->launch_id;
+  j["enqueued_ns"] = st->enqueued_ns;
+  json comms = json::array();
+  for (uint32_t i = 0; i < st->ncomms && sizeof(StallRecord) + (i + 1) * sizeof(StallComm) <= r.size; ++i) {
+    StallComm c;
+    std::memcpy(&c, r.data + sizeof(StallRecord) + i * sizeof(StallComm), sizeof(c));
+    comms.push_back({{"comm_id", hex_id(c.comm_id)}, {"last_issued_seq", c.last_issued_seq},
+                     {"last_completed_seq", c.last_completed_seq}, {"rank", c.rank}, {"nranks", c.nranks}});
+  }
+  j["comms"] = comms;
+}
+
+void add_lost_fields(const RecordView& r, json& j) {
+  const auto* l = r.as<LostRecord>();
+  if (!l) return;
+  j["time_ns"] = l->time_ns;
+  j["count"] = l->count;
+}
+
+// One line of the dump: the record's type and offset, then its own fields.
 json record_json(const RecordView& r) {
   json j;
   j["type"] = record_type_name(r.type);
@@ -43,130 +184,15 @@ json record_json(const RecordView& r) {
     case RecordType::kProcess:
     case RecordType::kLibrary:
     case RecordType::kNotice: j.update(strings_json(r)); break;
-    case RecordType::kModule:
-      if (const auto* m = r.as<ModuleRecord>(); m && sizeof(ModuleRecord) + m->path_len <= r.size) {
-        j["base"] = fmt::format("0x{:x}", m->base);
-        j["path"] = record_text(r.data + sizeof(ModuleRecord), m->path_len);
-        if (m->build_id_len && sizeof(ModuleRecord) + m->path_len + m->build_id_len <= r.size) {
-          std::string hex;
-          for (uint32_t i = 0; i < m->build_id_len; ++i)
-            hex += fmt::format("{:02x}", static_cast<unsigned>(r.data[sizeof(ModuleRecord) + m->path_len + i]));
-          j["build_id"] = hex;
-        }
-      }
-      break;
+    case RecordType::kModule: add_module_fields(r, j); break;
     case RecordType::kCallBegin:
-    case RecordType::kCallEnd:
-      if (const auto* e = r.as<ApiEvent>()) {
-        j["op"] = api_name(static_cast<Api>(e->api));
-        j["call_id"] = e->call_id;
-        j["time_ns"] = e->time_ns;
-        j["tid"] = e->tid;
-        if (r.type == RecordType::kCallEnd) j["result"] = e->result;
-        j["comm"] = fmt::format("0x{:x}", e->comm);
-        j["comm_id"] = hex_id(e->comm_id);
-        if (e->parent_id) j["parent_id"] = hex_id(e->parent_id);
-        if (e->resource) j["resource"] = fmt::format("0x{:x}", e->resource);
-        if (e->bytes) j["bytes"] = e->bytes;
-        j["rank"] = e->rank;
-        j["nranks"] = e->nranks;
-        j["device"] = e->device;
-        j["arg0"] = e->arg0;
-        j["arg1"] = e->arg1;
-        j["flags"] = e->flags;
-        j["split_index"] = e->split_index;
-        j["library"] = e->library;
-        size_t frames_bytes = size_t{e->nframes} * 8;
-        if (sizeof(ApiEvent) + frames_bytes + e->name_len + e->site_len <= r.size) {
-          json frames = json::array();
-          for (size_t i = 0; i < e->nframes; ++i) {
-            uint64_t a;
-            std::memcpy(&a, r.data + sizeof(ApiEvent) + i * 8, 8);
-            frames.push_back(fmt::format("0x{:x}", a));
-          }
-          if (!frames.empty()) j["frames"] = frames;
-          if (e->name_len) j["name"] = record_text(r.data + sizeof(ApiEvent) + frames_bytes, e->name_len);
-          if (CommMemoryFigure m = CommMemoryFigure::of(*e); m.known()) j["gpu_memory_from"] = m.from;
-          if (e->site_len) j["site"] = record_text(r.data + sizeof(ApiEvent) + frames_bytes + e->name_len, e->site_len);
-          size_t python_at = sizeof(ApiEvent) + frames_bytes + e->name_len + e->site_len;
-          if (e->python_site_len && python_at + e->python_site_len <= r.size) {
-            json python = json::array();
-            for (const PythonFrame& f : parse_python_site(record_text(r.data + python_at, e->python_site_len)))
-              python.push_back({{"file", f.file}, {"line", f.line}, {"function", f.function}});
-            j["python_site"] = python;
-          }
-        }
-      }
-      break;
+    case RecordType::kCallEnd: add_call_fields(r, j); break;
     case RecordType::kExitBegin:
-    case RecordType::kProcessEnd:
-      if (const auto* x = r.as<ExitRecord>()) {
-        j["time_ns"] = x->time_ns;
-        j["reason"] = x->reason == 1 ? "normal" : x->reason == 2 ? "signal" : x->reason == 3 ? "python_finalizing" : "unknown";
-        j["signal"] = x->signal;
-        j["live_comms"] = x->live_comms;
-        j["live_resources"] = x->live_resources;
-        j["lost_records"] = x->lost_records;
-      }
-      break;
-    case RecordType::kCollective:
-      if (const auto* o = r.as<OpRecord>()) {
-        j["op"] = api_name(static_cast<Api>(o->api));
-        j["seq"] = o->seq;
-        j["comm_id"] = hex_id(o->comm_id);
-        j["comm"] = fmt::format("0x{:x}", o->comm);
-        j["count"] = o->count;
-        j["datatype"] = o->datatype;
-        j["redop"] = o->redop;
-        j["peer"] = o->peer;
-        j["rank"] = o->rank;
-        j["nranks"] = o->nranks;
-        j["stream"] = fmt::format("0x{:x}", o->stream);
-        j["host_begin_ns"] = o->host_begin_ns;
-        j["host_end_ns"] = o->host_end_ns;
-        j["launch_id"] = o->launch_id;
-        j["group_depth"] = o->group_depth;
-        j["flags"] = o->flags;
-        j["result"] = o->result;
-        j["tid"] = o->tid;
-      }
-      break;
-    case RecordType::kGpuTiming:
-      if (const auto* g = r.as<GpuTimingRecord>()) {
-        j["launch_id"] = g->launch_id;
-        j["stream"] = fmt::format("0x{:x}", g->stream);
-        j["gpu_begin_ns"] = g->gpu_begin_ns;
-        j["gpu_end_ns"] = g->gpu_end_ns;
-        j["clock_error_ns"] = g->clock_error_ns;
-        j["ops"] = g->ops;
-        j["flags"] = g->flags;
-      }
-      break;
-    case RecordType::kStall:
-      if (const auto* st = r.as<StallRecord>()) {
-        j["time_ns"] = st->time_ns;
-        j["state"] = st->state == 1 ? "stalled" : "resolved";
-        j["op"] = api_name(static_cast<Api>(st->api));
-        j["seq"] = st->seq;
-        j["comm_id"] = hex_id(st->comm_id);
-        j["launch_id"] = st->launch_id;
-        j["enqueued_ns"] = st->enqueued_ns;
-        json comms = json::array();
-        for (uint32_t i = 0; i < st->ncomms && sizeof(StallRecord) + (i + 1) * sizeof(StallComm) <= r.size; ++i) {
-          StallComm c;
-          std::memcpy(&c, r.data + sizeof(StallRecord) + i * sizeof(StallComm), sizeof(c));
-          comms.push_back({{"comm_id", hex_id(c.comm_id)}, {"last_issued_seq", c.last_issued_seq},
-                           {"last_completed_seq", c.last_completed_seq}, {"rank", c.rank}, {"nranks", c.nranks}});
-        }
-        j["comms"] = comms;
-      }
-      break;
-    case RecordType::kLost:
-      if (const auto* l = r.as<LostRecord>()) {
-        j["time_ns"] = l->time_ns;
-        j["count"] = l->count;
-      }
-      break;
+    case RecordType::kProcessEnd: add_exit_fields(r, j); break;
+    case RecordType::kCollective: add_op_fields(r, j); break;
+    case RecordType::kGpuTiming: add_gpu_timing_fields(r, j); break;
+    case RecordType::kStall: add_stall_fields(r, j); break;
+    case RecordType::kLost: add_lost_fields(r, j); break;
     default: break;
   }
   return j;

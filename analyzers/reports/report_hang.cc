@@ -1,4 +1,4 @@
-// hang: the hang report (hang_report.cc) as JSON, CSV and text.
+// hang: the hang report (hang_analysis.cc) as JSON, CSV and text.
 #include "reports.h"
 
 #include <fmt/format.h>
@@ -221,6 +221,17 @@ json head_json(const HangReport& report) {
 
 }  // namespace
 
+json to_json(const std::vector<EnvironmentDifference>& differences) {
+  json out = json::array();
+  for (const EnvironmentDifference& d : differences) {
+    json entry = {{"key", d.key}, {"values", json::array()}};
+    for (const EnvironmentDifference::Value& v : d.values)
+      entry["values"].push_back({{"value", v.value}, {"ranks", v.ranks}, {"processes", v.processes}});
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
 json to_json(const HangReport& report) {
   json comms = json::array();
   for (const CommHang& c : report.comms) comms.push_back(to_json(c));
@@ -230,13 +241,9 @@ json to_json(const HangReport& report) {
 }
 
 int run_hang(const Options& options) {
-  JobAnalysis a = analyze_job(options.inputs, {});
-  print_problems(a.job.problems);
-  if (a.job.processes.empty()) {
-    std::fprintf(stderr, "ncclwatch-report: no usable trace files\n");
-    return 2;
-  }
-  HangReport report = hang_report(a);
+  std::optional<JobAnalysis> analysis = load_job_or_explain(options.inputs, AnalysisOptions{});
+  if (!analysis) return kNoUsableInput;
+  HangReport report = hang_report(*analysis);
   if (options.json) {
     // to_json(report), written one communicator at a time
     write_json_streamed(std::cout, head_json(report),

@@ -564,15 +564,12 @@ void environment_section(Page& page, const std::vector<EnvironmentDifference>& e
 
 int run_html(const Options& options) {
   if (options.output.empty()) {
-    std::fprintf(stderr, "ncclwatch-report html: -o FILE is required\n");
+    say_in("html", "-o FILE is required");
     return 2;
   }
-  JobAnalysis a = analyze_job(options.inputs, {});
-  print_problems(a.job.problems);
-  if (a.job.processes.empty()) {
-    std::fprintf(stderr, "ncclwatch-report: no usable trace files\n");
-    return 2;
-  }
+  std::optional<JobAnalysis> analysis = load_job_or_explain(options.inputs, AnalysisOptions{});
+  if (!analysis) return kNoUsableInput;
+  const JobAnalysis& a = *analysis;
   std::map<uint64_t, std::string> names = comm_names(a.job);
   HangReport hang = hang_report(a);
   LatencyTable latency = latency_table(a);

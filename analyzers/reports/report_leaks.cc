@@ -91,34 +91,6 @@ std::string ranks_list(const std::set<int>& ranks) { return ranks_text(std::vect
 
 }  // namespace
 
-std::string ranks_text(const std::vector<int32_t>& ranks, size_t limit) {
-  std::string out;
-  size_t pieces = 0;
-  for (size_t i = 0; i < ranks.size(); ++pieces) {
-    size_t end = i + 1;  // one past the run of consecutive ranks starting at i
-    while (end < ranks.size() && ranks[end] == ranks[end - 1] + 1) ++end;
-    if (pieces == limit) {
-      out += fmt::format(",... ({} ranks)", ranks.size());
-      break;
-    }
-    if (end - i >= 3) {
-      out += fmt::format("{}{}-{}", out.empty() ? "" : ",", ranks[i], ranks[end - 1]);
-      i = end;
-    } else {
-      out += fmt::format("{}{}", out.empty() ? "" : ",", ranks[i]);
-      ++i;
-    }
-  }
-  return out;
-}
-
-std::string dump_json(const json& j, int indent) { return j.dump(indent, ' ', false, json::error_handler_t::replace); }
-
-void print_problems(const std::vector<TraceProblem>& problems) {
-  for (const TraceProblem& p : problems)
-    std::fprintf(stderr, "ncclwatch-report: %s: %s%s\n", p.path.c_str(), p.what.c_str(), p.fatal ? " (skipped)" : "");
-}
-
 namespace {
 
 json comm_json(const CommInstanceRow& row) {
@@ -479,25 +451,24 @@ json to_json(const LeakReport& report) {
 
 void say_other_builds(const LeakReport& report) {
   for (const std::string& path : report.other_builds)
-    fmt::print(stderr,
-               "ncclwatch-report: {} here is another build than the traced process loaded (their build IDs differ): its "
-               "frames are shown as module+offset, or as the shim read them at the call\n",
-               valid_utf8(path));
+    say("{} here is another build than the traced process loaded (their build IDs differ): its frames are shown as "
+        "module+offset, or as the shim read them at the call",
+        valid_utf8(path));
+}
+
+int run_leaks(const Options& options) {
+  std::optional<Job> job = load_job_or_explain(options.inputs);
+  return job ? run_leaks(*job, options) : kNoUsableInput;
 }
 
 int run_leaks(const Job& job, const Options& options) {
-  if (job.processes.empty()) {
-    std::fprintf(stderr, "ncclwatch-report: no usable trace files\n");
-    return 2;
-  }
   LeakReport report = leak_report(job, options.symbolize);
   if (options.csv) {
     say_other_builds(report);
     write_leaks_csv(job, report);
     // Standard output holds the table only: what would make "no leaks" untrue goes to stderr.
     for (const UntracedCopy& u : report.untraced)
-      fmt::print(stderr, "ncclwatch-report: NOT TRACED in {} process(es): {}: {} (its communicators are not counted here)\n",
-                 u.processes, u.path, u.reason);
+      say("NOT TRACED in {} process(es): {}: {} (its communicators are not counted here)", u.processes, u.path, u.reason);
   } else if (options.json) {
     say_other_builds(report);
     write_leaks_json(report);

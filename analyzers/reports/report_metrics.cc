@@ -139,16 +139,12 @@ void write_latency(const JobAnalysis& a, m::TextWriter& out) {
 int run_metrics(const Options& options) {
   AnalysisOptions ao;
   ao.align_clocks = false;  // counts and durations only
-  JobAnalysis a = analyze_job(options.inputs, ao);
-  print_problems(a.job.problems);
-  if (a.job.processes.empty()) {
-    std::fprintf(stderr, "ncclwatch-report: no usable trace files\n");
-    return 2;
-  }
+  std::optional<JobAnalysis> analysis = load_job_or_explain(options.inputs, ao);
+  if (!analysis) return kNoUsableInput;
   m::TextWriter out;
-  write_lifecycles(a.job, out);
-  write_communicators(a, out);
-  write_latency(a, out);
+  write_lifecycles(analysis->job, out);
+  write_communicators(*analysis, out);
+  write_latency(*analysis, out);
   return write_output_atomically(options.output, out.text()) ? 0 : 2;
 }
 

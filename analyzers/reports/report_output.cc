@@ -83,7 +83,7 @@ std::string bytes_text(uint64_t bytes) {
 bool write_output_atomically(const std::string& path, const std::string& text) {
   if (path.empty() || path == "-") {
     bool ok = std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0;
-    if (!ok) std::fprintf(stderr, "ncclwatch-report: writing to standard output failed\n");
+    if (!ok) say("writing to standard output failed");
     return ok;
   }
   // A path that exists and is not a regular file (/dev/stdout, a pipe) is written as it is: a
@@ -94,7 +94,7 @@ bool write_output_atomically(const std::string& path, const std::string& text) {
     std::FILE* f = std::fopen(path.c_str(), "w");
     bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
     ok = f && std::fclose(f) == 0 && ok;
-    if (!ok) std::fprintf(stderr, "ncclwatch-report: cannot write %s\n", path.c_str());
+    if (!ok) say("cannot write {}", path);
     return ok;
   }
   // A reader (node-exporter's textfile collector, a browser) never sees a half-written file: the
@@ -106,7 +106,7 @@ bool write_output_atomically(const std::string& path, const std::string& text) {
   if (ok) std::filesystem::rename(temporary, path, ec);
   if (!ok || ec) {
     std::filesystem::remove(temporary, ec);
-    std::fprintf(stderr, "ncclwatch-report: cannot write %s\n", path.c_str());
+    say("cannot write {}", path);
     return false;
   }
   return true;

@@ -1,6 +1,6 @@
 // summary: one screen about the whole job: ranks, hosts, communicators, leaks, slowest ops,
 // stalls, mismatches (even when nothing hung), environment differences, and the first thing to
-// look at.
+// look at. summary_report gathers it from the other reports' results; the printers only print it.
 #include "lifecycle_findings.h"
 #include "reports.h"
 
@@ -29,6 +29,150 @@ std::string pile_up_site(const CommPileUp& pile) {
 std::string signal_name(int sig) {
   const char* abbrev = sig > 0 ? sigabbrev_np(sig) : nullptr;
   return abbrev ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
+}
+
+// The job's size and how its processes ended: traces, ranks, hosts, communicators, processes
+// killed or ended by a signal, records lost.
+void count_processes(const JobAnalysis& a, SummaryReport& s) {
+  const Job& job = a.job;
+  std::set<uint64_t> comm_ids;
+  std::set<int32_t> world_ranks;
+  for (size_t i = 0; i < job.processes.size(); ++i) {
+    const ProcessTrace& p = job.processes[i];
+    s.hosts.insert(p.host());
+    s.lost_records += p.lost_records;
+    if (!p.process_end) ++s.processes_without_final_record;
+    else if (p.process_end->reason == static_cast<uint32_t>(trace::ExitReason::kSignal))
+      ++s.ended_by_signal[signal_name(p.process_end->signal)];
+    world_ranks.merge(world_ranks_of(a, i));
+    for (const CommInstance& c : p.comms)
+      if (c.state != CommState::kInitFailed) comm_ids.insert(c.id);
+  }
+  for (const CommOps& c : a.comms) comm_ids.insert(c.comm_id);
+  comm_ids.erase(0);
+  s.traces = job.processes.size();
+  s.ranks = world_ranks.size();
+  s.communicators = comm_ids.size();
+}
+
+// Which NCCL copies the traces cover, grouped across processes, by path.
+std::map<std::string, SummaryReport::LibraryUse> library_uses(const Job& job) {
+  std::map<std::string, SummaryReport::LibraryUse> libraries;
+  for (const ProcessTrace& p : job.processes) {
+    for (const NcclLibrary& lib : p.libraries) {
+      SummaryReport::LibraryUse& use = libraries[lib.path];
+      // attached wins over unused: one process may call a copy another only loaded
+      if (use.status.empty() || lib.status == "attached" || lib.status == "not traced") {
+        use.version = lib.version;
+        use.status = lib.status;
+        use.how = lib.status == "attached" ? lib.reached : lib.reason;
+      }
+      ++use.processes;
+    }
+  }
+  return libraries;
+}
+
+// The slowest ops: latency rows by their worst steady-state time (first calls are set-up).
+std::vector<LatencyRow> slowest_ops(const LatencyTable& latency) {
+  std::vector<const LatencyRow*> rows;
+  for (const LatencyRow& r : latency.rows)
+    if (r.max_us) rows.push_back(&r);
+  std::sort(rows.begin(), rows.end(), [](const LatencyRow* x, const LatencyRow* y) { return *x->max_us > *y->max_us; });
+  if (rows.size() > 5) rows.resize(5);
+  std::vector<LatencyRow> out;
+  for (const LatencyRow* r : rows) out.push_back(*r);
+  return out;
+}
+
+json pile_ups_json(const LeakReport& leaks) {
+  json list = json::array();
+  for (const PileUpFinding& f : leaks.pile_ups) {
+    const CommPileUp& pile = f.pile;
+    list.push_back({{"made", pile.made}, {"not_destroyed", pile.not_destroyed}, {"peak_alive", pile.peak_alive},
+                    {"ranks", pile.ranks}, {"site", pile.site_key}, {"created_at", pile_up_site(pile)}});
+  }
+  return list;
+}
+
+// The job, its NCCL copies and how its processes ended.
+void print_job_lines(const SummaryReport& s) {
+  fmt::print("ncclwatch summary: {} process trace(s), {} rank(s) on {} host(s), {} communicator(s)\n", s.traces, s.ranks,
+             s.hosts.size(), s.communicators);
+  std::string by_state;
+  for (const auto& [state, n] : s.leaks.state_counts) by_state += fmt::format("{}{} {}", by_state.empty() ? "" : ", ", n, state);
+  if (!by_state.empty()) fmt::print("  communicator instances: {}\n", by_state);
+  for (const auto& [path, use] : s.libraries) {
+    if (use.status == "not traced")
+      fmt::print("  NOT TRACED: {} in {} process(es): {}\n", path, use.processes, use.how);
+    else
+      fmt::print("  NCCL {} {}: {} in {} process(es){}\n", nccl_version_text(use.version), path, use.status, use.processes,
+                 use.how.empty() ? "" : " (" + use.how + ")");
+  }
+  if (s.processes_without_final_record)
+    fmt::print("  {} process(es) ended without a final record (killed or crashed)\n", s.processes_without_final_record);
+  for (const auto& [name, n] : s.ended_by_signal) fmt::print("  {} process(es) ended by {}\n", n, name);
+  if (s.lost_records) fmt::print("  {} record(s) were lost while tracing\n", s.lost_records);
+  if (s.window.partial()) fmt::print("  {}\n", s.window.text());
+}
+
+// What leaked, piled up or was released out of order.
+void print_leak_lines(const LeakReport& leaks) {
+  if (leaks.leaks())
+    fmt::print("  LEAKS: {} communicator(s) never destroyed{}, {} resource(s) never released — run `ncclwatch-report leaks`\n",
+               leaks.leaked.size(),
+               leaks.leaked_memory_bytes
+                   ? fmt::format(" (holding {} of GPU memory when made, all ranks)", bytes_text(leaks.leaked_memory_bytes))
+                   : "",
+               leaks.open_resources.size());
+  else
+    fmt::print("  no leaks: every communicator and resource was released\n");
+  for (const PileUpFinding& f : leaks.pile_ups)
+    fmt::print("  PILING UP: {} communicators made at {} on rank(s) {} in {} bursts, {} never destroyed before "
+               "exit, at most {} alive at once — run `ncclwatch-report leaks`\n",
+               f.pile.made, pile_up_site(f.pile), ranks_text(f.pile.ranks), f.pile.bursts, f.pile.not_destroyed,
+               f.pile.peak_alive);
+  if (!leaks.order.empty())
+    fmt::print("  ORDER: {} resource(s) released out of order or registered twice — run `ncclwatch-report leaks`\n",
+               leaks.order.size());
+}
+
+// Mismatches, hangs, departures, stalls, stragglers and settings that differ.
+void print_hang_lines(const HangReport& hang) {
+  if (hang.mismatched_seqs)
+    fmt::print("  MISMATCHES: ranks passed different arguments to {} collective(s) — run `ncclwatch-report hang`\n",
+               hang.mismatched_seqs);
+  if (hang.init_hung_ranks)
+    fmt::print("  HANG: {} rank(s) entered a communicator's creation and never returned — run `ncclwatch-report hang`\n",
+               hang.init_hung_ranks);
+  if (hang.missing_ranks || hang.absent_ranks)
+    fmt::print("  HANG: {} rank(s) stopped short, {} rank(s) left no trace — run `ncclwatch-report hang`\n", hang.missing_ranks,
+               hang.absent_ranks);
+  if (hang.divergences) fmt::print("  {} rank(s) departed from their peers' program\n", hang.divergences);
+  if (hang.stall_records) fmt::print("  {} stall record(s) from the watchdog\n", hang.stall_records);
+  for (const std::string& s : hang.stragglers) fmt::print("  STRAGGLER: {}\n", s);
+  for (const std::string& key : hang.environment_keys) fmt::print("  environment differs across ranks: {}\n", key);
+}
+
+void print_slowest_ops(const std::vector<LatencyRow>& rows) {
+  if (rows.empty()) return;
+  fmt::print("  slowest ops:\n");
+  for (const LatencyRow& r : rows)
+    fmt::print("    {} {} B on comm {}: max {:.1f} us, p50 {:.1f} us ({}, {} calls){}\n", trace::api_name(r.api), r.bytes,
+               r.name.empty() ? hex_id(r.comm_id) : fmt::format("\"{}\" ({})", r.name, hex_id(r.comm_id)), *r.max_us, *r.p50_us,
+               r.timing == TimingSource::kHost ? "host enqueue" : timing_name(r.timing), r.calls,
+               // a first call worth naming: slower than any steady one (NCCL's connection set-up)
+               !r.first_call_max_us || *r.first_call_max_us <= *r.max_us
+                   ? ""
+                   : fmt::format("; first call up to {:.1f} ms (set-up)", *r.first_call_max_us / 1e3));
+}
+
+void print_summary_text(const SummaryReport& s) {
+  print_job_lines(s);
+  print_leak_lines(s.leaks);
+  print_hang_lines(s.hang);
+  print_slowest_ops(s.slowest_ops);
+  fmt::print("  look first at: {}\n", s.first_look);
 }
 
 }  // namespace
@@ -63,174 +207,69 @@ std::string first_look_at(const LeakReport& leaks, const HangReport& hang) {
   return "nothing: no leak, hang or mismatch found";
 }
 
-int run_summary(const Options& options) {
-  JobAnalysis a = analyze_job(options.inputs, {});
-  print_problems(a.job.problems);
-  const Job& job = a.job;
-  if (job.processes.empty()) {
-    std::fprintf(stderr, "ncclwatch-report: no usable trace files\n");
-    return 2;
-  }
-  std::set<std::string> hosts;
-  std::set<uint64_t> comm_ids;
-  size_t killed = 0;
-  std::map<std::string, int> ended_by_signal;  // "SIGTERM" -> processes: ended by a signal the shim saw
-  uint64_t lost = 0;
-  std::set<int32_t> world_ranks;
-  for (size_t i = 0; i < job.processes.size(); ++i) {
-    const ProcessTrace& p = job.processes[i];
-    hosts.insert(p.host());
-    lost += p.lost_records;
-    if (!p.process_end) ++killed;
-    else if (p.process_end->reason == static_cast<uint32_t>(trace::ExitReason::kSignal))
-      ++ended_by_signal[signal_name(p.process_end->signal)];
-    world_ranks.merge(world_ranks_of(a, i));
-    for (const CommInstance& c : p.comms)
-      if (c.state != CommState::kInitFailed) comm_ids.insert(c.id);
-  }
-  for (const CommOps& c : a.comms) comm_ids.insert(c.comm_id);
-  comm_ids.erase(0);
-  LeakReport leaks = leak_report(job, /*symbolize=*/false);  // summary names no native frame
-  HangReport hang = hang_report(a);
+SummaryReport summary_report(const JobAnalysis& a) {
+  SummaryReport s;
+  count_processes(a, s);
+  s.leaks = leak_report(a.job, /*symbolize=*/false);  // summary names no native frame
+  s.hang = hang_report(a);
   LatencyTable latency = latency_table(a);
-
-  // The slowest ops: latency rows by their worst steady-state time (first calls are set-up).
-  std::vector<const LatencyRow*> rows;
-  for (const LatencyRow& r : latency.rows)
-    if (r.max_us) rows.push_back(&r);
-  std::sort(rows.begin(), rows.end(), [](const LatencyRow* x, const LatencyRow* y) { return *x->max_us > *y->max_us; });
-  if (rows.size() > 5) rows.resize(5);
-  // Which NCCL copies the traces cover, grouped across processes.
-  struct LibraryUse {
-    std::string version, status, how;
-    int processes = 0;
-  };
-  std::map<std::string, LibraryUse> libraries;  // by path
-  for (const ProcessTrace& p : job.processes) {
-    for (const NcclLibrary& lib : p.libraries) {
-      LibraryUse& use = libraries[lib.path];
-      // attached wins over unused: one process may call a copy another only loaded
-      if (use.status.empty() || lib.status == "attached" || lib.status == "not traced") {
-        use.version = lib.version;
-        use.status = lib.status;
-        use.how = lib.status == "attached" ? lib.reached : lib.reason;
-      }
-      ++use.processes;
-    }
-  }
-  const std::vector<UntracedCopy>& untraced = leaks.untraced;
-
-  std::string first_look = first_look_at(leaks, hang);
+  s.slowest_ops = slowest_ops(latency);
+  s.window = latency.window;
+  s.libraries = library_uses(a.job);
+  s.first_look = first_look_at(s.leaks, s.hang);
   // A copy we could not trace is a finding: "no leaks" cannot be vouched for.
-  bool findings = leaks.findings() || hang.findings || !untraced.empty();
+  s.findings = s.leaks.findings() || s.hang.findings || !s.leaks.untraced.empty();
+  return s;
+}
 
-  if (options.json) {
-    json out = {{"traces", job.processes.size()},
-                {"ranks", world_ranks.size()},
-                {"hosts", hosts},
-                {"communicators", comm_ids.size()},
-                {"states", leaks.state_counts},
-                {"leaked_communicators", leaks.leaked.size()},
-                {"leaked_instances", leaks.leaked_instances.size()},
-                {"leaked_gpu_memory_bytes", leaks.leaked_memory_bytes},
-                {"unreleased_resources", leaks.open_resources.size()},
-                {"piling_up", [&] {
-                   json list = json::array();
-                   for (const PileUpFinding& f : leaks.pile_ups) {
-                     const CommPileUp& pile = f.pile;
-                     list.push_back({{"made", pile.made}, {"not_destroyed", pile.not_destroyed}, {"peak_alive", pile.peak_alive},
-                                     {"ranks", pile.ranks}, {"site", pile.site_key}, {"created_at", pile_up_site(pile)}});
-                   }
-                   return list;
-                 }()},
-                {"resources_out_of_order", leaks.order.size()},
-                {"peak_alive_communicators", leaks.peak.count},
-                {"processes_without_final_record", killed},
-                {"ended_by_signal", ended_by_signal},
-                {"lost_records", lost},
-                {"mismatched_seqs", hang.mismatched_seqs},
-                {"missing", hang.missing_ranks},
-                {"absent_ranks", hang.absent_ranks},
-                {"init_never_returned", hang.init_hung_ranks},
-                {"stall_records", hang.stall_records},
-                {"divergences", hang.divergences},
-                {"stragglers", hang.stragglers},
-                {"slowest_ops", [&] {
-                   json list = json::array();
-                   for (const LatencyRow* r : rows) list.push_back(to_json(*r));
-                   return list;
-                 }()},
-                {"environment", to_json(hang.environment)},
-                {"window", latency.window.to_json()},
-                {"verdict", hang.verdict},
-                {"first_look", first_look}};
-    json nccl = json::array();
-    for (const auto& [path, use] : libraries)
-      nccl.push_back({{"path", path}, {"version", use.version}, {"status", use.status}, {"how", use.how},
-                      {"processes", use.processes}});
-    out["nccl_libraries"] = nccl;
-    std::cout << dump_json(out, 2) << "\n";
-    return findings ? 1 : 0;
-  }
-  fmt::print("ncclwatch summary: {} process trace(s), {} rank(s) on {} host(s), {} communicator(s)\n", job.processes.size(),
-             world_ranks.size(), hosts.size(), comm_ids.size());
-  std::string by_state;
-  for (const auto& [s, n] : leaks.state_counts) by_state += fmt::format("{}{} {}", by_state.empty() ? "" : ", ", n, s);
-  if (!by_state.empty()) fmt::print("  communicator instances: {}\n", by_state);
-  for (const auto& [path, use] : libraries) {
-    if (use.status == "not traced")
-      fmt::print("  NOT TRACED: {} in {} process(es): {}\n", path, use.processes, use.how);
-    else
-      fmt::print("  NCCL {} {}: {} in {} process(es){}\n", nccl_version_text(use.version), path, use.status, use.processes,
-                 use.how.empty() ? "" : " (" + use.how + ")");
-  }
-  if (killed) fmt::print("  {} process(es) ended without a final record (killed or crashed)\n", killed);
-  for (const auto& [name, n] : ended_by_signal) fmt::print("  {} process(es) ended by {}\n", n, name);
-  if (lost) fmt::print("  {} record(s) were lost while tracing\n", lost);
-  if (latency.window.partial()) fmt::print("  {}\n", latency.window.text());
-  if (leaks.leaks())
-    fmt::print("  LEAKS: {} communicator(s) never destroyed{}, {} resource(s) never released — run `ncclwatch-report leaks`\n",
-               leaks.leaked.size(),
-               leaks.leaked_memory_bytes
-                   ? fmt::format(" (holding {} of GPU memory when made, all ranks)", bytes_text(leaks.leaked_memory_bytes))
-                   : "",
-               leaks.open_resources.size());
+json to_json(const SummaryReport& s) {
+  const LeakReport& leaks = s.leaks;
+  const HangReport& hang = s.hang;
+  json slowest = json::array();
+  for (const LatencyRow& r : s.slowest_ops) slowest.push_back(to_json(r));
+  json nccl = json::array();
+  for (const auto& [path, use] : s.libraries)
+    nccl.push_back({{"path", path}, {"version", use.version}, {"status", use.status}, {"how", use.how},
+                    {"processes", use.processes}});
+  return {{"traces", s.traces},
+          {"ranks", s.ranks},
+          {"hosts", s.hosts},
+          {"communicators", s.communicators},
+          {"states", leaks.state_counts},
+          {"leaked_communicators", leaks.leaked.size()},
+          {"leaked_instances", leaks.leaked_instances.size()},
+          {"leaked_gpu_memory_bytes", leaks.leaked_memory_bytes},
+          {"unreleased_resources", leaks.open_resources.size()},
+          {"piling_up", pile_ups_json(leaks)},
+          {"resources_out_of_order", leaks.order.size()},
+          {"peak_alive_communicators", leaks.peak.count},
+          {"processes_without_final_record", s.processes_without_final_record},
+          {"ended_by_signal", s.ended_by_signal},
+          {"lost_records", s.lost_records},
+          {"mismatched_seqs", hang.mismatched_seqs},
+          {"missing", hang.missing_ranks},
+          {"absent_ranks", hang.absent_ranks},
+          {"init_never_returned", hang.init_hung_ranks},
+          {"stall_records", hang.stall_records},
+          {"divergences", hang.divergences},
+          {"stragglers", hang.stragglers},
+          {"slowest_ops", slowest},
+          {"environment", to_json(hang.environment)},
+          {"window", s.window.to_json()},
+          {"verdict", hang.verdict},
+          {"first_look", s.first_look},
+          {"nccl_libraries", nccl}};
+}
+
+int run_summary(const Options& options) {
+  std::optional<JobAnalysis> analysis = load_job_or_explain(options.inputs, AnalysisOptions{});
+  if (!analysis) return kNoUsableInput;
+  SummaryReport summary = summary_report(*analysis);
+  if (options.json)
+    std::cout << dump_json(to_json(summary), 2) << "\n";
   else
-    fmt::print("  no leaks: every communicator and resource was released\n");
-  for (const PileUpFinding& f : leaks.pile_ups)
-    fmt::print("  PILING UP: {} communicators made at {} on rank(s) {} in {} bursts, {} never destroyed before "
-               "exit, at most {} alive at once — run `ncclwatch-report leaks`\n",
-               f.pile.made, pile_up_site(f.pile), ranks_text(f.pile.ranks), f.pile.bursts, f.pile.not_destroyed,
-               f.pile.peak_alive);
-  if (!leaks.order.empty())
-    fmt::print("  ORDER: {} resource(s) released out of order or registered twice — run `ncclwatch-report leaks`\n",
-               leaks.order.size());
-  if (hang.mismatched_seqs)
-    fmt::print("  MISMATCHES: ranks passed different arguments to {} collective(s) — run `ncclwatch-report hang`\n",
-               hang.mismatched_seqs);
-  if (hang.init_hung_ranks)
-    fmt::print("  HANG: {} rank(s) entered a communicator's creation and never returned — run `ncclwatch-report hang`\n",
-               hang.init_hung_ranks);
-  if (hang.missing_ranks || hang.absent_ranks)
-    fmt::print("  HANG: {} rank(s) stopped short, {} rank(s) left no trace — run `ncclwatch-report hang`\n", hang.missing_ranks,
-               hang.absent_ranks);
-  if (hang.divergences) fmt::print("  {} rank(s) departed from their peers' program\n", hang.divergences);
-  if (hang.stall_records) fmt::print("  {} stall record(s) from the watchdog\n", hang.stall_records);
-  for (const std::string& s : hang.stragglers) fmt::print("  STRAGGLER: {}\n", s);
-  for (const std::string& key : hang.environment_keys) fmt::print("  environment differs across ranks: {}\n", key);
-  if (!rows.empty()) {
-    fmt::print("  slowest ops:\n");
-    for (const LatencyRow* r : rows)
-      fmt::print("    {} {} B on comm {}: max {:.1f} us, p50 {:.1f} us ({}, {} calls){}\n", trace::api_name(r->api), r->bytes,
-                 r->name.empty() ? hex_id(r->comm_id) : fmt::format("\"{}\" ({})", r->name, hex_id(r->comm_id)), *r->max_us, *r->p50_us,
-                 r->timing == TimingSource::kHost ? "host enqueue" : timing_name(r->timing), r->calls,
-                 // a first call worth naming: slower than any steady one (NCCL's connection set-up)
-                 !r->first_call_max_us || *r->first_call_max_us <= *r->max_us
-                     ? ""
-                     : fmt::format("; first call up to {:.1f} ms (set-up)", *r->first_call_max_us / 1e3));
-  }
-  fmt::print("  look first at: {}\n", first_look);
-  return findings ? 1 : 0;
+    print_summary_text(summary);
+  return summary.findings ? 1 : 0;
 }
 
 }  // namespace ncclwatch::report

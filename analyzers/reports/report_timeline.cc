@@ -464,7 +464,7 @@ class FileTimeline {
 std::optional<TimelineFilter> filter_of(const Options& options) {
   TimelineFilter f;
   if (!options.timeline_ranks.empty() && !parse_rank_list(options.timeline_ranks, f.ranks)) {
-    std::fprintf(stderr, "ncclwatch-report timeline: --ranks %s is not a rank list such as 0-3,8\n", options.timeline_ranks.c_str());
+    say_in("timeline", "--ranks {} is not a rank list such as 0-3,8", options.timeline_ranks);
     return std::nullopt;
   }
   // A name, or an id: 16 hex digits as the reports print it, or fewer (with or without 0x) as
@@ -476,7 +476,7 @@ std::optional<TimelineFilter> filter_of(const Options& options) {
   // Seconds from the origin; beyond ±100 years the nanoseconds would not fit.
   auto seconds = [](const char* option, double s, int64_t& ns) {
     if (!std::isfinite(s) || std::fabs(s) > 3e9) {
-      std::fprintf(stderr, "ncclwatch-report timeline: %s %g is not a time in seconds from the job's start\n", option, s);
+      say_in("timeline", "{} {:g} is not a time in seconds from the job's start", option, s);
       return false;
     }
     ns = static_cast<int64_t>(s * 1e9);
@@ -485,7 +485,7 @@ std::optional<TimelineFilter> filter_of(const Options& options) {
   if (options.timeline_from_s && !seconds("--from", *options.timeline_from_s, f.from_ns)) return std::nullopt;
   if (options.timeline_to_s && !seconds("--to", *options.timeline_to_s, f.to_ns)) return std::nullopt;
   if (f.to_ns < f.from_ns) {
-    std::fprintf(stderr, "ncclwatch-report timeline: --to is before --from\n");
+    say_in("timeline", "--to is before --from");
     return std::nullopt;
   }
   f.flows = !options.timeline_no_flows;
@@ -496,7 +496,7 @@ std::optional<TimelineFilter> filter_of(const Options& options) {
 
 int run_timeline(const Options& options) {
   if (options.output.empty()) {
-    std::fprintf(stderr, "ncclwatch-report timeline: -o FILE is required\n");
+    say_in("timeline", "-o FILE is required");
     return 2;
   }
   std::optional<TimelineFilter> filter = filter_of(options);
@@ -512,7 +512,7 @@ int run_timeline(const Options& options) {
 
   std::FILE* f = std::fopen(options.output.c_str(), "wb");
   if (!f) {
-    std::fprintf(stderr, "ncclwatch-report: cannot write %s\n", options.output.c_str());
+    say("cannot write {}", options.output);
     return 2;
   }
   bool gzip = options.output.size() > 3 && options.output.compare(options.output.size() - 3, 3, ".gz") == 0;
@@ -551,8 +551,8 @@ int run_timeline(const Options& options) {
     std::lock_guard lock(progress_mutex);
     if (now - last_progress > std::chrono::seconds(1) && finished < files.size()) {
       last_progress = now;
-      std::fprintf(stderr, "timeline: %zu of %zu traces, %.1f s\n", finished, files.size(),
-                   std::chrono::duration<double>(now - started).count());
+      say_line(fmt::format("timeline: {} of {} traces, {:.1f} s", finished, files.size(),
+                           std::chrono::duration<double>(now - started).count()));
     }
   });
   for (auto& list : file_problems) problems.insert(problems.end(), list.begin(), list.end());
@@ -579,14 +579,10 @@ int run_timeline(const Options& options) {
     // A truncated timeline is not one: a regular file is removed, a pipe or device left as it is.
     struct stat st{};
     bool removed = ::stat(options.output.c_str(), &st) == 0 && S_ISREG(st.st_mode) && std::remove(options.output.c_str()) == 0;
-    std::fprintf(stderr, "ncclwatch-report: writing %s failed (disk full or the reader gone)%s\n", options.output.c_str(),
-                 removed ? "; the partial file is removed" : "");
+    say("writing {} failed (disk full or the reader gone){}", options.output, removed ? "; the partial file is removed" : "");
     return 2;
   }
-  if (!used) {
-    std::fprintf(stderr, "ncclwatch-report: no usable trace files\n");
-    return 2;
-  }
+  if (!used) return explain_nothing_usable();
   std::printf("timeline: %zu trace(s), %llu op slice(s), %.1f MB written to %s in %.1f s (open it in ui.perfetto.dev)\n",
               used, static_cast<unsigned long long>(total_slices), static_cast<double>(out.written()) / 1e6,
               options.output.c_str(), std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());

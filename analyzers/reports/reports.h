@@ -2,11 +2,9 @@
 // 0 nothing found, 1 findings, 2 no usable input.
 #pragma once
 
-#include "divergence.h"
-#include "job_model.h"
+#include "diagnostics.h"
+#include "findings.h"
 #include "lifecycle_findings.h"
-#include "op_model.h"
-#include "op_window.h"
 
 #include <nlohmann/json.hpp>
 
@@ -39,7 +37,11 @@ struct Options {
   bool timeline_no_flows = false;
 };
 
-int run_leaks(const Job& job, const Options& options);
+// The exit status when no trace of the input could be used.
+inline constexpr int kNoUsableInput = 2;
+
+int run_leaks(const Options& options);
+int run_leaks(const Job& job, const Options& options);  // a job as load_job_or_explain read it
 int run_summary(const Options& options);
 int run_dump(const std::string& path, const Options& options);
 int run_dump_files(const Options& options);  // every file of options.inputs, in order
@@ -48,10 +50,6 @@ int run_hang(const Options& options);
 int run_timeline(const Options& options);
 int run_html(const Options& options);  // one self-contained page to options.output
 int run_metrics(const Options& options);
-
-// The JSON text of `j` (indent < 0: one line). Strings are valid UTF-8 from the reader on; should
-// one not be, it shows U+FFFD rather than aborting the report (nlohmann::json throws otherwise).
-std::string dump_json(const nlohmann::json& j, int indent = -1);
 
 // An array of a JSON report, made entry by entry as it is written (see write_json_streamed).
 struct StreamedArray {
@@ -62,10 +60,6 @@ struct StreamedArray {
 // Writes `head` with `arrays` in it, exactly as dump_json(…, 2) writes the whole object, without the
 // whole ever being held: a job's tens of thousands of communicators take gigabytes as one tree.
 void write_json_streamed(std::ostream& out, nlohmann::json head, const std::vector<StreamedArray>& arrays);
-
-// Ranks as people read them: "0,1,4-63" (three or more in a row become a range), at most `limit`
-// pieces, then how many ranks in all. `ranks` is sorted.
-std::string ranks_text(const std::vector<int32_t>& ranks, size_t limit = 16);
 
 // "4 KiB", "1.5 MiB": bytes as people read them (binary units, one decimal unless whole).
 std::string bytes_text(uint64_t bytes);
@@ -82,167 +76,24 @@ std::string csv_cell(const nlohmann::json& value);
 // One row of `fields` (each through csv_field) on standard output.
 void write_csv_row(const std::vector<std::string>& fields);
 
-// P(X >= k) for X ~ Binomial(n, p): how likely a rank is last at k of n seqs by chance.
-double binomial_tail(uint64_t n, uint64_t k, double p);
+// Reading a report's input --------------------------------------------------------------------
 
+// The job of `inputs` read (load_job) or, given `analysis`, read and analysed (analyze_job), every
+// problem met named on stderr. When no trace was usable it says so and returns nullopt: the report
+// then exits kNoUsableInput.
+std::optional<Job> load_job_or_explain(const std::vector<std::string>& inputs);
+std::optional<JobAnalysis> load_job_or_explain(const std::vector<std::string>& inputs, const AnalysisOptions& analysis);
+// Says on stderr that no trace was usable; returns kNoUsableInput. For a report that reads the
+// traces itself (timeline).
+int explain_nothing_usable();
 // Names unusable or damaged inputs on stderr.
 void print_problems(const std::vector<TraceProblem>& problems);
 
 // Shared by the reports ------------------------------------------------------------------------
 
-// Communicator identity -> the name the application gave it (config->commName), where it did.
-std::map<uint64_t, std::string> comm_names(const Job& job);
-// "\"name\" (id)" or the id.
-std::string comm_label(uint64_t id, const std::map<uint64_t, std::string>& names);
-
-// An NCCL_* variable, or the NCCL version ("nccl_version"), that differs across processes.
-struct EnvironmentDifference {
-  struct Value {
-    std::string value;           // "(unset)" where a process has none
-    std::vector<int32_t> ranks;  // the processes' world ranks, sorted, at most 64
-    size_t processes = 0;
-  };
-  std::string key;
-  std::vector<Value> values;
-};
-std::vector<EnvironmentDifference> environment_differences(const JobAnalysis& analysis);
 // [{"key", "values": [{"value", "ranks", "processes"}]}]
 nlohmann::json to_json(const std::vector<EnvironmentDifference>& differences);
-
-// hang's result, typed: per communicator what each rank issued and completed, what the ranks
-// disagreed about, who was late and where a rank departed from its peers' program. `hang` writes
-// it as JSON, CSV and text; summary and html read it, so that they say the same thing.
-struct RankRange {
-  int32_t first = 0, last = 0;  // inclusive
-};
-uint64_t rank_count(const std::vector<RankRange>& ranges);
-// "0,3-5,9": at most `limit` ranges, then how many ranks in all.
-std::string ranges_text(const std::vector<RankRange>& ranges, size_t limit = 16);
-struct RankProgress {
-  int32_t rank = -1;
-  std::string host;
-  int pid = 0;
-  uint64_t last_seq = 0, completed_seq = 0;
-  bool process_ended = false;
-};
-using MissingRank = RankProgress;  // a rank that never issued last_seq + 1, which a peer issued
-struct IncompleteRank {
-  int32_t rank = -1;
-  uint64_t from_seq = 0, to_seq = 0;  // issued, never completed
-};
-// One argument in which some ranks differ from the most common signature at a seq.
-struct ArgumentMismatch {
-  uint64_t seq = 0;
-  std::string field;                        // "op", "count", "datatype", "redop", "root" or "peer"
-  nlohmann::json expected, value;           // a number or a name
-  std::vector<int32_t> ranks, expected_ranks;
-};
-struct StallSeen {  // a watchdog record
-  int32_t rank = -1;
-  uint64_t seq = 0;
-  trace::Api op = trace::Api::kUnknown;
-  bool stalled = true;  // false: resolved later
-  double pending_s = 0;
-  int64_t time_ns = 0;
-};
-struct UnmatchedP2P {
-  int32_t src = -1, dst = -1;
-  uint64_t sends = 0, recvs = 0;
-};
-struct StragglerRank {
-  int32_t rank = -1;
-  uint64_t times_last = 0;
-  double expected_by_chance = 0, typical_late_ms = 0, mean_late_ms = 0;
-  bool far_more_than_chance = false;
-  bool finding = false;  // far above chance, large, and measured on the GPU
-  std::string text;      // the finding in one sentence
-};
-struct LateArrival {
-  uint64_t seq = 0;
-  int32_t rank = -1;
-  double late_ms = 0;
-};
-struct StragglerStats {
-  std::vector<StragglerRank> ranks;  // every rank that was last at least once
-  std::vector<LateArrival> worst;    // the 10 latest arrivals
-  bool on_gpu = false;               // GPU start times (else host enqueue times)
-  uint64_t seqs_judged = 0;
-};
-struct CommHang {
-  uint64_t comm_id = 0;
-  std::string name;  // the application's, where it gave one
-  int32_t nranks = 0;
-  std::vector<int32_t> ranks;        // present: with a trace
-  std::vector<RankRange> absent;     // without one
-  std::vector<int32_t> init_never_returned;
-  uint64_t last_seq_issued = 0, last_seq_completed_by_all = 0;
-  std::vector<RankProgress> per_rank;
-  std::vector<MissingRank> missing;
-  std::vector<IncompleteRank> incomplete;
-  std::vector<ArgumentMismatch> mismatches;
-  uint64_t mismatched_seqs = 0;          // including those not detailed
-  uint64_t mismatches_not_detailed = 0;  // seqs past the op model's limit
-  std::vector<StallSeen> stalls;         // the first kMaxStallsPerComm
-  size_t stall_records = 0;
-  std::vector<UnmatchedP2P> p2p_unmatched;
-  StragglerStats stragglers;
-  std::vector<Divergence> divergence;
-  std::string verdict;  // the most telling finding, in words
-};
-struct HangReport {
-  std::vector<CommHang> comms;
-  size_t traces = 0;
-  std::vector<EnvironmentDifference> environment;
-  std::string clock_method;
-  nlohmann::json clock_hosts;
-  OpWindow window;  // seqs, arrivals and mismatches are judged on the ops kept
-  // Exit status 1: mismatches, missing or absent ranks, creations that never returned, ops never
-  // completed, divergence, unmatched point-to-point.
-  bool findings = false;
-  std::string verdict;                  // the most telling finding, in words
-  std::vector<std::string> stragglers;  // one sentence per straggler finding
-  size_t mismatched_seqs = 0, missing_ranks = 0, absent_ranks = 0, init_hung_ranks = 0, incomplete_ranks = 0,
-         stall_records = 0, divergences = 0;
-  bool hung() const { return missing_ranks || absent_ranks || init_hung_ranks || incomplete_ranks || divergences; }
-  std::vector<std::string> environment_keys;  // NCCL_* settings (or "nccl_version") that differ across ranks
-};
-HangReport hang_report(const JobAnalysis& analysis);
-nlohmann::json to_json(const HangReport& report);  // `hang --json`
-
-// latency's result, typed: what `latency` prints and what the other reports read (summary's
-// slowest ops, the html plots, the metrics). Durations in µs. A steady-state figure is empty where
-// only first calls were seen; bandwidths exist on GPU-timed rows only.
-struct LatencyRow {
-  uint64_t comm_id = 0;
-  std::string name;  // the communicator's, where the application gave one
-  trace::Api api = trace::Api::kUnknown;
-  uint64_t bytes = 0;  // nccl-tests' size (bytes_of)
-  int32_t nranks = 0;
-  uint64_t calls = 0;        // per rank, GPU-timed or not; over the whole run where op totals say
-  uint64_t window_calls = 0; // per rank, in the traces' op records (fewer once a ring wrapped)
-  uint64_t timed_calls = 0;  // per rank, with this row's timing
-  uint64_t samples = 0;      // steady-state samples, all ranks
-  size_t ranks_timed = 0;
-  std::optional<double> p50_us, p90_us, p99_us, max_us, min_us, mean_us, algbw_gbps, busbw_gbps;
-  uint64_t first_call_samples = 0;  // each rank's first call of this op and size (connection set-up)
-  std::optional<double> first_call_max_us, first_call_mean_us;
-  TimingSource timing = TimingSource::kHost;
-};
-// How long a communicator took to create and to destroy, across its ranks.
-struct CommLifetimes {
-  uint64_t comm_id = 0;
-  std::string name, api;
-  int32_t nranks = 0;
-  size_t ranks_traced = 0;
-  double init_ms_p50 = 0, init_ms_max = 0;
-  std::optional<double> destroy_ms_p50, destroy_ms_max;
-};
-struct LatencyTable {
-  OpWindow window;
-  std::vector<LatencyRow> rows;
-  std::vector<CommLifetimes> communicators;
-};
-LatencyTable latency_table(const JobAnalysis& analysis);
+nlohmann::json to_json(const HangReport& report);   // `hang --json`
 nlohmann::json to_json(const LatencyRow& row);      // one row as `latency --json` writes it
 nlohmann::json to_json(const LatencyTable& table);  // `latency --json`
 
@@ -336,5 +187,33 @@ std::set<int32_t> world_ranks_of(const JobAnalysis& analysis, size_t process);
 
 // The first thing to look at in a job, in one sentence: summary's and html's.
 std::string first_look_at(const LeakReport& leaks, const HangReport& hang);
+
+// summary's result, typed: one screen about the whole job, gathered from the other reports'
+// results; `summary` prints it as text or JSON.
+struct SummaryReport {
+  // One NCCL copy the traces name, across the processes that held it.
+  struct LibraryUse {
+    std::string version, status, how;
+    int processes = 0;
+  };
+  size_t traces = 0;
+  size_t ranks = 0;  // world ranks
+  std::set<std::string> hosts;
+  size_t communicators = 0;                    // identities, created or with ops
+  size_t processes_without_final_record = 0;   // killed or crashed
+  std::map<std::string, int> ended_by_signal;  // "SIGTERM" -> processes: ended by a signal the shim saw
+  uint64_t lost_records = 0;
+  std::map<std::string, LibraryUse> libraries;  // by path
+  LeakReport leaks;                     // call sites not symbolized: the summary names no native frame
+  HangReport hang;
+  std::vector<LatencyRow> slowest_ops;  // at most 5, by their worst steady-state time
+  OpWindow window;
+  std::string first_look;
+  // Exit status 1: what leaks or hang counts as findings, or an NCCL copy not traced ("no leaks"
+  // cannot be vouched for).
+  bool findings = false;
+};
+SummaryReport summary_report(const JobAnalysis& analysis);
+nlohmann::json to_json(const SummaryReport& report);  // `summary --json`
 
 }  // namespace ncclwatch::report

@@ -1,15 +1,15 @@
-// The hang report's analysis: which rank stopped where, which ranks disagreed, who was late, and
-// where a rank's program departed from its peers'. Ranks are matched by (communicator identity,
-// seq). report_hang.cc writes it out.
+// hang's analysis: which rank stopped where, which ranks disagreed, who was late, and where a
+// rank's program departed from its peers'. Ranks are matched by (communicator identity, seq):
+// each communicator is analysed on its own, then the job's verdict picks the most telling finding.
+// report_hang.cc writes the result out.
 #include "divergence.h"
-#include "reports.h"
+#include "findings.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <iostream>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -252,32 +252,207 @@ CommVerdict comm_verdict(const JobAnalysis& a, const ProcessIndex& index, const 
   return v;
 }
 
-}  // namespace
+// Ranks that created a communicator (lifecycle records) count as present even without ops.
+// Ranks still in the creation call (it never returned) are present too, and named.
+struct Created {
+  int32_t nranks = 0;
+  std::map<int32_t, size_t> ranks;  // rank -> process
+  std::map<int32_t, Api> hung;      // rank -> its creation call that never returned
+};
 
-uint64_t rank_count(const std::vector<RankRange>& ranges) {
-  uint64_t n = 0;
-  for (const RankRange& r : ranges) n += static_cast<uint64_t>(r.last - r.first) + 1;
-  return n;
+std::map<uint64_t, Created> creations(const JobAnalysis& a) {
+  std::map<uint64_t, Created> created;
+  for (size_t i = 0; i < a.job.processes.size(); ++i)
+    for (const CommInstance& c : a.job.processes[i].comms) {
+      if (c.state == CommState::kInitFailed || !c.id) continue;
+      Created& cr = created[c.id];
+      cr.nranks = std::max(cr.nranks, c.nranks);
+      if (c.rank < 0) continue;
+      cr.ranks.emplace(c.rank, i);
+      if (c.state == CommState::kInitHung) cr.hung.emplace(c.rank, c.api);
+    }
+  return created;
 }
 
-std::string ranges_text(const std::vector<RankRange>& ranges, size_t limit) {
-  std::string out;
-  for (size_t i = 0; i < ranges.size() && i < limit; ++i) {
-    const RankRange& r = ranges[i];
-    if (i) out += ',';
-    out += r.first == r.last ? std::to_string(r.first) : fmt::format("{}-{}", r.first, r.last);
-  }
-  if (ranges.size() > limit) out += fmt::format(",... ({} ranks)", rank_count(ranges));
-  return out;
-}
+// What the analysis of every communicator reads, worked out once for the job.
+struct JobFacts {
+  explicit JobFacts(const JobAnalysis& analysis)
+      : a(analysis), names(comm_names(a.job)), divergences(find_divergences(a, names)), index(a), created(creations(a)) {}
 
-std::map<uint64_t, std::string> comm_names(const Job& job) {
+  const JobAnalysis& a;
   std::map<uint64_t, std::string> names;
-  for (const ProcessTrace& p : job.processes)
-    for (const CommInstance& c : p.comms)
-      if (!c.name.empty()) names.emplace(c.id, c.name);
-  return names;
+  std::map<uint64_t, std::vector<Divergence>> divergences;
+  ProcessIndex index;
+  std::map<uint64_t, Created> created;
+
+  // Every communicator that ran ops or was created, by identity.
+  std::set<uint64_t> comm_ids() const {
+    std::set<uint64_t> ids;
+    for (const auto& [id, m] : a.members) ids.insert(id);
+    for (const auto& [id, c] : created) ids.insert(id);
+    ids.erase(0);
+    return ids;
+  }
+};
+
+// Who takes part in one communicator.
+struct Membership {
+  const std::vector<MemberRef>* members = nullptr;  // the ranks with ops
+  std::map<int32_t, size_t> present;                 // rank -> process: with ops, or that created it
+  std::map<int32_t, const RankComm*> by_rank;        // the ranks with ops
+  Api hung_api = Api::kUnknown;                      // a creation call that never returned
+  uint64_t collective_ops = 0;                       // issued, all ranks
+};
+
+// The membership of communicator `c.comm_id` (`ops`: its ops, if any); sets its size, its ranks whose creation never
+// returned, the last seq any rank issued and the ranks absent (without a trace).
+Membership membership(const JobFacts& job, const CommOps* ops, CommHang& c) {
+  const JobAnalysis& a = job.a;
+  Membership m;
+  static const std::vector<MemberRef> none;
+  auto mit = a.members.find(c.comm_id);
+  m.members = mit == a.members.end() ? &none : &mit->second;
+  c.nranks = ops ? ops->nranks : 0;
+  for (const MemberRef& ref : *m.members) {
+    const RankComm& rc = a.member(ref);
+    c.nranks = std::max(c.nranks, rc.nranks);
+    if (rc.rank >= 0) {
+      m.present.emplace(rc.rank, ref.process);
+      m.by_rank.emplace(rc.rank, &rc);
+    }
+  }
+  if (auto cit = job.created.find(c.comm_id); cit != job.created.end()) {
+    c.nranks = std::max(c.nranks, cit->second.nranks);
+    for (const auto& [rank, process] : cit->second.ranks) m.present.emplace(rank, process);
+    for (const auto& [rank, api] : cit->second.hung) c.init_never_returned.push_back(rank), m.hung_api = api;
+  }
+  for (const auto& [rank, rc] : m.by_rank) {
+    c.last_seq_issued = std::max(c.last_seq_issued, rc->max_seq);
+    m.collective_ops += rc->issued + rc->p2p_ops;
+  }
+  c.absent = absent_ranges(c.nranks, m.present);
+  return m;
 }
+
+// How far each present rank issued and completed, the ranks that stopped short and the ops never
+// completed. Returns the last seq of the rank that issued fewest.
+uint64_t note_progress(const JobAnalysis& a, const Membership& m, CommHang& c) {
+  uint64_t done_by_all = c.last_seq_issued, lowest_issued = c.last_seq_issued;
+  for (const auto& [rank, process] : m.present) {
+    auto it = m.by_rank.find(rank);
+    const RankComm* rc = it == m.by_rank.end() ? nullptr : it->second;
+    uint64_t last = rc ? rc->max_seq : 0, done = rc ? rc->completed_seq() : 0;
+    done_by_all = std::min(done_by_all, done);
+    const ProcessTrace& p = a.job.processes[process];
+    RankProgress progress{rank, p.host(), p.pid(), last, done, p.process_end.has_value()};
+    c.per_rank.push_back(progress);
+    if (last < c.last_seq_issued) {
+      c.missing.push_back(progress);
+      lowest_issued = std::min(lowest_issued, last);
+    }
+    if (done < last) c.incomplete.push_back({rank, done + 1, last});
+  }
+  c.last_seq_completed_by_all = m.present.empty() ? 0 : done_by_all;
+  return lowest_issued;
+}
+
+// The arguments ranks disagreed about, every seq.
+void note_mismatches(const JobAnalysis& a, const CommOps* ops, CommHang& c) {
+  size_t detailed_seqs = 0;
+  if (ops)
+    for (const auto& [seq, groups] : ops->deviants) {
+      auto sg = a.signature_groups(*ops, seq);
+      if (sg.size() < 2) continue;
+      ++detailed_seqs;
+      for (size_t g = 1; g < sg.size(); ++g) compare_fields(seq, sg[0].first, sg[0].second, sg[g].first, sg[g].second, c.mismatches);
+    }
+  c.mismatches_not_detailed = ops ? ops->untracked_mismatches : 0;
+  c.mismatched_seqs = detailed_seqs + c.mismatches_not_detailed;
+}
+
+// Stalls the shim's watchdog recorded.
+void note_stalls(const JobAnalysis& a, const Membership& m, CommHang& c) {
+  for (const MemberRef& ref : *m.members)
+    for (const StallEvent& s : a.ops[ref.process].stalls) {
+      if (s.comm_id != c.comm_id) continue;
+      if (++c.stall_records > kMaxStallsPerComm) continue;
+      c.stalls.push_back({a.member(ref).rank, s.seq, static_cast<Api>(s.api), s.stalled,
+                          static_cast<double>(wrap_sub(s.time, s.enqueued)) / 1e9, s.time});
+    }
+}
+
+// Point-to-point: sends with no matching receive (or the reverse).
+void note_unmatched_p2p(const JobFacts& job, const Membership& m, CommHang& c) {
+  const JobAnalysis& a = job.a;
+  for (const MemberRef& ref : *m.members)
+    for (const P2PChannel* ch : job.index.p2p(ref.process, c.comm_id)) {
+      if (!ch->send) continue;
+      uint64_t recvs = 0;
+      bool peer_traced = false;
+      if (auto peer = m.by_rank.find(ch->peer); peer != m.by_rank.end()) {
+        for (const MemberRef& pm : *m.members)
+          if (a.member(pm).rank == ch->peer)
+            for (const P2PChannel* rc : job.index.p2p(pm.process, c.comm_id))
+              if (!rc->send && rc->peer == ch->rank) recvs = rc->ops;
+        peer_traced = true;
+      }
+      if (peer_traced && recvs != ch->ops) c.p2p_unmatched.push_back({ch->rank, ch->peer, ch->ops, recvs});
+    }
+}
+
+// Communicator `id` analysed, its most telling finding in `verdict`; nullopt when it ran no op and
+// no rank is absent from it or stuck creating it: nothing to say.
+std::optional<CommHang> analyze_comm(const JobFacts& job, uint64_t id, CommVerdict& verdict) {
+  const JobAnalysis& a = job.a;
+  const CommOps* ops = a.comm(id);
+  CommHang c;
+  c.comm_id = id;
+  Membership m = membership(job, ops, c);
+  if (!m.collective_ops && c.absent.empty() && c.init_never_returned.empty()) return std::nullopt;
+  for (const auto& [r, p] : m.present) c.ranks.push_back(r);
+  if (auto n = job.names.find(id); n != job.names.end()) c.name = n->second;
+  uint64_t lowest_issued = note_progress(a, m, c);
+  note_mismatches(a, ops, c);
+  note_stalls(a, m, c);
+  note_unmatched_p2p(job, m, c);
+  c.stragglers = straggler_stats(a, id, ops, m.by_rank.size(), job.names);
+  if (auto it = job.divergences.find(id); it != job.divergences.end()) c.divergence = it->second;
+  verdict = comm_verdict(a, job.index, c, m.present, m.hung_api, lowest_issued, job.names);
+  c.verdict = verdict.text.empty() ? "consistent: every rank issued and completed the same ops" : verdict.text;
+  return c;
+}
+
+// Adds a communicator's findings to the job's counts.
+void count_findings(const CommHang& c, HangReport& report) {
+  report.findings |= !c.absent.empty() || !c.init_never_returned.empty() || !c.divergence.empty() || !c.missing.empty() ||
+                     !c.mismatches.empty() || !c.incomplete.empty() || !c.p2p_unmatched.empty() || c.mismatched_seqs;
+  for (const StragglerRank& r : c.stragglers.ranks)
+    if (r.finding) report.stragglers.push_back(r.text);
+  report.mismatched_seqs += c.mismatched_seqs;
+  report.missing_ranks += c.missing.size();
+  report.absent_ranks += rank_count(c.absent);
+  report.init_hung_ranks += c.init_never_returned.size();
+  report.incomplete_ranks += c.incomplete.size();
+  report.stall_records += c.stall_records;
+  report.divergences += c.divergence.size();
+}
+
+// The job's verdict: the most telling of the communicators' findings, then the settings that
+// differ across ranks.
+std::string job_verdict(const std::vector<CommVerdict>& verdicts, const std::vector<std::string>& environment_keys) {
+  size_t first = verdicts.size();
+  for (size_t i = 0; i < verdicts.size(); ++i)
+    if (verdicts[i].severity > kNone && (first == verdicts.size() || verdicts[i].before(verdicts[first]))) first = i;
+  std::string verdict = first < verdicts.size() ? verdicts[first].text : "no hang or mismatch found";
+  if (!environment_keys.empty())
+    verdict += fmt::format(". Also: ranks run with different {}", fmt::join(environment_keys, ", "));
+  return verdict;
+}
+
+// Settings whose values differ across processes by design: NCCL_HOSTID names the host.
+bool differs_by_design(const std::string& key) { return key == "NCCL_HOSTID"; }
+
+}  // namespace
 
 // P(X >= k) for X ~ Binomial(n, p). The first term comes from lgamma (no overflow for large n);
 // each next one from the one before, P(i+1) / P(i) = (n-i)/(i+1) * p/(1-p), kept relative to the
@@ -303,17 +478,6 @@ double binomial_tail(uint64_t n, uint64_t k, double p) {
   }
   return std::min(std::exp(log_first + log_scale + std::log(sum)), 1.0);
 }
-
-std::string comm_label(uint64_t id, const std::map<uint64_t, std::string>& names) {
-  auto it = names.find(id);
-  if (it != names.end() && !it->second.empty()) return fmt::format("\"{}\" ({})", it->second, hex_id(id));
-  return hex_id(id);
-}
-
-namespace {
-// Settings whose values differ across processes by design: NCCL_HOSTID names the host.
-bool differs_by_design(const std::string& key) { return key == "NCCL_HOSTID"; }
-}  // namespace
 
 std::vector<EnvironmentDifference> environment_differences(const JobAnalysis& a) {
   std::set<std::string> keys;
@@ -345,166 +509,24 @@ std::vector<EnvironmentDifference> environment_differences(const JobAnalysis& a)
   return out;
 }
 
-json to_json(const std::vector<EnvironmentDifference>& differences) {
-  json out = json::array();
-  for (const EnvironmentDifference& d : differences) {
-    json entry = {{"key", d.key}, {"values", json::array()}};
-    for (const EnvironmentDifference::Value& v : d.values)
-      entry["values"].push_back({{"value", v.value}, {"ranks", v.ranks}, {"processes", v.processes}});
-    out.push_back(std::move(entry));
-  }
-  return out;
-}
-
 HangReport hang_report(const JobAnalysis& a) {
+  JobFacts job(a);
   HangReport report;
-  std::map<uint64_t, std::string> names = comm_names(a.job);
-  std::map<uint64_t, std::vector<Divergence>> divergences = find_divergences(a, names);
-  ProcessIndex index(a);
-
-  // Ranks that created a communicator (lifecycle records) count as present even without ops.
-  // Ranks still in the creation call (it never returned) are present too, and named.
-  struct Created {
-    int32_t nranks = 0;
-    std::map<int32_t, size_t> ranks;  // rank -> process
-    std::map<int32_t, Api> hung;      // rank -> its creation call that never returned
-  };
-  std::map<uint64_t, Created> created;
-  for (size_t i = 0; i < a.job.processes.size(); ++i)
-    for (const CommInstance& c : a.job.processes[i].comms) {
-      if (c.state == CommState::kInitFailed || !c.id) continue;
-      Created& cr = created[c.id];
-      cr.nranks = std::max(cr.nranks, c.nranks);
-      if (c.rank < 0) continue;
-      cr.ranks.emplace(c.rank, i);
-      if (c.state == CommState::kInitHung) cr.hung.emplace(c.rank, c.api);
-    }
-  std::set<uint64_t> ids;
-  for (const auto& [id, m] : a.members) ids.insert(id);
-  for (const auto& [id, c] : created) ids.insert(id);
-
   std::vector<CommVerdict> verdicts;
-  for (uint64_t id : ids) {
-    if (!id) continue;
-    const CommOps* ops = a.comm(id);
-    static const std::vector<MemberRef> none;
-    auto mit = a.members.find(id);
-    const std::vector<MemberRef>& members = mit == a.members.end() ? none : mit->second;
-    CommHang c;
-    c.comm_id = id;
-    c.nranks = ops ? ops->nranks : 0;
-    std::map<int32_t, size_t> present;  // rank -> process
-    std::map<int32_t, const RankComm*> by_rank;
-    for (const MemberRef& m : members) {
-      const RankComm& rc = a.member(m);
-      c.nranks = std::max(c.nranks, rc.nranks);
-      if (rc.rank >= 0) {
-        present.emplace(rc.rank, m.process);
-        by_rank.emplace(rc.rank, &rc);
-      }
-    }
-    Api hung_api = Api::kUnknown;
-    if (auto cit = created.find(id); cit != created.end()) {
-      c.nranks = std::max(c.nranks, cit->second.nranks);
-      for (const auto& [rank, process] : cit->second.ranks) present.emplace(rank, process);
-      for (const auto& [rank, api] : cit->second.hung) c.init_never_returned.push_back(rank), hung_api = api;
-    }
-    uint64_t collective_ops = 0;
-    for (const auto& [rank, rc] : by_rank) {
-      c.last_seq_issued = std::max(c.last_seq_issued, rc->max_seq);
-      collective_ops += rc->issued + rc->p2p_ops;
-    }
-    c.absent = absent_ranges(c.nranks, present);
-    if (!collective_ops && c.absent.empty() && c.init_never_returned.empty()) continue;  // never ran ops: nothing to say
-    for (const auto& [r, p] : present) c.ranks.push_back(r);
-    if (auto n = names.find(id); n != names.end()) c.name = n->second;
-
-    // Completion and missing ops.
-    uint64_t done_by_all = c.last_seq_issued, lowest_issued = c.last_seq_issued;
-    for (const auto& [rank, process] : present) {
-      auto it = by_rank.find(rank);
-      const RankComm* rc = it == by_rank.end() ? nullptr : it->second;
-      uint64_t last = rc ? rc->max_seq : 0, done = rc ? rc->completed_seq() : 0;
-      done_by_all = std::min(done_by_all, done);
-      const ProcessTrace& p = a.job.processes[process];
-      RankProgress progress{rank, p.host(), p.pid(), last, done, p.process_end.has_value()};
-      c.per_rank.push_back(progress);
-      if (last < c.last_seq_issued) {
-        c.missing.push_back(progress);
-        lowest_issued = std::min(lowest_issued, last);
-      }
-      if (done < last) c.incomplete.push_back({rank, done + 1, last});
-    }
-    c.last_seq_completed_by_all = present.empty() ? 0 : done_by_all;
-
-    // Mismatches, every seq.
-    size_t detailed_seqs = 0;
-    if (ops)
-      for (const auto& [seq, groups] : ops->deviants) {
-        auto sg = a.signature_groups(*ops, seq);
-        if (sg.size() < 2) continue;
-        ++detailed_seqs;
-        for (size_t g = 1; g < sg.size(); ++g) compare_fields(seq, sg[0].first, sg[0].second, sg[g].first, sg[g].second, c.mismatches);
-      }
-    c.mismatches_not_detailed = ops ? ops->untracked_mismatches : 0;
-    c.mismatched_seqs = detailed_seqs + c.mismatches_not_detailed;
-
-    // Stalls the shim's watchdog recorded.
-    for (const MemberRef& m : members)
-      for (const StallEvent& s : a.ops[m.process].stalls) {
-        if (s.comm_id != id) continue;
-        if (++c.stall_records > kMaxStallsPerComm) continue;
-        c.stalls.push_back({a.member(m).rank, s.seq, static_cast<Api>(s.api), s.stalled,
-                            static_cast<double>(wrap_sub(s.time, s.enqueued)) / 1e9, s.time});
-      }
-
-    // Point-to-point: sends with no matching receive (or the reverse).
-    for (const MemberRef& m : members)
-      for (const P2PChannel* ch : index.p2p(m.process, id)) {
-        if (!ch->send) continue;
-        uint64_t recvs = 0;
-        bool peer_traced = false;
-        if (auto peer = by_rank.find(ch->peer); peer != by_rank.end()) {
-          for (const MemberRef& pm : members)
-            if (a.member(pm).rank == ch->peer)
-              for (const P2PChannel* rc : index.p2p(pm.process, id))
-                if (!rc->send && rc->peer == ch->rank) recvs = rc->ops;
-          peer_traced = true;
-        }
-        if (peer_traced && recvs != ch->ops) c.p2p_unmatched.push_back({ch->rank, ch->peer, ch->ops, recvs});
-      }
-
-    c.stragglers = straggler_stats(a, id, ops, by_rank.size(), names);
-    if (auto it = divergences.find(id); it != divergences.end()) c.divergence = it->second;
-
-    CommVerdict v = comm_verdict(a, index, c, present, hung_api, lowest_issued, names);
-    c.verdict = v.text.empty() ? "consistent: every rank issued and completed the same ops" : v.text;
-    report.findings |= !c.absent.empty() || !c.init_never_returned.empty() || !c.divergence.empty() || !c.missing.empty() ||
-                       !c.mismatches.empty() || !c.incomplete.empty() || !c.p2p_unmatched.empty() || c.mismatched_seqs;
-    verdicts.push_back(v);
-    for (const StragglerRank& r : c.stragglers.ranks)
-      if (r.finding) report.stragglers.push_back(r.text);
-    report.mismatched_seqs += c.mismatched_seqs;
-    report.missing_ranks += c.missing.size();
-    report.absent_ranks += rank_count(c.absent);
-    report.init_hung_ranks += c.init_never_returned.size();
-    report.incomplete_ranks += c.incomplete.size();
-    report.stall_records += c.stall_records;
-    report.divergences += c.divergence.size();
-    report.comms.push_back(std::move(c));
+  for (uint64_t id : job.comm_ids()) {
+    CommVerdict verdict;
+    std::optional<CommHang> c = analyze_comm(job, id, verdict);
+    if (!c) continue;
+    verdicts.push_back(std::move(verdict));
+    count_findings(*c, report);
+    report.comms.push_back(std::move(*c));
   }
-
   report.traces = a.job.processes.size();
   report.environment = environment_differences(a);
   for (const EnvironmentDifference& e : report.environment) report.environment_keys.push_back(e.key);
   report.clock_method = a.clock.method;
   report.clock_hosts = a.clock.hosts;
-  size_t first = verdicts.size();
-  for (size_t i = 0; i < verdicts.size(); ++i)
-    if (verdicts[i].severity > kNone && (first == verdicts.size() || verdicts[i].before(verdicts[first]))) first = i;
-  report.verdict = first < verdicts.size() ? verdicts[first].text : "no hang or mismatch found";
-  if (!report.environment_keys.empty())
-    report.verdict += fmt::format(". Also: ranks run with different {}", fmt::join(report.environment_keys, ", "));
+  report.verdict = job_verdict(verdicts, report.environment_keys);
   report.window = op_window(a);
   return report;
 }

@@ -1,0 +1,15 @@
+#include "diagnostics.h"
+
+#include <cstdio>
+#include <string>
+
+namespace ncclwatch::report {
+
+void say_line(std::string_view line) {
+  std::string text(line);
+  text += '\n';
+  // One call: the stream's lock keeps another thread's message out of the middle of this one.
+  std::fwrite(text.data(), 1, text.size(), stderr);
+}
+
+}  // namespace ncclwatch::report

@@ -1,0 +1,30 @@
+// What the analyzers say on standard error: problems with the input, refused options, progress.
+// Every message goes through here, so that each names the tool as the others do and is written in
+// one piece (reader threads report progress while others name problems).
+#pragma once
+
+#include <fmt/format.h>
+
+#include <string_view>
+#include <utility>
+
+namespace ncclwatch::report {
+
+inline constexpr std::string_view kToolName = "ncclwatch-report";
+
+// `line` as it is, then a newline: a continuation of the message before, or progress.
+void say_line(std::string_view line);
+
+// "ncclwatch-report: <message>".
+template <class... Args>
+void say(fmt::format_string<Args...> message, Args&&... args) {
+  say_line(fmt::format("{}: {}", kToolName, fmt::format(message, std::forward<Args>(args)...)));
+}
+
+// "ncclwatch-report <report>: <message>": what one report refuses of its own options.
+template <class... Args>
+void say_in(std::string_view report, fmt::format_string<Args...> message, Args&&... args) {
+  say_line(fmt::format("{} {}: {}", kToolName, report, fmt::format(message, std::forward<Args>(args)...)));
+}
+
+}  // namespace ncclwatch::report

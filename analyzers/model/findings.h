@@ -1,0 +1,185 @@
+// What the analyses find, typed: hang's and latency's results, which their reports print and the
+// other reports (summary, html, metrics) read, so that every report says the same thing. Built
+// from the model of the job (op_model.h); printing them is the reports' part (reports.h).
+#pragma once
+
+#include "divergence.h"
+#include "job_model.h"
+#include "op_model.h"
+#include "op_window.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ncclwatch::report {
+
+// Words the findings and the reports share ---------------------------------------------------------
+
+// Communicator identity -> the name the application gave it (config->commName), where it did.
+std::map<uint64_t, std::string> comm_names(const Job& job);
+// "\"name\" (id)" or the id.
+std::string comm_label(uint64_t id, const std::map<uint64_t, std::string>& names);
+
+// Ranks as people read them: "0,1,4-63" (three or more in a row become a range), at most `limit`
+// pieces, then how many ranks in all. `ranks` is sorted.
+std::string ranks_text(const std::vector<int32_t>& ranks, size_t limit = 16);
+
+// The JSON text of `j` (indent < 0: one line). Strings are valid UTF-8 from the reader on; should
+// one not be, it shows U+FFFD rather than aborting the report (nlohmann::json throws otherwise).
+std::string dump_json(const nlohmann::json& j, int indent = -1);
+
+// P(X >= k) for X ~ Binomial(n, p): how likely a rank is last at k of n seqs by chance.
+double binomial_tail(uint64_t n, uint64_t k, double p);
+
+// An NCCL_* variable, or the NCCL version ("nccl_version"), that differs across processes.
+struct EnvironmentDifference {
+  struct Value {
+    std::string value;           // "(unset)" where a process has none
+    std::vector<int32_t> ranks;  // the processes' world ranks, sorted, at most 64
+    size_t processes = 0;
+  };
+  std::string key;
+  std::vector<Value> values;
+};
+std::vector<EnvironmentDifference> environment_differences(const JobAnalysis& analysis);
+
+// hang's result, typed: per communicator what each rank issued and completed, what the ranks
+// disagreed about, who was late and where a rank departed from its peers' program. `hang` writes
+// it as JSON, CSV and text; summary and html read it, so that they say the same thing.
+struct RankRange {
+  int32_t first = 0, last = 0;  // inclusive
+};
+uint64_t rank_count(const std::vector<RankRange>& ranges);
+// "0,3-5,9": at most `limit` ranges, then how many ranks in all.
+std::string ranges_text(const std::vector<RankRange>& ranges, size_t limit = 16);
+struct RankProgress {
+  int32_t rank = -1;
+  std::string host;
+  int pid = 0;
+  uint64_t last_seq = 0, completed_seq = 0;
+  bool process_ended = false;
+};
+using MissingRank = RankProgress;  // a rank that never issued last_seq + 1, which a peer issued
+struct IncompleteRank {
+  int32_t rank = -1;
+  uint64_t from_seq = 0, to_seq = 0;  // issued, never completed
+};
+// One argument in which some ranks differ from the most common signature at a seq.
+struct ArgumentMismatch {
+  uint64_t seq = 0;
+  std::string field;                        // "op", "count", "datatype", "redop", "root" or "peer"
+  nlohmann::json expected, value;           // a number or a name
+  std::vector<int32_t> ranks, expected_ranks;
+};
+struct StallSeen {  // a watchdog record
+  int32_t rank = -1;
+  uint64_t seq = 0;
+  trace::Api op = trace::Api::kUnknown;
+  bool stalled = true;  // false: resolved later
+  double pending_s = 0;
+  int64_t time_ns = 0;
+};
+struct UnmatchedP2P {
+  int32_t src = -1, dst = -1;
+  uint64_t sends = 0, recvs = 0;
+};
+struct StragglerRank {
+  int32_t rank = -1;
+  uint64_t times_last = 0;
+  double expected_by_chance = 0, typical_late_ms = 0, mean_late_ms = 0;
+  bool far_more_than_chance = false;
+  bool finding = false;  // far above chance, large, and measured on the GPU
+  std::string text;      // the finding in one sentence
+};
+struct LateArrival {
+  uint64_t seq = 0;
+  int32_t rank = -1;
+  double late_ms = 0;
+};
+struct StragglerStats {
+  std::vector<StragglerRank> ranks;  // every rank that was last at least once
+  std::vector<LateArrival> worst;    // the 10 latest arrivals
+  bool on_gpu = false;               // GPU start times (else host enqueue times)
+  uint64_t seqs_judged = 0;
+};
+struct CommHang {
+  uint64_t comm_id = 0;
+  std::string name;  // the application's, where it gave one
+  int32_t nranks = 0;
+  std::vector<int32_t> ranks;        // present: with a trace
+  std::vector<RankRange> absent;     // without one
+  std::vector<int32_t> init_never_returned;
+  uint64_t last_seq_issued = 0, last_seq_completed_by_all = 0;
+  std::vector<RankProgress> per_rank;
+  std::vector<MissingRank> missing;
+  std::vector<IncompleteRank> incomplete;
+  std::vector<ArgumentMismatch> mismatches;
+  uint64_t mismatched_seqs = 0;          // including those not detailed
+  uint64_t mismatches_not_detailed = 0;  // seqs past the op model's limit
+  std::vector<StallSeen> stalls;         // the first kMaxStallsPerComm
+  size_t stall_records = 0;
+  std::vector<UnmatchedP2P> p2p_unmatched;
+  StragglerStats stragglers;
+  std::vector<Divergence> divergence;
+  std::string verdict;  // the most telling finding, in words
+};
+struct HangReport {
+  std::vector<CommHang> comms;
+  size_t traces = 0;
+  std::vector<EnvironmentDifference> environment;
+  std::string clock_method;
+  nlohmann::json clock_hosts;
+  OpWindow window;  // seqs, arrivals and mismatches are judged on the ops kept
+  // Exit status 1: mismatches, missing or absent ranks, creations that never returned, ops never
+  // completed, divergence, unmatched point-to-point.
+  bool findings = false;
+  std::string verdict;                  // the most telling finding, in words
+  std::vector<std::string> stragglers;  // one sentence per straggler finding
+  size_t mismatched_seqs = 0, missing_ranks = 0, absent_ranks = 0, init_hung_ranks = 0, incomplete_ranks = 0,
+         stall_records = 0, divergences = 0;
+  bool hung() const { return missing_ranks || absent_ranks || init_hung_ranks || incomplete_ranks || divergences; }
+  std::vector<std::string> environment_keys;  // NCCL_* settings (or "nccl_version") that differ across ranks
+};
+HangReport hang_report(const JobAnalysis& analysis);
+
+// latency's result, typed: what `latency` prints and what the other reports read (summary's
+// slowest ops, the html plots, the metrics). Durations in µs. A steady-state figure is empty where
+// only first calls were seen; bandwidths exist on GPU-timed rows only.
+struct LatencyRow {
+  uint64_t comm_id = 0;
+  std::string name;  // the communicator's, where the application gave one
+  trace::Api api = trace::Api::kUnknown;
+  uint64_t bytes = 0;  // nccl-tests' size (bytes_of)
+  int32_t nranks = 0;
+  uint64_t calls = 0;        // per rank, GPU-timed or not; over the whole run where op totals say
+  uint64_t window_calls = 0; // per rank, in the traces' op records (fewer once a ring wrapped)
+  uint64_t timed_calls = 0;  // per rank, with this row's timing
+  uint64_t samples = 0;      // steady-state samples, all ranks
+  size_t ranks_timed = 0;
+  std::optional<double> p50_us, p90_us, p99_us, max_us, min_us, mean_us, algbw_gbps, busbw_gbps;
+  uint64_t first_call_samples = 0;  // each rank's first call of this op and size (connection set-up)
+  std::optional<double> first_call_max_us, first_call_mean_us;
+  TimingSource timing = TimingSource::kHost;
+};
+// How long a communicator took to create and to destroy, across its ranks.
+struct CommLifetimes {
+  uint64_t comm_id = 0;
+  std::string name, api;
+  int32_t nranks = 0;
+  size_t ranks_traced = 0;
+  double init_ms_p50 = 0, init_ms_max = 0;
+  std::optional<double> destroy_ms_p50, destroy_ms_max;
+};
+struct LatencyTable {
+  OpWindow window;
+  std::vector<LatencyRow> rows;
+  std::vector<CommLifetimes> communicators;
+};
+LatencyTable latency_table(const JobAnalysis& analysis);
+
+}  // namespace ncclwatch::report

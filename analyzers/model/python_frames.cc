@@ -1,0 +1,57 @@
+#include "python_frames.h"
+#include "trace_text.h"
+
+#include <ncclwatch/trace_format.h>
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+namespace ncclwatch::report {
+
+std::string PythonFrame::describe() const { return fmt::format("{}:{} in {}", file, line, function); }
+
+std::string PythonFrame::describe_short() const {
+  size_t slash = file.rfind('/');
+  return fmt::format("{}:{} ({})", slash == std::string::npos ? file : file.substr(slash + 1), line, function);
+}
+
+ProcessGroupName parse_process_group(std::string_view text) {
+  const std::string_view kLead = trace::kProcessGroupLine;
+  ProcessGroupName out;
+  size_t at = text.find(kLead);
+  if (at == std::string_view::npos || (at && text[at - 1] != '\n')) return out;
+  std::string_view line = text.substr(at + kLead.size());
+  line = line.substr(0, line.find('\n'));
+  size_t tab = line.find('\t');
+  out.name = valid_utf8(std::string(line.substr(0, tab)));
+  if (tab != std::string_view::npos) out.desc = valid_utf8(std::string(line.substr(tab + 1)));
+  return out;
+}
+
+std::string ProcessGroupName::describe() const {
+  if (empty()) return "";
+  std::string text = "process group " + name;
+  if (!desc.empty() && desc != trace::kUndescribedGroup) text += " \"" + desc + "\"";
+  return text;
+}
+
+std::vector<PythonFrame> parse_python_site(std::string_view text) {
+  std::vector<PythonFrame> frames;
+  while (!text.empty()) {
+    size_t end = text.find('\n');
+    std::string_view line = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view{} : text.substr(end + 1);
+    size_t tab = line.find('\t');
+    size_t tab2 = tab == std::string_view::npos ? tab : line.find('\t', tab + 1);
+    if (tab2 == std::string_view::npos) continue;
+    PythonFrame frame{std::string(line.substr(0, tab)), 0, std::string(line.substr(tab2 + 1))};
+    std::string_view number = line.substr(tab + 1, tab2 - tab - 1);
+    auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), frame.line);
+    if (ec != std::errc() || ptr != number.data() + number.size() || frame.file.empty()) continue;
+    frames.push_back(std::move(frame));
+  }
+  return frames;
+}
+
+}  // namespace ncclwatch::report

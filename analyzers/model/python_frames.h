@@ -1,0 +1,36 @@
+// The Python lines the shim records at a call (python_site.h in the shim): the program's frames
+// and the PyTorch process group a communicator was made for.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ncclwatch::report {
+
+// One Python frame of the code that made a communicator or resource (the shim keeps the
+// program's own innermost frames, python_site.h).
+struct PythonFrame {
+  std::string file;
+  int line = 0;
+  std::string function;
+
+  std::string describe() const;       // "/jobs/train.py:43 in main"
+  std::string describe_short() const; // "train.py:43 (main)"
+};
+
+// "path\tline\tfunction\n" lines as the shim wrote them; malformed lines are skipped.
+std::vector<PythonFrame> parse_python_site(std::string_view text);
+
+// The PyTorch process group whose communicator the shim saw being made (its
+// "process_group\t\tNAME\tDESC" line, python_site.h): eager init and new_group() after it.
+struct ProcessGroupName {
+  std::string name;  // PyTorch's group name ("0" for the default group, "1", ... or a hash)
+  std::string desc;  // group_desc: "default_pg", what new_group(group_desc=...) was given, or "undefined"
+  bool empty() const { return name.empty() && desc.empty(); }
+  // "process group 3 \"tensor_parallel\"" ("undefined", PyTorch's word for none given, left out); "" when empty.
+  std::string describe() const;
+};
+ProcessGroupName parse_process_group(std::string_view python_site_text);
+
+}  // namespace ncclwatch::report
