@@ -110,10 +110,10 @@ int run_summary(const Options& options) {
     for (const NcclLibrary& lib : p.libraries) {
       LibraryUse& use = libraries[lib.path];
       // attached wins over unused: one process may call a copy another only loaded
-      if (use.status.empty() || lib.status == "attached" || lib.status == "not traced") {
+      if (use.status.empty() || lib.attached() || lib.not_traced()) {
         use.version = lib.version;
         use.status = lib.status;
-        use.how = lib.status == "attached" ? lib.reached : lib.reason;
+        use.how = lib.attached() ? lib.reached : lib.reason;
       }
       ++use.processes;
     }
@@ -178,7 +178,7 @@ int run_summary(const Options& options) {
   for (const auto& [s, n] : leaks.state_counts) by_state += fmt::format("{}{} {}", by_state.empty() ? "" : ", ", n, s);
   if (!by_state.empty()) fmt::print("  communicator instances: {}\n", by_state);
   for (const auto& [path, use] : libraries) {
-    if (use.status == "not traced")
+    if (use.status == trace::library_record::kNotTraced)
       fmt::print("  NOT TRACED: {} in {} process(es): {}\n", path, use.processes, use.how);
     else
       fmt::print("  NCCL {} {}: {} in {} process(es){}\n", nccl_version_text(use.version), path, use.status, use.processes,
