@@ -18,7 +18,7 @@ std::vector<std::string> own_trace_files(const std::string& dir) {
   std::vector<std::string> found;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, fs::directory_options::skip_permission_denied, ec))
-    if (entry.path().extension() == ".nwt") found.push_back(entry.path().string());
+    if (entry.path().extension() == trace::kFileExtension) found.push_back(entry.path().string());
   std::sort(found.begin(), found.end());
   return found;
 }

@@ -1,5 +1,7 @@
 #include "job_model.h"
 
+#include <ncclwatch/trace_strings.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -18,20 +20,11 @@ std::map<std::string, std::string> parse_strings(const RecordView& r) {
   const auto* rec = r.as<StringsRecord>();
   if (!rec || sizeof(StringsRecord) + rec->bytes > r.size) return out;
   std::string blob = record_text(r.data + sizeof(StringsRecord), rec->bytes);
-  const char* p = blob.data();
-  const char* end = p + blob.size();
-  while (p < end) {
-    const char* nul = static_cast<const char*>(std::memchr(p, '\0', static_cast<size_t>(end - p)));
-    std::string entry(p, nul ? nul : end);
-    if (size_t eq = entry.find('='); eq != std::string::npos) {
-      std::string key = entry.substr(0, eq);
-      // Repeated keys (e.g. "missing") are joined.
-      auto [it, inserted] = out.emplace(key, entry.substr(eq + 1));
-      if (!inserted) it->second += "," + entry.substr(eq + 1);
-    }
-    if (!nul) break;
-    p = nul + 1;
-  }
+  for_each_string(blob, [&](std::string_view key, std::string_view value) {
+    // Repeated keys (library_record::kMissing) are joined.
+    auto [it, inserted] = out.emplace(key, value);
+    if (!inserted) (it->second += ',') += value;
+  });
   return out;
 }
 
@@ -96,8 +89,6 @@ class NewestFirst {
   std::vector<size_t> older_;
 };
 
-bool ok_or_pending(int result) { return result == 0 || result == 7; }
-
 class ProcessBuilder {
  public:
   explicit ProcessBuilder(ProcessTrace& p) : p_(p) {}
@@ -112,7 +103,7 @@ class ProcessBuilder {
       case RecordType::kLibrary: on_library(r); break;
       case RecordType::kNotice: {
         auto s = parse_strings(r);
-        if (auto it = s.find("text"); it != s.end()) p_.notices.push_back(it->second);
+        if (auto it = s.find(std::string(notice_record::kText)); it != s.end()) p_.notices.push_back(it->second);
         break;
       }
       case RecordType::kModule: on_module(r); break;
@@ -160,19 +151,20 @@ class ProcessBuilder {
 
   void on_library(const RecordView& r) {
     auto strings = parse_strings(r);
-    auto get = [&](const char* key) {
-      auto it = strings.find(key);
+    auto get = [&](std::string_view name) {
+      auto it = strings.find(std::string(name));
       return it == strings.end() ? std::string() : it->second;
     };
+    namespace key = library_record;
     NcclLibrary lib;
-    lib.id = std::atoi(get("id").c_str());
-    lib.path = get("path");
-    lib.version = get("version");
-    lib.status = get("status");
-    if (lib.status.empty()) lib.status = "attached";  // format 2 wrote only the attached one
-    if (lib.id == 0 && lib.status == "attached") lib.id = 1;
-    lib.reached = get("reached");
-    lib.reason = get("reason");
+    lib.id = std::atoi(get(key::kId).c_str());
+    lib.path = get(key::kPath);
+    lib.version = get(key::kVersion);
+    lib.status = get(key::kStatus);
+    if (lib.status.empty()) lib.status = library_record::kAttached;  // format 2 wrote only the attached one
+    if (lib.id == 0 && lib.attached()) lib.id = 1;
+    lib.reached = get(key::kReached);
+    lib.reason = get(key::kReason);
     p_.libraries.push_back(std::move(lib));
   }
 
@@ -249,7 +241,7 @@ class ProcessBuilder {
         c.python_site = begin->tail.python_site;
         c.process_group = begin->tail.process_group;
       }
-      if (!ok_or_pending(e.result) || e.comm == 0) {
+      if (!succeeded_or_pending(e.result) || e.comm == 0) {
         c.state = CommState::kInitFailed;
         c.handle = 0;
       }
@@ -268,7 +260,7 @@ class ProcessBuilder {
     } forget{pending_, it};
     switch (api) {
       case Api::kCommFinalize:
-        if (CommInstance* c = live_comm(e.comm); c && ok_or_pending(e.result)) c->finalized_ns = e.time_ns;
+        if (CommInstance* c = live_comm(e.comm); c && succeeded_or_pending(e.result)) c->finalized_ns = e.time_ns;
         break;
       case Api::kCommDestroy:
       case Api::kCommAbort:
@@ -276,7 +268,7 @@ class ProcessBuilder {
           c->release_end_ns = e.time_ns;
           c->release_result = e.result;
           c->freed = CommMemoryFigure::of(e);
-          if (e.result == 0 || api == Api::kCommAbort) release_comm_resources(e.comm, e.time_ns);
+          if (release_frees_comm(api, e.result)) release_comm_resources(e.comm, e.time_ns);
         }
         break;
       case Api::kMemAlloc:
@@ -284,7 +276,7 @@ class ProcessBuilder {
       case Api::kCommWindowRegister:
       case Api::kDevCommCreate:
       case Api::kRedOpCreatePreMulSum:
-        if (ok_or_pending(e.result)) {
+        if (succeeded_or_pending(e.result)) {
           ResourceInstance res;
           res.api = api;
           res.handle = e.resource;
@@ -340,13 +332,13 @@ class ProcessBuilder {
   }
 
   static bool released_ok(const CommInstance& c) {
-    return c.release_api == Api::kCommAbort || c.release_result == 0;
+    return release_frees_comm(c.release_api, c.release_result);
   }
 
   // The most recent unreleased resource `acquired_by` made with this handle (on this communicator,
   // where both name one) is released.
   void release_resource(Api acquired_by, const ApiEvent& e) {
-    if (e.result != 0) return;
+    if (e.result != kNcclSuccess) return;
     index_new_entries();
     size_t* newest = resources_by_handle_.newest(e.resource);
     if (!newest) return;
@@ -494,15 +486,17 @@ CommMemoryFigure CommMemoryFigure::of(const ApiEvent& end) {
 std::string hex_id(uint64_t id) { return fmt::format("{:016x}", id); }
 
 std::map<std::string, std::string> ProcessTrace::nccl_env() const {
+  using trace::process_record::kEnvPrefix;
+  const std::string nccl_prefix = std::string(kEnvPrefix) + "NCCL_";
   std::map<std::string, std::string> env;
   for (const auto& [key, value] : strings)
-    if (key.rfind("env.NCCL_", 0) == 0) env.emplace(key.substr(4), value);
+    if (key.starts_with(nccl_prefix)) env.emplace(key.substr(kEnvPrefix.size()), value);
   return env;
 }
 
 std::string ProcessTrace::nccl_version() const {
   for (const NcclLibrary& lib : libraries)
-    if (lib.status == "attached") return lib.version;
+    if (lib.attached()) return lib.version;
   return {};
 }
 
@@ -525,7 +519,7 @@ std::vector<UntracedCopy> untraced_copies(const Job& job) {
   std::vector<UntracedCopy> out;
   for (const ProcessTrace& p : job.processes) {
     for (const NcclLibrary& lib : p.libraries) {
-      if (lib.status != "not traced") continue;
+      if (!lib.not_traced()) continue;
       auto it = std::find_if(out.begin(), out.end(), [&](const UntracedCopy& u) { return u.path == lib.path && u.reason == lib.reason; });
       if (it == out.end()) out.push_back({lib.path, lib.reason, 1});
       else ++it->processes;
@@ -535,7 +529,7 @@ std::vector<UntracedCopy> untraced_copies(const Job& job) {
 }
 
 bool ProcessTrace::has_several_libraries() const {
-  return std::count_if(libraries.begin(), libraries.end(), [](const NcclLibrary& l) { return l.status == "attached"; }) > 1;
+  return std::count_if(libraries.begin(), libraries.end(), [](const NcclLibrary& l) { return l.attached(); }) > 1;
 }
 
 struct LifecycleFolder::Impl {

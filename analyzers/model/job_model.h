@@ -8,6 +8,7 @@
 #include "trace_reader.h"
 
 #include <ncclwatch/lifecycle_rules.h>
+#include <ncclwatch/trace_strings.h>
 
 #include <cstdint>
 #include <functional>
@@ -99,9 +100,12 @@ struct NcclLibrary {
   int id = 0;                   // attached libraries: the id ApiEvents name; else 0
   std::string path;
   std::string version;          // NCCL's version code as text ("22809"), "0" when unknown
-  std::string status;           // attached | unused | not traced
+  std::string status;           // a trace::library_record status: attached | unused | not traced
   std::string reached;          // attached: "global scope" or "dlsym from <module>"
   std::string reason;           // unused / not traced: why
+
+  bool attached() const { return status == trace::library_record::kAttached; }
+  bool not_traced() const { return status == trace::library_record::kNotTraced; }
 };
 
 struct ProcessTrace {

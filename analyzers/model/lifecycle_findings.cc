@@ -19,7 +19,7 @@ bool made(const CommInstance& c) { return c.state != CommState::kInitFailed && c
 
 // When `c` stopped counting as alive: its release's end, or never (0).
 int64_t released_at(const CommInstance& c) {
-  if (c.release_end_ns && (c.release_api == Api::kCommAbort || c.release_result == 0)) return c.release_end_ns;
+  if (c.release_end_ns && trace::release_frees_comm(c.release_api, c.release_result)) return c.release_end_ns;
   return 0;
 }
 

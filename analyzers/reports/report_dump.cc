@@ -1,6 +1,8 @@
 // dump FILE: every record as one JSON object per line, for scripts, DuckDB and pandas.
 #include "reports.h"
 
+#include <ncclwatch/trace_strings.h>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -20,18 +22,11 @@ json strings_json(const RecordView& r) {
   if (!rec || sizeof(StringsRecord) + rec->bytes > r.size) return out;
   out["time_ns"] = rec->time_ns;
   std::string blob = record_text(r.data + sizeof(StringsRecord), rec->bytes);
-  size_t pos = 0;
-  while (pos < blob.size()) {
-    size_t nul = blob.find('\0', pos);
-    std::string entry = blob.substr(pos, nul == std::string::npos ? std::string::npos : nul - pos);
-    if (size_t eq = entry.find('='); eq != std::string::npos) {
-      std::string key = entry.substr(0, eq), value = entry.substr(eq + 1);
-      if (out.contains(key) && out[key].is_string()) out[key] = out[key].get<std::string>() + "," + value;
-      else out[key] = value;
-    }
-    if (nul == std::string::npos) break;
-    pos = nul + 1;
-  }
+  for_each_string(blob, [&](std::string_view key_view, std::string_view value_view) {
+    std::string key(key_view), value(value_view);
+    if (out.contains(key) && out[key].is_string()) out[key] = out[key].get<std::string>() + "," + value;
+    else out[key] = value;
+  });
   return out;
 }
 

@@ -166,20 +166,12 @@ void for_each_leak(const LeakReport& report, OnComm on_comm, OnResource on_resou
   }
 }
 
-// The remedies for a set of leaked communicators: NVSHMEM's for those NVSHMEM made, PyTorch's
-// when PyTorch made one of the others, else NCCL's.
+// The remedies for a set of leaked communicators, by the rule the exit alert follows.
 std::vector<std::string> remedies(const std::vector<LeakedComm>& leaked) {
-  bool nvshmem = false, torch = false, plain = false;
-  for (const LeakedComm& l : leaked) {
-    nvshmem |= l.first->nvshmem;
-    torch |= l.first->torch && !l.first->nvshmem;
-    plain |= !l.first->nvshmem;
-  }
-  std::vector<std::string> out;
-  if (nvshmem) out.emplace_back(lifecycle::kNvshmemRemedy);
-  if (torch) out.emplace_back(lifecycle::kTorchRemedy);
-  else if (plain) out.emplace_back(lifecycle::kNcclRemedy);
-  return out;
+  lifecycle::LeakMakers makers;
+  for (const LeakedComm& l : leaked) makers.add(l.first->nvshmem, l.first->torch);
+  lifecycle::Remedies chosen = lifecycle::remedies_for(makers);
+  return {chosen.begin(), chosen.end()};
 }
 
 std::string pile_up_text(const PileUpFinding& f) {
@@ -284,7 +276,7 @@ void print_leaks_text(const LeakReport& report) {
                  row.process->pid(), r.comm_id ? fmt::format(", comm {} rank {}", hex_id(r.comm_id), r.rank) : "",
                  row.site.first.empty() ? "" : "; made at " + row.site.first);
     }
-    for (const std::string& remedy : report.remedies) fmt::print("  remedy: {}\n", remedy);
+    for (const std::string& remedy : report.remedies) fmt::print("{}{}\n", lifecycle::kRemedyLead, remedy);
   }
   for (const std::string& line : lifecycle_lines(report)) fmt::print("{}\n", line);
   for (const auto& [id, ranks] : report.finalized_only)

@@ -62,10 +62,10 @@ std::map<std::string, SummaryReport::LibraryUse> library_uses(const Job& job) {
     for (const NcclLibrary& lib : p.libraries) {
       SummaryReport::LibraryUse& use = libraries[lib.path];
       // attached wins over unused: one process may call a copy another only loaded
-      if (use.status.empty() || lib.status == "attached" || lib.status == "not traced") {
+      if (use.status.empty() || lib.attached() || lib.not_traced()) {
         use.version = lib.version;
         use.status = lib.status;
-        use.how = lib.status == "attached" ? lib.reached : lib.reason;
+        use.how = lib.attached() ? lib.reached : lib.reason;
       }
       ++use.processes;
     }
@@ -103,7 +103,7 @@ void print_job_lines(const SummaryReport& s) {
   for (const auto& [state, n] : s.leaks.state_counts) by_state += fmt::format("{}{} {}", by_state.empty() ? "" : ", ", n, state);
   if (!by_state.empty()) fmt::print("  communicator instances: {}\n", by_state);
   for (const auto& [path, use] : s.libraries) {
-    if (use.status == "not traced")
+    if (use.status == trace::library_record::kNotTraced)
       fmt::print("  NOT TRACED: {} in {} process(es): {}\n", path, use.processes, use.how);
     else
       fmt::print("  NCCL {} {}: {} in {} process(es){}\n", nccl_version_text(use.version), path, use.status, use.processes,

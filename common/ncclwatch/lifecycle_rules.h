@@ -42,15 +42,49 @@ constexpr bool is_leak(EndState state) {
 }
 
 inline constexpr const char* kFinalizedNote = "finalized but never destroyed (its host memory stays allocated)";
-// The remedy printed under leaked communicators: PyTorch's when PyTorch made one of them.
-inline constexpr const char* kTorchRemedy = "call torch.distributed.destroy_process_group() before the program exits";
-inline constexpr const char* kNcclRemedy = "call ncclCommFinalize then ncclCommDestroy on each communicator before exit";
-// ... and NVSHMEM's, for the communicators NVSHMEM made for its teams (PyTorch's NVSHMEM symmetric
-// memory, DeepEP's buffer): only NVSHMEM can release them.
 // After the creation site of a communicator NVSHMEM made, in the alert and `leaks`.
 inline constexpr const char* kNvshmemMadeNote = " (by NVSHMEM, for its teams)";
+
+// The remedies printed under leaked communicators, each on a line of its own after kRemedyLead.
+inline constexpr const char* kRemedyLead = "  remedy: ";
+inline constexpr const char* kTorchRemedy = "call torch.distributed.destroy_process_group() before the program exits";
+inline constexpr const char* kNcclRemedy = "call ncclCommFinalize then ncclCommDestroy on each communicator before exit";
+// For the communicators NVSHMEM made for its teams (PyTorch's NVSHMEM symmetric memory, DeepEP's
+// buffer): only NVSHMEM can release them.
 inline constexpr const char* kNvshmemRemedy =
     "NVSHMEM made some of them: finalize NVSHMEM before the program exits (nvshmem_finalize; DeepEP: "
     "Buffer.destroy(), before destroy_process_group())";
+
+// Who made the leaked communicators, as far as the remedy goes. The exit alert adds each leaked
+// communicator of the process, `leaks` each leaked one of the job.
+struct LeakMakers {
+  bool nvshmem = false;  // NVSHMEM made one
+  bool torch = false;    // PyTorch made one that NVSHMEM did not
+  bool other = false;    // one was made by someone but NVSHMEM (PyTorch included)
+
+  // NVSHMEM calls NCCL from inside PyTorch too: a communicator it made counts as NVSHMEM's only.
+  constexpr void add(bool made_by_nvshmem, bool made_by_torch) {
+    nvshmem |= made_by_nvshmem;
+    torch |= made_by_torch && !made_by_nvshmem;
+    other |= !made_by_nvshmem;
+  }
+};
+
+// The remedies, in the order printed: NVSHMEM's for those NVSHMEM made; then PyTorch's when PyTorch
+// made one of the others, else NCCL's when anyone else did. Fixed size: the alert cannot allocate.
+struct Remedies {
+  const char* lines[2] = {};
+  int count = 0;
+  constexpr const char* const* begin() const { return lines; }
+  constexpr const char* const* end() const { return lines + count; }
+};
+
+constexpr Remedies remedies_for(const LeakMakers& makers) {
+  Remedies out;
+  if (makers.nvshmem) out.lines[out.count++] = kNvshmemRemedy;
+  if (makers.torch) out.lines[out.count++] = kTorchRemedy;
+  else if (makers.other) out.lines[out.count++] = kNcclRemedy;
+  return out;
+}
 
 }  // namespace ncclwatch::lifecycle

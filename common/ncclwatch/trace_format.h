@@ -31,6 +31,7 @@ inline constexpr uint32_t kMinReadableVersion = 4;  // oldest reader version tha
                                                      // (an older one would skip the ring: no ops)
 inline constexpr uint32_t kOldestReadableFormat = 2; // files older than this are refused by readers
 inline constexpr uint32_t kHeaderBytes = 4096;       // records start here
+inline constexpr const char* kFileExtension = ".nwt"; // a trace file's name ends so; readers look for it
 inline constexpr uint16_t kCommitMark = 0xC0DE;
 inline constexpr uint32_t kMaxRecordBytes = 1u << 20;  // larger sizes mark a corrupt record ...
 inline constexpr uint32_t kMaxChunkRecordBytes = 1u << 30;  // ... except a ring chunk's or op totals' 
@@ -157,7 +158,7 @@ struct ApiEvent {
   int64_t time_ns;      // CLOCK_MONOTONIC
   uint32_t tid;         // kernel thread id of the caller
   uint16_t api;         // Api
-  int16_t result;       // ncclResult_t (kCallEnd only; ncclInProgress = 7 is pending, not failure)
+  int16_t result;       // ncclResult_t (kCallEnd only; see succeeded_or_pending)
   uint64_t comm;        // communicator handle: the argument, or the one created (kCallEnd)
   uint64_t comm_id;     // communicator identity, the same on every rank (0 when unknown)
   uint64_t parent_id;   // identity of the parent (split/shrink), else 0
@@ -179,6 +180,13 @@ struct ApiEvent {
   uint16_t reserved1;
 };
 static_assert(sizeof(ApiEvent) % 8 == 0);
+
+// The ncclResult_t values readers tell apart (nccl.h's; the shim checks them against it).
+inline constexpr int kNcclSuccess = 0;
+inline constexpr int kNcclInProgress = 7;
+// A call that worked: a non-blocking communicator's calls answer ncclInProgress, no failure.
+constexpr bool succeeded_or_pending(int result) { return result == kNcclSuccess || result == kNcclInProgress; }
+
 // Leads the Python site's process group line; its empty second field is no frame's line number,
 // so readers of frames skip it.
 inline constexpr const char* kProcessGroupLine = "process_group\t\t";
@@ -586,6 +594,12 @@ constexpr Api releasing_api(Api acquired_by) {
     case Api::kRedOpCreatePreMulSum: return Api::kRedOpDestroy;
     default: return Api::kUnknown;
   }
+}
+
+// Whether a destroy or abort freed its communicator: an abort always does, a failed destroy
+// leaves it as it was.
+constexpr bool release_frees_comm(Api release_api, int result) {
+  return release_api == Api::kCommAbort || result == kNcclSuccess;
 }
 
 constexpr bool creates_comm(Api api) {

@@ -102,8 +102,7 @@ struct AlertCounts {
   uint32_t comms = 0;         // still in the table: the exit record's live count
   uint32_t leaked_comms = 0;  // of them, leaks (lifecycle::is_leak): what the alert counts
   uint32_t resources = 0;
-  bool torch = false;             // PyTorch made a leaked one (NVSHMEM's aside)
-  uint32_t leaked_by_nvshmem = 0; // NVSHMEM made them
+  lifecycle::LeakMakers makers;  // who made the leaks: which remedies to print
   bool complete = true;  // false when the state could not be read (signal path, lock busy)
 };
 
@@ -131,8 +130,7 @@ AlertCounts build_alert(AlertText& out, bool wait) {
           }
           bool leak = lifecycle::is_leak(end_state_at_exit(c.phase));
           counts.leaked_comms += leak;
-          counts.torch |= leak && c.torch_caller && !c.nvshmem_caller;
-          counts.leaked_by_nvshmem += leak && c.nvshmem_caller;
+          if (leak) counts.makers.add(c.nvshmem_caller, c.torch_caller);
           if (full()) {
             ++not_shown;
             continue;
@@ -180,9 +178,8 @@ AlertCounts build_alert(AlertText& out, bool wait) {
     out.add(" in pid ").add_int(proc.pid).add(" on ").add(proc.host.c_str());
     if (!proc.job_rank.empty()) out.add(" (job rank ").add(proc.job_rank.c_str()).add(')');
     out.add('\n').add(body.data());
-    if (counts.leaked_by_nvshmem) out.add("  remedy: ").add(lifecycle::kNvshmemRemedy).add('\n');
-    if (counts.torch) out.add("  remedy: ").add(lifecycle::kTorchRemedy).add('\n');
-    else if (counts.leaked_comms > counts.leaked_by_nvshmem) out.add("  remedy: ").add(lifecycle::kNcclRemedy).add('\n');
+    for (const char* remedy : lifecycle::remedies_for(counts.makers))
+      out.add(lifecycle::kRemedyLead).add(remedy).add('\n');
   }
   const char* path = trace_path_c();
   if (path[0]) out.add("  trace: ").add(path).add('\n');
@@ -336,6 +333,9 @@ void attach_process() noexcept {
     print_setting_problems();
     detail::g_process_attached.store(true, std::memory_order_release);
   } catch (...) {
+    notice_once(Notice::kAttachFailed,
+                "ncclwatch: an internal error stopped the exit hooks from being set up; the leak alert at exit "
+                "and the trace's end record may be missing");
   }
   library_census_process_attached();
   report_untraced_nccl(false);

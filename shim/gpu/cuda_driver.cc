@@ -1,5 +1,6 @@
 #include "gpu/cuda_driver.h"
 
+#include "process/process.h"
 #include "resolve/resolve.h"
 
 #include <dlfcn.h>
@@ -72,6 +73,8 @@ const CudaDriver* cuda_driver() noexcept {
     try {
       return load();
     } catch (...) {
+      notice_once(Notice::kNoCudaDriver,
+                  "ncclwatch: an internal error while loading the CUDA driver; timing on the host");
       return static_cast<const CudaDriver*>(nullptr);
     }
   }();

@@ -63,6 +63,7 @@ void ensure_clock_reference(const CudaDriver& cu, CUcontext ctx) noexcept {
     ContextClock& clock = clock_of(ctx);
     if (clock.refs.empty()) add_reference(cu, ctx, clock);
   } catch (...) {
+    // Silent: nothing is lost; clock_reference_before takes a reference when the collector needs one.
   }
 }
 

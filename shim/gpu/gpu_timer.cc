@@ -34,6 +34,13 @@ constexpr uint32_t kMaxUneventedRun = 32;
 // NCCLWATCH_SAMPLE: every latency row gets GPU samples, the first (connection set-up) call apart.
 constexpr uint32_t kFirstTimedPerShape = 4;
 
+// The launch goes ahead, untimed or taken for not captured.
+void say_timing_failed() noexcept {
+  notice_once(Notice::kGpuTimingFailed,
+              "ncclwatch: an internal error in GPU timing; some ops lack their GPU times or their CUDA-graph "
+              "capture mark");
+}
+
 std::mutex g_threads_mutex;  // registration of a new thread only
 std::vector<LaunchThread*>* g_threads = nullptr;
 
@@ -125,12 +132,12 @@ std::vector<LaunchThread*> launch_threads() {
 }  // namespace gpu
 
 TimingMode decide_timing_mode() noexcept {
-  const std::string& wanted = config().timing;
+  TimingRequest wanted = config().timing;
   TimingMode decided = TimingMode::kHost;
-  if (wanted == "off") decided = TimingMode::kOff;
-  else if (wanted == "host") decided = TimingMode::kHost;
+  if (wanted == TimingRequest::kOff) decided = TimingMode::kOff;
+  else if (wanted == TimingRequest::kHost) decided = TimingMode::kHost;
   else if (cuda_driver()) decided = TimingMode::kGpu;
-  else if (wanted == "gpu")
+  else if (wanted == TimingRequest::kGpu)
     notice_once(Notice::kNoCudaDriver, "ncclwatch: NCCLWATCH_TIMING=gpu but no usable CUDA driver; timing on the host");
   detail::g_timing_mode.store(static_cast<int>(decided), std::memory_order_release);
   return decided;
@@ -147,6 +154,7 @@ bool stream_is_capturing(uint64_t stream) noexcept {
     if (!slot->capture_checked || slot->capturing) check_capturing(cu, *slot, failed);
     return slot->capturing;
   } catch (...) {
+    say_timing_failed();
     return false;
   }
 }
@@ -183,6 +191,7 @@ TimedLaunch begin_gpu_timed_launch(uint64_t stream, CommTrack* track, uint64_t s
     gpu::start_collector();
     return TimedLaunch{events, slot, timed};
   } catch (...) {
+    say_timing_failed();
     return {};
   }
 }

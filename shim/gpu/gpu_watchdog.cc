@@ -66,6 +66,9 @@ void report_stall(const LaunchName& first, uint64_t stream, trace::StallState st
     write_stall_record(first, state);
     if (state == trace::StallState::kStalled) print_stall_line(first, stream, unconfirmed);
   } catch (...) {
+    notice_once(Notice::kStallReportFailed,
+                "ncclwatch: an internal error stopped a stall report; a stalled op may be missing from stderr and "
+                "the trace");
   }
 }
 

@@ -235,6 +235,8 @@ void write_final_live_metrics() noexcept {
   try {
     write_metrics_file(true);
   } catch (...) {
+    notice_once(Notice::kMetricsWriteFailed,
+                "ncclwatch: the final metrics could not be written; the metrics file keeps the values written before");
   }
 }
 

@@ -113,9 +113,12 @@ Config parse_settings(const EnvLookup& lookup, std::vector<std::string>& problem
   bool disabled = false;
   p.flag("NCCLWATCH_DISABLE", disabled);
   c.record = !disabled;
-  static constexpr std::string_view kTimings[] = {"gpu", "host", "off"};
-  if (int t = p.choice("NCCLWATCH_TIMING", {kTimings[0], kTimings[1], kTimings[2]}, "the default"); t >= 0)
-    c.timing = kTimings[t];
+  switch (p.choice("NCCLWATCH_TIMING", {"gpu", "host", "off"}, "the default")) {
+    case 0: c.timing = TimingRequest::kGpu; break;
+    case 1: c.timing = TimingRequest::kHost; break;
+    case 2: c.timing = TimingRequest::kOff; break;
+    default: break;
+  }
   p.whole("NCCLWATCH_SAMPLE", c.sample, 1, kMaxSample);
   p.seconds("NCCLWATCH_STALL_SEC", c.stall_sec, kMinStallSec, kMaxStallSec);
   p.flag("NCCLWATCH_GROUP_READABLE", c.group_readable);

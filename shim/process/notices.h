@@ -21,6 +21,18 @@ enum class Notice {
   kRingChunkFailed,
   kPythonSiteUnavailable,
   kOtherShimCopy,
+  // Internal errors the shim swallows (it never throws into the application), each saying what
+  // it cost.
+  kResolveFailed,
+  kLibraryLookupFailed,
+  kCensusFailed,
+  kLibraryRecordFailed,
+  kAttachFailed,
+  kTraceRefFailed,
+  kOpTotalsFailed,
+  kGpuTimingFailed,
+  kStallReportFailed,
+  kCallSiteFailed,
   kCount
 };
 

@@ -4,6 +4,8 @@
 #include "process/config.h"
 #include "process/text_limits.h"
 
+#include <ncclwatch/trace_strings.h>
+
 #include <unistd.h>
 
 #include <atomic>
@@ -56,22 +58,17 @@ ProcessInfo collect() {
   return info;
 }
 
-void append(std::string& out, const std::string& key, const std::string& value) {
-  out += key;
-  out += '=';
-  out += value;
-  out += '\0';
-}
-
 }  // namespace
 
 std::string ProcessInfo::as_strings() const {
   std::string out;
-  append(out, "host", host);
-  append(out, "pid", std::to_string(pid));
-  append(out, "ppid", std::to_string(ppid));
+  using namespace trace::process_record;
+  using trace::append_string;
+  append_string(out, kHost, host);
+  append_string(out, kPid, std::to_string(pid));
+  append_string(out, kPpid, std::to_string(ppid));
   char exe[4096] = {};
-  if (readlink("/proc/self/exe", exe, sizeof(exe) - 1) > 0) append(out, "exe", exe);
+  if (readlink("/proc/self/exe", exe, sizeof(exe) - 1) > 0) append_string(out, kExe, exe);
   std::vector<std::string> args;
   std::string raw = read_file("/proc/self/cmdline");
   for (size_t at = 0; at < raw.size();) {
@@ -87,7 +84,7 @@ std::string ProcessInfo::as_strings() const {
     if (!cmdline.empty()) cmdline += ' ';
     cmdline += arg;
   }
-  append(out, "cmdline", capped_value(cmdline));
+  append_string(out, kCmdline, capped_value(cmdline));
   // Each value is capped; so is their sum, far below what one trace record holds.
   constexpr size_t kMaxEnvironmentBytes = 256 << 10;
   size_t left_out = 0;
@@ -98,12 +95,12 @@ std::string ProcessInfo::as_strings() const {
       ++left_out;
       continue;
     }
-    out += "env.";
+    out += kEnvPrefix;
     out += entry;
     out += '\0';
   }
-  if (left_out) append(out, "env_left_out", std::to_string(left_out) + " variables (over " +
-                                                std::to_string(kMaxEnvironmentBytes >> 10) + " KiB in all)");
+  if (left_out) append_string(out, kEnvLeftOut, std::to_string(left_out) + " variables (over " +
+                                                     std::to_string(kMaxEnvironmentBytes >> 10) + " KiB in all)");
   return out;
 }
 

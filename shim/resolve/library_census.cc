@@ -5,6 +5,8 @@
 #include "resolve/resolver.h"
 #include "trace/trace.h"
 
+#include <ncclwatch/trace_strings.h>
+
 #include <link.h>
 #include <unistd.h>
 
@@ -68,7 +70,12 @@ struct Scan {
   const void* shim = nullptr;
   ElfW(Addr) page_size = 4096;
   std::vector<NcclCopy> copies;  // every object, with what its dynamic symbols say; files read after
+  bool object_skipped = false;   // an object could not be inspected: said after the walk
 };
+
+constexpr const char* kCensusFailedText =
+    "ncclwatch: an internal error cut short the search for NCCL copies ncclwatch cannot trace; one may go "
+    "unnamed, its communicators missing from the trace";
 
 // Inside dl_iterate_phdr, with the loader's lock held: memory reads only, no file, no lock of
 // ours, nothing that throws out of the callback.
@@ -91,6 +98,7 @@ int inspect_object(dl_phdr_info* info, size_t, void* out) noexcept {
     }
     scan.copies.push_back(std::move(copy));
   } catch (...) {
+    scan.object_skipped = true;  // no notice here: the loader's lock is held
   }
   return 0;
 }
@@ -110,15 +118,6 @@ bool confirm_from_file(NcclCopy& copy) {
   return true;
 }
 
-std::string library_strings(const RealNccl& lib) {
-  std::string blob = "id=" + std::to_string(lib.library_id) + '\0' + "path=" + lib.path + '\0' +
-                     "version=" + std::to_string(lib.version) + '\0' + "status=attached" + '\0' +
-                     "reached=" + lib.reached + '\0' + "profiling_aliases=" + (lib.has_profiling_aliases ? "1" : "0") +
-                     '\0';
-  for (const std::string& name : lib.missing) blob += "missing=" + name + '\0';
-  return blob;
-}
-
 // Why the calls of an NCCL copy never reach the shim.
 std::string why_not_traced(const NcclCopy& copy) {
   if (!copy.exported) return "NCCL is linked into it with hidden symbols: its calls never reach the dynamic linker";
@@ -135,6 +134,7 @@ std::vector<NcclCopy> find_nccl_copies() {
   scan.shim = shim_load_address();
   scan.page_size = static_cast<ElfW(Addr)>(sysconf(_SC_PAGESIZE));
   dl_iterate_phdr(inspect_object, &scan);
+  if (scan.object_skipped) notice_once(Notice::kCensusFailed, kCensusFailedText);
   std::vector<NcclCopy> found;
   for (NcclCopy& copy : scan.copies)
     if (confirm_from_file(copy)) found.push_back(std::move(copy));
@@ -143,15 +143,42 @@ std::vector<NcclCopy> find_nccl_copies() {
 
 }  // namespace
 
+std::string attached_library_strings(const RealNccl& lib) {
+  using namespace trace::library_record;
+  std::string blob;
+  trace::append_string(blob, kId, std::to_string(lib.library_id));
+  trace::append_string(blob, kPath, lib.path);
+  trace::append_string(blob, kVersion, std::to_string(lib.version));
+  trace::append_string(blob, kStatus, kAttached);
+  trace::append_string(blob, kReached, lib.reached);
+  trace::append_string(blob, kProfilingAliases, lib.has_profiling_aliases ? "1" : "0");
+  for (const std::string& name : lib.missing) trace::append_string(blob, kMissing, name);
+  return blob;
+}
+
+std::string unreached_library_strings(const std::string& path, int version, std::string_view status,
+                                      const std::string& reason) {
+  using namespace trace::library_record;
+  std::string blob;
+  trace::append_string(blob, kPath, path);
+  trace::append_string(blob, kVersion, std::to_string(version));
+  trace::append_string(blob, kStatus, status);
+  trace::append_string(blob, kReason, reason);
+  return blob;
+}
+
 void announce_libraries() noexcept {
   if (!g_process_attached.load(std::memory_order_acquire)) return;
   try {
     for (const RealNccl* lib : known_libraries()) {
       uint32_t bit = 1u << lib->library_id;
       if (g_announced.fetch_or(bit, std::memory_order_relaxed) & bit) continue;
-      write_strings_record(trace::RecordType::kLibrary, library_strings(*lib));
+      write_strings_record(trace::RecordType::kLibrary, attached_library_strings(*lib));
     }
   } catch (...) {
+    notice_once(Notice::kLibraryRecordFailed,
+                "ncclwatch: an internal error kept an NCCL library's record from the trace; reports cannot name "
+                "its path or version");
   }
 }
 
@@ -169,12 +196,13 @@ void report_untraced_nccl(bool at_exit) noexcept {
       if (unused_library && (!at_exit || !g_process_attached.load(std::memory_order_acquire))) continue;
       // An unused libnccl is never called: its banner tells its version.
       int version = unused_library ? std::max(ElfFile(copy.path).nccl_banner_version(), 0) : copy.version;
-      std::string blob = "path=" + copy.path + '\0' + "version=" + std::to_string(version) + '\0';
+      std::string blob;
       if (unused_library) {
-        blob += std::string("status=unused") + '\0' + "reason=no call reached it through ncclwatch" + '\0';
+        blob = unreached_library_strings(copy.path, version, trace::library_record::kUnused,
+                                         "no call reached it through ncclwatch");
       } else {
         std::string reason = why_not_traced(copy);
-        blob += std::string("status=not traced") + '\0' + "reason=" + reason + '\0';
+        blob = unreached_library_strings(copy.path, version, trace::library_record::kNotTraced, reason);
         say("ncclwatch: not traced: " + copy.path + ": " + reason +
             "; communicators made through it are missing from the trace");
       }
@@ -182,6 +210,7 @@ void report_untraced_nccl(bool at_exit) noexcept {
       reported().push_back(copy.base);
     }
   } catch (...) {
+    notice_once(Notice::kCensusFailed, kCensusFailedText);
   }
 }
 

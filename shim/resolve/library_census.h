@@ -4,7 +4,12 @@
 // to the trace (kLibrary records) and the uncovered ones are said on stderr.
 #pragma once
 
+#include <string>
+#include <string_view>
+
 namespace ncclwatch {
+
+struct RealNccl;
 
 // Writes a kLibrary record for each attached library not yet written (once the process is
 // attached; library_census_process_attached writes the ones found earlier).
@@ -17,6 +22,12 @@ void library_census_process_attached() noexcept;
 // be) and says the uncovered ones on stderr. `at_exit` also writes libnccl copies no call reached
 // (before exit one may still be).
 void report_untraced_nccl(bool at_exit) noexcept;
+
+// The kLibrary record's strings (ncclwatch/trace_strings.h) for a library the shim's calls reach ...
+std::string attached_library_strings(const RealNccl& lib);
+// ... and for a copy they do not reach: `status` is library_record::kUnused or kNotTraced.
+std::string unreached_library_strings(const std::string& path, int version, std::string_view status,
+                                      const std::string& reason);
 
 // In a forked child: its trace is new, so every library is written again.
 void library_census_after_fork_in_child() noexcept;

@@ -327,6 +327,10 @@ const RealNccl* detail::resolve_default(const void* caller) noexcept {
   try {
     real = default_instance(true, caller, "global scope");
   } catch (...) {
+    notice_once(Notice::kResolveFailed,
+                "ncclwatch: an internal error stopped the search for NCCL; NCCL calls are answered with "
+                "ncclSystemError while it fails, and nothing is traced");
+    return nullptr;  // not cached: the next call searches again
   }
   if (!real) {
     notice_once(Notice::kNoNccl,
@@ -376,6 +380,9 @@ int slot_for_library_of(const void* real_function, const void* caller) noexcept 
       delete fresh;
     }
   } catch (...) {
+    notice_once(Notice::kLibraryLookupFailed,
+                "ncclwatch: an internal error kept an NCCL library found through dlsym from being told apart; "
+                "calls through that lookup are not traced");
     return -1;
   }
   if (slot < 0) {

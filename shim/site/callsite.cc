@@ -160,6 +160,9 @@ void capture_call_site(CallSite& site, int max_frames, bool python) noexcept {
       }
     }
   } catch (...) {
+    notice_once(Notice::kCallSiteFailed,
+                "ncclwatch: an internal error cut a call site short; some call sites in the trace and the exit "
+                "alert are incomplete");
   }
   if (python) capture_python_site(site.python, sizeof(site.python));
 }

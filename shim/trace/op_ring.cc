@@ -65,6 +65,9 @@ Ring& ring() { return g_ring; }
     r.chunks[ordinal].store(first, std::memory_order_release);
     return first;
   } catch (...) {
+    notice_once(Notice::kRingChunkFailed,
+                "ncclwatch: part of the ring of recent ops could not be made (an internal error); the ops that "
+                "land there are lost and counted");
     return kChunkFailed;
   }
 }
@@ -127,6 +130,9 @@ OpTotalsEntry* find_op_totals_entry(uint32_t comm_index, Api api, uint64_t count
         r.totals.store(table, std::memory_order_release);
       }
     } catch (...) {
+      notice_once(Notice::kOpTotalsFailed,
+                  "ncclwatch: an internal error kept the table of op totals from being made; the trace has no "
+                  "totals of the whole run, only its recent ops");
       return nullptr;
     }
   }

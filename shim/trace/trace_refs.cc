@@ -25,6 +25,13 @@ Refs& refs() {
   return *r;
 }
 
+// Index 0 stands in: the op is written, naming no communicator or stream.
+void say_ref_failed() noexcept {
+  notice_once(Notice::kTraceRefFailed,
+              "ncclwatch: an internal error kept some ops from naming their communicator or stream in the trace; "
+              "reports show those ops without them");
+}
+
 void write_comm_ref(uint32_t index, uint64_t comm_id, uint64_t handle, int32_t rank, int32_t nranks) noexcept {
   RecordSlot slot = reserve_record(sizeof(CommRefRecord));
   if (!slot) return;
@@ -60,6 +67,7 @@ uint32_t make_comm_ref_index(CommTrack* track, uint64_t handle) noexcept {
     }
     return it->second;
   } catch (...) {
+    say_ref_failed();
     return 0;
   }
 }
@@ -86,6 +94,7 @@ uint16_t make_stream_ref_index(uint64_t stream) noexcept {
       }
     }
   } catch (...) {
+    say_ref_failed();
     return 0;
   }
   t_thread.streams[stream_memo_slot(stream)] = {stream, generation, index};

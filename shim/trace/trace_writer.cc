@@ -2,6 +2,8 @@
 
 #include "process/process.h"
 
+#include <ncclwatch/trace_strings.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -219,7 +221,7 @@ bool open_locked(Writer& w) {
       path += '.';  // not "." + std::to_string(): GCC 12's -Wrestrict misfires on that at -O3
       path += std::to_string(attempt);
     }
-    path += ".nwt";
+    path += kFileExtension;
     // Owner-only by default: a trace holds the job's command line, environment and call sites.
     fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, cfg.group_readable ? 0640 : 0600);
     if (fd < 0 && errno != EEXIST) break;
@@ -332,6 +334,7 @@ void say_trace_full(Writer& w, const char* why) {
     notice_once(Notice::kTraceFull,
                 ("ncclwatch: the trace " + w.path + " " + why + "; further records are lost and counted").c_str());
   } catch (...) {
+    // Silent: the line could not be built (no memory); the records lost are still counted in the trace.
   }
 }
 
@@ -362,6 +365,7 @@ RecordSlot reserve_within(Writer& w, uint32_t size, uint64_t held_back) noexcept
       std::lock_guard lock(w.open_mutex);
       grown = grow_locked(w, needed);
     } catch (...) {
+      // grown stays false: said just below, and the record counted as lost.
     }
     if (!grown) {
       count_lost(w);
@@ -432,8 +436,11 @@ void write_strings_record(RecordType type, const std::string& blob) noexcept {
 void write_notice_record(const char* text) noexcept {
   try {
     if (writer().state.load(std::memory_order_acquire) != State::kOpen) return;
-    write_strings_record(RecordType::kNotice, std::string("text=") + text + '\0');
+    std::string blob;
+    append_string(blob, notice_record::kText, text);
+    write_strings_record(RecordType::kNotice, blob);
   } catch (...) {
+    // Silent: the notice is on stderr already; only its copy in the trace is lost.
   }
 }
 

@@ -107,7 +107,7 @@ void finish_creation(const RealNccl* real, Creation& c, ncclResult_t result, ncc
   e.bytes = held.bytes;
   e.flags |= held.flag;
   emit_api_event(RecordType::kCallEnd, e);
-  if (!succeeded_or_pending(result) || !comm) return;
+  if (!trace::succeeded_or_pending(result) || !comm) return;
 
   CommEntry entry;
   entry.handle = as_u64(comm);
@@ -189,7 +189,7 @@ void finish_teardown(const Teardown& t, ncclResult_t result) noexcept {
     trace::ApiEvent end = t.begin;
     end.time_ns = make_event(t.call_id, t.api).time_ns;
     end.result = static_cast<int16_t>(result);
-    if (releases_comm(t.api) && (result == ncclSuccess || t.api == Api::kCommAbort)) {
+    if (releases_comm(t.api) && trace::release_frees_comm(t.api, result)) {
       CommMemory freed = free_memory_change(t.free_before, false);
       end.bytes = freed.bytes;
       end.flags |= freed.flag;
@@ -197,8 +197,7 @@ void finish_teardown(const Teardown& t, ncclResult_t result) noexcept {
     emit_api_event(RecordType::kCallEnd, end);
     if (!t.known) return;
     if (releases_comm(t.api)) {
-      // An abort always frees the communicator; a failed destroy leaves it as it was.
-      if (result == ncclSuccess || t.api == Api::kCommAbort) {
+      if (trace::release_frees_comm(t.api, result)) {
         // Made during exit and released: a whole life inside an exit handler, not a late release.
         bool released_late = (t.begin.flags & trace::kFlagDuringExit) && !t.entry.made_during_exit;
         registry().release_comm(t.handle, released_late, t.api);
@@ -206,7 +205,7 @@ void finish_teardown(const Teardown& t, ncclResult_t result) noexcept {
       }
       else
         registry().set_phase(t.handle, t.entry.phase);
-    } else if (t.api == Api::kCommFinalize && succeeded_or_pending(result)) {
+    } else if (t.api == Api::kCommFinalize && trace::succeeded_or_pending(result)) {
       registry().set_phase(t.handle, CommPhase::kFinalized);
     }
   });
@@ -273,8 +272,8 @@ NCCLWATCH_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const
   // One end record (and one registry entry) per communicator made, rank = its index.
   for (int i = 0; comms && i < ndev; ++i) {
     c.rank = i;
-    finish_creation(real, c, result, succeeded_or_pending(result) ? comms[i] : nullptr);
-    if (!succeeded_or_pending(result)) break;
+    finish_creation(real, c, result, trace::succeeded_or_pending(result) ? comms[i] : nullptr);
+    if (!trace::succeeded_or_pending(result)) break;
   }
   return result;
 }

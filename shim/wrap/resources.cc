@@ -85,7 +85,7 @@ void finish_acquire(const ResourceCall& call, ncclResult_t result, uint64_t reso
   safely([&] {
     trace::ApiEvent end = end_event(call, result, resource);
     emit_api_event(RecordType::kCallEnd, end);
-    if (!succeeded_or_pending(result)) return;
+    if (!trace::succeeded_or_pending(result)) return;
     ResourceEntry entry;
     entry.acquired_by = call.api;
     entry.handle = resource;

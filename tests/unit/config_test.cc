@@ -40,7 +40,7 @@ TEST_CASE("defaults when nothing is set") {
   CHECK(p.config.max_trace_bytes == (1ull << 30));
   CHECK(p.config.record);
   CHECK(p.config.on_leak == LeakPolicy::kWarn);
-  CHECK(p.config.timing.empty());
+  CHECK(p.config.timing == TimingRequest::kDefault);
   CHECK_FALSE(p.config.group_readable);
 }
 
@@ -55,10 +55,12 @@ TEST_CASE("good values are taken") {
   CHECK(p.config.max_trace_bytes == 3ull << 20);
   CHECK_FALSE(p.config.record);
   CHECK(p.config.on_leak == LeakPolicy::kFail);
-  CHECK(p.config.timing == "host");
+  CHECK(p.config.timing == TimingRequest::kHost);
   CHECK(p.config.group_readable);
   CHECK(p.config.trace_dir == "t");
   CHECK(parse({{"NCCLWATCH_ON_LEAK", "off"}}).config.on_leak == LeakPolicy::kOff);
+  CHECK(parse({{"NCCLWATCH_TIMING", "gpu"}}).config.timing == TimingRequest::kGpu);
+  CHECK(parse({{"NCCLWATCH_TIMING", "off"}}).config.timing == TimingRequest::kOff);
   CHECK(parse({{"NCCLWATCH_DISABLE", "0"}}).config.record);
 }
 

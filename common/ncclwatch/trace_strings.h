@@ -1,0 +1,65 @@
+// The keys and values inside StringsRecords (trace_format.h): the shim writes them, the analyzers
+// read them back, so both spell them from here. A record's body is "key=value\0" entries; a key
+// may repeat (the reader joins its values with commas).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace ncclwatch::trace {
+
+// kProcess: the process, once, first.
+namespace process_record {
+inline constexpr std::string_view kHost = "host";
+inline constexpr std::string_view kPid = "pid";
+inline constexpr std::string_view kPpid = "ppid";
+inline constexpr std::string_view kExe = "exe";
+inline constexpr std::string_view kCmdline = "cmdline";
+// Leads each environment variable kept: "env.NCCL_DEBUG=INFO".
+inline constexpr std::string_view kEnvPrefix = "env.";
+inline constexpr std::string_view kEnvLeftOut = "env_left_out";  // how many variables did not fit
+}  // namespace process_record
+
+// kLibrary: one NCCL copy in the process.
+namespace library_record {
+inline constexpr std::string_view kId = "id";            // attached ones: what ApiEvent.library names
+inline constexpr std::string_view kPath = "path";
+inline constexpr std::string_view kVersion = "version";  // NCCL's version code ("22809"), 0 unknown
+inline constexpr std::string_view kStatus = "status";    // one of the three below
+inline constexpr std::string_view kReached = "reached";  // attached: how calls reach it
+inline constexpr std::string_view kProfilingAliases = "profiling_aliases";  // 1: pnccl* names found
+inline constexpr std::string_view kMissing = "missing";  // once per API function it lacks
+inline constexpr std::string_view kReason = "reason";    // unused, not traced: why
+
+// The values of kStatus. A format 2 file wrote attached libraries only, without a status.
+inline constexpr std::string_view kAttached = "attached";     // calls reach it through the shim
+inline constexpr std::string_view kUnused = "unused";         // loaded, no call reached it
+inline constexpr std::string_view kNotTraced = "not traced";  // its calls bypass the shim
+}  // namespace library_record
+
+// kNotice: a line the shim printed on stderr.
+namespace notice_record {
+inline constexpr std::string_view kText = "text";
+}  // namespace notice_record
+
+// Appends one "key=value\0" entry.
+inline void append_string(std::string& blob, std::string_view key, std::string_view value) {
+  blob.append(key);
+  blob += '=';
+  blob.append(value);
+  blob += '\0';
+}
+
+// Calls on_entry(key, value) for each entry of a record's body, in order; an entry without '='
+// is skipped, and the last one may lack its '\0'.
+template <class OnEntry> void for_each_string(std::string_view blob, OnEntry&& on_entry) {
+  while (!blob.empty()) {
+    size_t nul = blob.find('\0');
+    std::string_view entry = blob.substr(0, nul);
+    if (size_t eq = entry.find('='); eq != std::string_view::npos) on_entry(entry.substr(0, eq), entry.substr(eq + 1));
+    if (nul == std::string_view::npos) break;
+    blob.remove_prefix(nul + 1);
+  }
+}
+
+}  // namespace ncclwatch::trace
