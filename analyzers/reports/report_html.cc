@@ -6,10 +6,10 @@
 //
 // The figures are the other reports' own (hang_report, latency_table, leak_report,
 // environment_differences); only the heatmap needs a pass of its own over the op records (see
-// LatenessMap).
+// lateness_map.h).
 #include "html_svg.h"
+#include "lateness_map.h"
 #include "reports.h"
-#include "timed_ops.h"
 
 #include <fmt/format.h>
 
@@ -30,9 +30,6 @@ namespace {
 using nlohmann::json;
 using namespace trace;
 
-constexpr size_t kMaxHeatmapBins = 200;   // seq columns; more seqs are binned, each bin its worst
-constexpr size_t kMaxHeatmapRows = 64;    // rank rows
-constexpr size_t kMaxHeatmaps = 2;        // the busiest communicators get one
 constexpr size_t kMaxTableRows = 200;     // per table: a page, not a dump
 
 // Series colours (one per op across the page) and the heatmap's scale: fixed, distinct values, so
@@ -56,167 +53,6 @@ std::string comm_html(uint64_t id, const std::map<uint64_t, std::string>& names)
   auto it = names.find(id);
   if (it == names.end() || it->second.empty()) return fmt::format("<code>{}</code>", hex_id(id));
   return fmt::format("<b>{}</b> <code>{}</code>", esc(it->second), hex_id(id));
-}
-
-// ---------------------------------------------------------------------------------------------
-// Arrival lateness: per (rank, seq), how late that rank's launch started against the earliest
-// rank at that seq. Each seq's earliest start is the op model's (its seq slots); one more pass
-// over the files of the communicator's members keeps each (rank, bin)'s largest lateness. Memory:
-// one timestamp per seq of the communicator and one cell per shown rank and bin; the records
-// themselves are never kept.
-
-struct LatenessMap {
-  uint64_t comm_id = 0;
-  int32_t nranks = 0;
-  size_t ranks_present = 0;
-  uint64_t first_seq = 1;  // the seqs shown: first_seq on (a wrapped ring keeps the newest)
-  uint64_t seqs = 0;
-  size_t bins = 0;
-  bool on_gpu = false;                 // GPU start times (else host enqueue times), aligned
-  std::vector<int32_t> rows;           // ranks shown, sorted
-  std::set<int32_t> flagged;           // stragglers the hang report named
-  const CommOps* ops = nullptr;                // its seq slots: each seq's earliest start
-  std::vector<std::atomic<int64_t>> late;      // rows x bins; -1: no sample
-
-  int64_t earliest(uint64_t seq) const {
-    const SeqSlot* slot = ops->slot(seq);
-    return slot ? (on_gpu ? slot->gpu.first : slot->host.first) : std::numeric_limits<int64_t>::max();
-  }
-
-  bool shows(uint64_t seq) const { return seq >= first_seq && seq - first_seq < seqs; }
-  size_t index_of(uint64_t seq) const { return static_cast<size_t>(seq - first_seq); }
-  size_t bin_of(uint64_t seq) const { return static_cast<size_t>((seq - first_seq) * bins / seqs); }
-  uint64_t bin_first(size_t bin) const { return (bin * seqs + bins - 1) / bins + first_seq; }
-  uint64_t bin_last(size_t bin) const { return ((bin + 1) * seqs + bins - 1) / bins + first_seq - 1; }
-  int row_of(int32_t rank) const {
-    auto it = std::lower_bound(rows.begin(), rows.end(), rank);
-    return it != rows.end() && *it == rank ? static_cast<int>(it - rows.begin()) : -1;
-  }
-};
-
-void atomic_max(std::atomic<int64_t>& a, int64_t v) {
-  int64_t cur = a.load(std::memory_order_relaxed);
-  while (v > cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
-  }
-}
-
-// Notes how late each start of a shown communicator's collective in one file was: GPU starts
-// from the timing records of its launches, or host enqueue times.
-class LatenessScanner {
- public:
-  LatenessScanner(std::vector<LatenessMap>& maps, int64_t offset) : maps_(maps), offset_(offset) {}
-
-  void add(const RecordView& r) { timed_ops_.add(r); }
-  void finish() { timed_ops_.finish(); }
-
-  // TimedOps' sink
-  struct Start {
-    size_t map;
-    uint64_t seq;
-    int32_t rank;
-  };
-  std::optional<Start> on_op(const OpRecord& o, const RecordView&, bool awaits_timing) {
-    if (!is_collective(static_cast<Api>(o.api)) || o.rank < 0 || o.rank >= kMaxPlausibleRanks) return std::nullopt;
-    std::optional<Start> timed;
-    for (size_t m = 0; m < maps_.size(); ++m) {
-      LatenessMap& map = maps_[m];
-      if (map.comm_id != o.comm_id || !map.shows(o.seq)) continue;
-      if (!map.on_gpu) note(map, o.seq, o.rank, wrap_add(o.host_begin_ns, offset_));
-      else if (awaits_timing) timed = Start{m, o.seq, o.rank};  // a communicator has one map
-    }
-    return timed;
-  }
-  void on_timed(std::span<const Start> starts, const LaunchTiming& t) {
-    if (!t.gpu_begin) return;
-    for (const Start& s : starts) note(maps_[s.map], s.seq, s.rank, wrap_add(t.begin_ns, offset_));
-  }
-  void on_no_timing(std::span<const Start>, bool, NoTiming) {}  // no start to note
-
- private:
-  static void note(LatenessMap& map, uint64_t seq, int32_t rank, int64_t t) {
-    int row = map.row_of(rank);
-    int64_t first = map.earliest(seq);
-    if (row < 0 || first == std::numeric_limits<int64_t>::max()) return;
-    atomic_max(map.late[static_cast<size_t>(row) * map.bins + map.bin_of(seq)], std::max<int64_t>(0, wrap_sub(t, first)));
-  }
-
-  std::vector<LatenessMap>& maps_;
-  int64_t offset_;
-  TimedOps<Start, LatenessScanner> timed_ops_{*this};
-};
-
-std::vector<LatenessMap> lateness_maps(const JobAnalysis& a, const HangReport& hang) {
-  // The busiest communicators with two ranks or more.
-  std::vector<std::pair<uint64_t, uint64_t>> busiest;  // (collectives issued, comm id)
-  for (const auto& [id, members] : a.members) {
-    uint64_t issued = 0;
-    std::set<int32_t> ranks;
-    for (const MemberRef& m : members) {
-      issued += a.member(m).issued;
-      if (a.member(m).rank >= 0) ranks.insert(a.member(m).rank);
-    }
-    const CommOps* ops = a.comm(id);
-    if (id && ranks.size() >= 2 && issued && ops && !ops->slots.empty()) busiest.emplace_back(issued, id);
-  }
-  std::sort(busiest.begin(), busiest.end(), std::greater<>());
-  if (busiest.size() > kMaxHeatmaps) busiest.resize(kMaxHeatmaps);
-
-  std::vector<LatenessMap> maps(busiest.size());
-  for (size_t i = 0; i < busiest.size(); ++i) {
-    LatenessMap& map = maps[i];
-    map.comm_id = busiest[i].second;
-    const CommOps& ops = *a.comm(map.comm_id);
-    map.first_seq = ops.first_seq;
-    map.seqs = ops.slots.size();
-    map.bins = std::min<size_t>(kMaxHeatmapBins, map.seqs);
-    std::vector<int32_t> present;
-    for (const MemberRef& m : a.members.at(map.comm_id)) {
-      const RankComm& rc = a.member(m);
-      map.nranks = std::max(map.nranks, rc.nranks);
-      if (rc.rank >= 0) present.push_back(rc.rank);
-    }
-    std::sort(present.begin(), present.end());
-    present.erase(std::unique(present.begin(), present.end()), present.end());
-    map.ranks_present = present.size();
-    // On the GPU where the hang report judged stragglers there, so both say the same.
-    std::vector<int32_t> keep;
-    for (const CommHang& c : hang.comms) {
-      if (c.comm_id != map.comm_id) continue;
-      map.on_gpu = c.stragglers.on_gpu;
-      for (const StragglerRank& r : c.stragglers.ranks)
-        if (r.finding) map.flagged.insert(r.rank);
-      keep.assign(map.flagged.begin(), map.flagged.end());
-      for (const LateArrival& w : c.stragglers.worst) keep.push_back(w.rank);
-    }
-    // Too many ranks: the stragglers and the worst arrivals stay, then the lowest ranks.
-    std::set<int32_t> rows;
-    for (int32_t r : keep)
-      if (rows.size() < kMaxHeatmapRows && std::binary_search(present.begin(), present.end(), r)) rows.insert(r);
-    for (int32_t r : present)
-      if (rows.size() < kMaxHeatmapRows) rows.insert(r);
-    map.rows.assign(rows.begin(), rows.end());
-    map.ops = &ops;
-    map.late = std::vector<std::atomic<int64_t>>(map.rows.size() * map.bins);
-    for (auto& l : map.late) l.store(-1);
-  }
-  if (maps.empty()) return maps;
-
-  // The files that hold a member of a shown communicator.
-  std::set<size_t> files;
-  for (const LatenessMap& map : maps)
-    for (const MemberRef& m : a.members.at(map.comm_id)) files.insert(m.process);
-  std::vector<size_t> order(files.begin(), files.end());
-  unsigned threads = reader_threads(order.size());
-  parallel_for(order.size(), threads, [&](size_t k, unsigned) {
-    size_t i = order[k];
-    LatenessScanner scanner(maps, a.ops[i].clock_offset);
-    FileHeader header{};
-    ReadStats stats;
-    std::vector<TraceProblem> ignored;  // named already by the main pass
-    read_trace(a.files[i], [&](const RecordView& r) { scanner.add(r); }, header, stats, ignored);
-    scanner.finish();
-  });
-  return maps;
 }
 
 std::string ms_text(double ms) {
