@@ -1,6 +1,6 @@
-#include "clock_align.h"
+#include "model/clock_align.h"
 
-#include "job_model.h"
+#include "model/job_model.h"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 #include <map>
 #include <unordered_map>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 namespace {
 
 using namespace trace;
@@ -180,4 +180,4 @@ ClockModel align_clocks(const std::vector<std::string>& files, unsigned threads)
   return model;
 }
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

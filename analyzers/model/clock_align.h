@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 struct ClockModel {
   // Per input file (the order given to align_clocks): aligned ns = monotonic ns + offset. Aligned
@@ -31,4 +31,4 @@ struct ClockModel {
 // Reads the first collectives of every file (not the whole file) and aligns the hosts.
 ClockModel align_clocks(const std::vector<std::string>& files, unsigned threads);
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

@@ -1,9 +1,9 @@
-#include "diagnostics.h"
+#include "model/diagnostics.h"
 
 #include <cstdio>
 #include <string>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 void say_line(std::string_view line) {
   std::string text(line);
@@ -12,4 +12,4 @@ void say_line(std::string_view line) {
   std::fwrite(text.data(), 1, text.size(), stderr);
 }
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

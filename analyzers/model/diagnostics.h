@@ -8,7 +8,7 @@
 #include <string_view>
 #include <utility>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 inline constexpr std::string_view kToolName = "ncclwatch-report";
 
@@ -27,4 +27,4 @@ void say_in(std::string_view report, fmt::format_string<Args...> message, Args&&
   say_line(fmt::format("{} {}: {}", kToolName, report, fmt::format(message, std::forward<Args>(args)...)));
 }
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

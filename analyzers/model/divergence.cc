@@ -1,4 +1,4 @@
-#include "divergence.h"
+#include "model/divergence.h"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 namespace {
 
 using namespace trace;
@@ -484,4 +484,4 @@ std::map<uint64_t, std::vector<Divergence>> find_divergences(const JobAnalysis& 
   return out;
 }
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

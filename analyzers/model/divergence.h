@@ -12,13 +12,13 @@
 // are read again, so the cost stays small.
 #pragma once
 
-#include "op_model.h"
+#include "model/op_model.h"
 
 #include <map>
 #include <string>
 #include <vector>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 struct Divergence {
   int32_t rank = -1;
@@ -36,4 +36,4 @@ struct Divergence {
 std::map<uint64_t, std::vector<Divergence>> find_divergences(const JobAnalysis& analysis,
                                                              const std::map<uint64_t, std::string>& names);
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

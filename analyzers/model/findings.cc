@@ -1,9 +1,9 @@
 // The words findings and reports share: communicators' names, ranks as people read them, JSON text.
-#include "findings.h"
+#include "model/findings.h"
 
 #include <fmt/format.h>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 using nlohmann::json;
 
@@ -61,4 +61,4 @@ std::string ranges_text(const std::vector<RankRange>& ranges, size_t limit) {
 
 std::string dump_json(const json& j, int indent) { return j.dump(indent, ' ', false, json::error_handler_t::replace); }
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

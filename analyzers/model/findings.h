@@ -3,10 +3,10 @@
 // from the model of the job (op_model.h); printing them is the reports' part (reports.h).
 #pragma once
 
-#include "divergence.h"
-#include "job_model.h"
-#include "op_model.h"
-#include "op_window.h"
+#include "model/divergence.h"
+#include "model/job_model.h"
+#include "model/op_model.h"
+#include "model/op_window.h"
 
 #include <nlohmann/json.hpp>
 
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 // Words the findings and the reports share ---------------------------------------------------------
 
@@ -182,4 +182,4 @@ struct LatencyTable {
 };
 LatencyTable latency_table(const JobAnalysis& analysis);
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

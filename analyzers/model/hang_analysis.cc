@@ -2,8 +2,8 @@
 // rank's program departed from its peers'. Ranks are matched by (communicator identity, seq):
 // each communicator is analysed on its own, then the job's verdict picks the most telling finding.
 // report_hang.cc writes the result out.
-#include "divergence.h"
-#include "findings.h"
+#include "model/divergence.h"
+#include "model/findings.h"
 
 #include <fmt/format.h>
 
@@ -14,7 +14,7 @@
 #include <set>
 #include <unordered_map>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 namespace {
 
 using nlohmann::json;
@@ -531,4 +531,4 @@ HangReport hang_report(const JobAnalysis& a) {
   return report;
 }
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

@@ -1,4 +1,4 @@
-#include "job_inputs.h"
+#include "model/job_inputs.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <utility>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 namespace {
 
@@ -87,4 +87,4 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, s
   return files;
 }
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

@@ -1,12 +1,12 @@
 // Which files a report reads: the trace files, job folders and launcher folders the user names.
 #pragma once
 
-#include "trace_reader.h"
+#include "model/trace_reader.h"
 
 #include <string>
 #include <vector>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 // Expands directories into the trace files they hold themselves (*.nwt, whatever they are: one that
 // is no regular file is named when read), sorted; files are kept as given. Subfolders are never
@@ -19,4 +19,4 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs, s
 std::vector<std::string> resolve_job_folders(const std::vector<std::string>& inputs, bool all_jobs,
                                              std::vector<std::string>& notes);
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

@@ -1,4 +1,4 @@
-#include "job_model.h"
+#include "model/job_model.h"
 
 #include <ncclwatch/trace_strings.h>
 
@@ -10,7 +10,7 @@
 #include <unordered_set>
 #include <fmt/format.h>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 namespace {
 
 using namespace trace;
@@ -568,4 +568,4 @@ Job load_job(const std::vector<std::string>& inputs) {
   return job;
 }
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

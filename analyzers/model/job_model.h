@@ -2,10 +2,10 @@
 // states. Memory grows with the number of processes, communicators and resources, not records.
 #pragma once
 
-#include "job_inputs.h"
-#include "parallel_for.h"
-#include "python_frames.h"
-#include "trace_reader.h"
+#include "model/job_inputs.h"
+#include "model/parallel_for.h"
+#include "model/python_frames.h"
+#include "model/trace_reader.h"
 
 #include <ncclwatch/lifecycle_rules.h>
 #include <ncclwatch/trace_strings.h>
@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 // End states, as named in the JSON contract: the shim's list (lifecycle_rules.h).
 using CommState = lifecycle::EndState;
@@ -187,4 +187,4 @@ bool load_process(const std::string& path, ProcessTrace& out, std::vector<TraceP
 
 std::string hex_id(uint64_t id);  // 16 hex digits
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

@@ -14,14 +14,14 @@
 // The figures describe the steady state: each rank's first call of an op and size on a
 // communicator (NCCL's lazy connection set-up, ~150 ms) is shown apart as `first_calls`. Only
 // GPU-timed rows get a bandwidth: host times are enqueue times (NCCL returns before the op runs).
-#include "findings.h"
+#include "model/findings.h"
 
 #include <algorithm>
 #include <set>
 #include <tuple>
 #include <vector>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 namespace {
 
 using trace::Api;
@@ -192,4 +192,4 @@ LatencyTable latency_table(const JobAnalysis& a) {
   return table;
 }
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

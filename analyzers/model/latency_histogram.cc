@@ -1,10 +1,10 @@
-#include "latency_histogram.h"
+#include "model/latency_histogram.h"
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 size_t LatencyHistogram::bucket_of(uint64_t ns) {
   if (ns < kLinear) return static_cast<size_t>(ns);
@@ -90,4 +90,4 @@ int64_t LatencyHistogram::percentile(double p) const {
   return max_;
 }
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

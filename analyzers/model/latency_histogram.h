@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 // Log-linear histogram of durations in ns: exact below 128 ns, then 64 sub-buckets per power of
 // two (1.6% resolution) up to about 39 hours. Mergeable, exact max. A job may hold one per
@@ -44,4 +44,4 @@ class LatencyHistogram {
   int64_t min_ = std::numeric_limits<int64_t>::max();
 };
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

@@ -1,7 +1,7 @@
-#include "lateness_map.h"
+#include "model/lateness_map.h"
 
-#include "parallel_for.h"
-#include "timed_ops.h"
+#include "model/parallel_for.h"
+#include "model/timed_ops.h"
 
 #include <algorithm>
 #include <functional>
@@ -9,7 +9,7 @@
 #include <span>
 #include <utility>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 namespace {
 
 using namespace trace;
@@ -141,4 +141,4 @@ std::vector<LatenessMap> lateness_maps(const JobAnalysis& a, const HangReport& h
   return maps;
 }
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

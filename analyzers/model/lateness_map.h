@@ -6,8 +6,8 @@
 // rank and bin; the records themselves are never kept.
 #pragma once
 
-#include "findings.h"
-#include "op_model.h"
+#include "model/findings.h"
+#include "model/op_model.h"
 
 #include <atomic>
 #include <cstddef>
@@ -16,7 +16,7 @@
 #include <set>
 #include <vector>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 inline constexpr size_t kMaxHeatmapBins = 200;  // seq columns; more seqs are binned, each bin its worst
 inline constexpr size_t kMaxHeatmapRows = 64;   // rank rows
@@ -55,4 +55,4 @@ struct LatenessMap {
 // judged stragglers there (so both say the same), its stragglers and worst arrivals among the rows.
 std::vector<LatenessMap> lateness_maps(const JobAnalysis& a, const HangReport& hang);
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

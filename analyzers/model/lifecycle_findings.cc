@@ -1,4 +1,4 @@
-#include "lifecycle_findings.h"
+#include "model/lifecycle_findings.h"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 #include <tuple>
 #include <utility>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 namespace {
 
 using trace::Api;
@@ -212,4 +212,4 @@ LifecycleFindings lifecycle_findings(const Job& job) {
   return out;
 }
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

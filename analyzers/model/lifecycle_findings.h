@@ -4,13 +4,13 @@
 // resources released in the wrong order or registered twice.
 #pragma once
 
-#include "job_model.h"
+#include "model/job_model.h"
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 // A call site (the Python line where Python made the call, else the frame that called NCCL: the
 // same call instruction, whoever called it; calls a compiler duplicated, unrolling a loop, count
@@ -69,4 +69,4 @@ std::string site_key(const ProcessTrace& p, const std::vector<uint64_t>& frames,
 // The rank a process has in the widest communicator it made: how people name a process.
 int32_t world_rank(const ProcessTrace& p);
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

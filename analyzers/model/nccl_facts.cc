@@ -1,8 +1,8 @@
-#include "nccl_facts.h"
+#include "model/nccl_facts.h"
 
 #include <iterator>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 using trace::Api;
 
@@ -60,4 +60,4 @@ double busbw_factor(Api api, int32_t nranks) {
   }
 }
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

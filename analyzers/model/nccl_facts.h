@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 // Byte size of one element of an ncclDataType_t (0 when unknown).
 size_t datatype_size(uint8_t datatype);
@@ -19,4 +19,4 @@ uint64_t bytes_of(trace::Api api, uint64_t count, uint8_t datatype, int32_t nran
 // nccl-tests' bus bandwidth factor for an op on `nranks` ranks.
 double busbw_factor(trace::Api api, int32_t nranks);
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

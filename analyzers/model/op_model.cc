@@ -1,4 +1,4 @@
-#include "op_model.h"
+#include "model/op_model.h"
 
 #include <fmt/format.h>
 
@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 using namespace trace;
 
@@ -140,4 +140,4 @@ std::vector<std::pair<OpSignature, std::vector<int32_t>>> JobAnalysis::signature
   return out;
 }
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

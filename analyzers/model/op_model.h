@@ -9,10 +9,10 @@
 // the end.
 #pragma once
 
-#include "clock_align.h"
-#include "job_model.h"
-#include "latency_histogram.h"
-#include "nccl_facts.h"
+#include "model/clock_align.h"
+#include "model/job_model.h"
+#include "model/latency_histogram.h"
+#include "model/nccl_facts.h"
 
 #include <algorithm>
 #include <array>
@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 // What every rank must pass alike to the same collective.
 struct OpSignature {
@@ -276,4 +276,4 @@ struct JobAnalysis {
 
 JobAnalysis analyze_job(const std::vector<std::string>& inputs, const AnalysisOptions& options);
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

@@ -1,13 +1,13 @@
 // The op model's pass: the files read by reader threads, each folding its files into its own
 // aggregates (op_scanner.h), which are merged at the end.
-#include "op_model.h"
-#include "op_scanner.h"
+#include "model/op_model.h"
+#include "model/op_scanner.h"
 
 #include <algorithm>
 #include <iterator>
 #include <map>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 using namespace trace;
 
@@ -135,4 +135,4 @@ JobAnalysis analyze_job(const std::vector<std::string>& inputs, const AnalysisOp
   return a;
 }
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

@@ -1,6 +1,6 @@
-#include "op_scanner.h"
+#include "model/op_scanner.h"
 
-#include "timed_ops.h"
+#include "model/timed_ops.h"
 
 #include <fmt/format.h>
 
@@ -11,7 +11,7 @@
 #include <span>
 #include <unordered_set>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 using namespace trace;
 
@@ -314,4 +314,4 @@ OpScanner::~OpScanner() = default;
 void OpScanner::add(const RecordView& r) { folder_->add(r); }
 void OpScanner::finish() { folder_->finish(); }
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

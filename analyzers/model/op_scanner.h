@@ -3,15 +3,15 @@
 // they hold; analyze_job merges the threads' aggregates).
 #pragma once
 
-#include "op_model.h"
-#include "trace_reader.h"
+#include "model/op_model.h"
+#include "model/trace_reader.h"
 
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
 #include <vector>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 struct LatencyKeyHash {
   size_t operator()(const LatencyKey& k) const {
@@ -79,4 +79,4 @@ class OpScanner {
   std::unique_ptr<Folder> folder_;
 };
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

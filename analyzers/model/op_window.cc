@@ -1,11 +1,11 @@
-#include "op_window.h"
+#include "model/op_window.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <ctime>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 namespace {
 
 std::string clock_text(int64_t wall_ns) {
@@ -85,4 +85,4 @@ nlohmann::json OpWindow::to_json() const {
           {"text", text()}};
 }
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

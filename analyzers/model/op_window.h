@@ -3,14 +3,14 @@
 // report that reads ops says so, with the window it saw.
 #pragma once
 
-#include "op_model.h"
+#include "model/op_model.h"
 
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <string>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 struct OpWindow {
   size_t processes = 0;         // processes whose trace has a ring
@@ -33,4 +33,4 @@ struct OpWindow {
 
 OpWindow op_window(const JobAnalysis& analysis);
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

@@ -1,11 +1,11 @@
-#include "parallel_for.h"
+#include "model/parallel_for.h"
 
 #include <algorithm>
 #include <atomic>
 #include <thread>
 #include <vector>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 unsigned reader_threads(size_t files) {
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -23,4 +23,4 @@ void parallel_for(size_t count, unsigned threads, const std::function<void(size_
   for (std::thread& t : pool) t.join();
 }
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

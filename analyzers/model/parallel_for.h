@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <functional>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 // How many files to read at once: the machine's cores, never more than the files.
 unsigned reader_threads(size_t files);
@@ -13,4 +13,4 @@ unsigned reader_threads(size_t files);
 // the next index as they finish one (files differ in size).
 void parallel_for(size_t count, unsigned threads, const std::function<void(size_t, unsigned)>& work);
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

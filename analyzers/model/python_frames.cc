@@ -1,5 +1,5 @@
-#include "python_frames.h"
-#include "trace_text.h"
+#include "model/python_frames.h"
+#include "model/trace_text.h"
 
 #include <ncclwatch/trace_format.h>
 
@@ -7,7 +7,7 @@
 
 #include <charconv>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 std::string PythonFrame::describe() const { return fmt::format("{}:{} in {}", file, line, function); }
 
@@ -54,4 +54,4 @@ std::vector<PythonFrame> parse_python_site(std::string_view text) {
   return frames;
 }
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 // One Python frame of the code that made a communicator or resource (the shim keeps the
 // program's own innermost frames, python_site.h).
@@ -33,4 +33,4 @@ struct ProcessGroupName {
 };
 ProcessGroupName parse_process_group(std::string_view python_site_text);
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

@@ -1,4 +1,4 @@
-#include "symbolizer.h"
+#include "model/symbolizer.h"
 
 #include <ncclwatch/demangle.h>
 
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 namespace {
 
 std::string base_name(const std::string& path) {
@@ -187,4 +187,4 @@ Frame Symbolizer::resolve(const ProcessTrace& process, uint64_t address) {
   return frame;
 }
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

@@ -2,14 +2,14 @@
 // trace named and their debug information (elfutils libdw), offline and after the fact.
 #pragma once
 
-#include "job_model.h"
+#include "model/job_model.h"
 
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 struct Frame {
   uint64_t address = 0;
@@ -36,4 +36,4 @@ class Symbolizer {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

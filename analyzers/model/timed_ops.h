@@ -26,7 +26,7 @@
 //       ops whose timing will not come; `promised`: a timing was announced for them
 #pragma once
 
-#include "trace_reader.h"
+#include "model/trace_reader.h"
 
 #include <ncclwatch/trace_format.h>
 
@@ -39,7 +39,7 @@
 #include <utility>
 #include <vector>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 inline constexpr size_t kMaxWaitingLaunches = size_t{1} << 16;
 
@@ -213,4 +213,4 @@ template <class Tag, class Sink> class TimedOps {
   uint64_t timing_records_ = 0, orphan_timings_ = 0;
 };
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

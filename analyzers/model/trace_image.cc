@@ -1,4 +1,4 @@
-#include "trace_image.h"
+#include "model/trace_image.h"
 
 #include <ncclwatch/trace_format.h>
 
@@ -12,7 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 namespace {
 
 const char* file_kind(mode_t mode) {
@@ -106,4 +106,4 @@ bool TraceImage::load(const std::string& path, std::string& error, std::string& 
   return true;
 }
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 // A trace file's bytes, read into memory rather than mapped: a file truncated under a mapping
 // raises SIGBUS at the next access, and anyone may truncate a file in a shared trace folder. Only
@@ -61,4 +61,4 @@ class TraceImage {
   uint64_t size_ = 0;
 };
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

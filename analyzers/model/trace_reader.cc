@@ -1,5 +1,5 @@
-#include "trace_reader.h"
-#include "trace_image.h"
+#include "model/trace_reader.h"
+#include "model/trace_image.h"
 
 #include <algorithm>
 #include <cstring>
@@ -7,7 +7,7 @@
 #include <optional>
 #include <unordered_map>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 namespace {
 
 using namespace trace;
@@ -561,4 +561,4 @@ bool read_trace_until(const std::string& path, const StoppableVisitor& visit, Fi
   return true;
 }
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

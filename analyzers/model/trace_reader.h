@@ -2,7 +2,7 @@
 // delivered, holes and torn records are skipped and counted, and what is wrong is named.
 #pragma once
 
-#include "trace_text.h"
+#include "model/trace_text.h"
 
 #include <ncclwatch/trace_format.h>
 
@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 // Timestamps come from files that may be damaged: arithmetic on them wraps instead of overflowing
 // (a garbage time gives a garbage answer, never undefined behaviour).
@@ -126,4 +126,4 @@ bool read_trace(const std::string& path, const RecordVisitor& visit, trace::File
 bool read_trace_until(const std::string& path, const StoppableVisitor& visit, trace::FileHeader& header,
                       ReadStats& stats, std::vector<TraceProblem>& problems);
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

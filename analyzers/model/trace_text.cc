@@ -1,6 +1,6 @@
-#include "trace_text.h"
+#include "model/trace_text.h"
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 namespace {
 
 // Length of the valid UTF-8 sequence that starts at s[i] (RFC 3629: no overlong forms, no
@@ -51,4 +51,4 @@ std::string record_text(const std::byte* p, size_t len) {
   return valid_utf8(std::string_view(reinterpret_cast<const char*>(p), len));
 }
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

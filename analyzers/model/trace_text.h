@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-namespace ncclwatch::report {
+namespace ncclwatch::model {
 
 // Text in a trace (names, paths, call sites, the host) is whatever bytes the process had, or a
 // damaged or hostile file's: reports write JSON, which must be UTF-8. Every string the reader hands
@@ -15,4 +15,4 @@ std::string valid_utf8(std::string_view bytes);
 // `len` bytes of a record at `p`, as valid UTF-8 text.
 std::string record_text(const std::byte* p, size_t len);
 
-}  // namespace ncclwatch::report
+}  // namespace ncclwatch::model

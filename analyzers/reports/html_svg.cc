@@ -1,7 +1,6 @@
-#include "html_svg.h"
+#include "reports/html_svg.h"
 
-#include "reports.h"
-#include "trace_reader.h"
+#include "reports/shared.h"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
 // dump FILE: every record as one JSON object per line, for scripts, DuckDB and pandas.
-#include "reports.h"
+#include "reports/shared.h"
 
 #include <ncclwatch/trace_strings.h>
 

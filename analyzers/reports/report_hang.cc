@@ -1,5 +1,5 @@
 // hang: the hang report (hang_analysis.cc) as JSON, CSV and text.
-#include "reports.h"
+#include "reports/shared.h"
 
 #include <fmt/format.h>
 
@@ -213,7 +213,7 @@ void print_hang_text(const HangReport& report) {
 // The hang report's JSON but the communicators' entries.
 json head_json(const HangReport& report) {
   return {{"traces", report.traces},
-          {"environment", to_json(report.environment)},
+          {"environment", report::to_json(report.environment)},
           {"clock", {{"method", report.clock_method}, {"hosts", report.clock_hosts}}},
           {"verdict", report.verdict},
           {"window", report.window.to_json()}};

@@ -7,9 +7,8 @@
 // The figures are the other reports' own (hang_report, latency_table, leak_report,
 // environment_differences); only the heatmap needs a pass of its own over the op records (see
 // lateness_map.h).
-#include "html_svg.h"
-#include "lateness_map.h"
-#include "reports.h"
+#include "reports/html_svg.h"
+#include "reports/shared.h"
 
 #include <fmt/format.h>
 

@@ -1,6 +1,6 @@
 // latency: the latency table (latency_analysis.cc, which states the size and bandwidth conventions)
 // as JSON, CSV and text.
-#include "reports.h"
+#include "reports/shared.h"
 
 #include <fmt/format.h>
 

@@ -1,6 +1,4 @@
-#include "lifecycle_findings.h"
-#include "reports.h"
-#include "symbolizer.h"
+#include "reports/shared.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

@@ -2,7 +2,7 @@
 // alerting: communicators by end state, resources still held, ops issued and completed, stalls,
 // and per communicator, op and size the steady-state latency quantiles and bus bandwidth. The
 // families are those of common/ncclwatch/metrics_text.h, which the shim's live file shares.
-#include "reports.h"
+#include "reports/shared.h"
 
 #include <ncclwatch/metrics_text.h>
 

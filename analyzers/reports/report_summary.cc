@@ -1,8 +1,7 @@
 // summary: one screen about the whole job: ranks, hosts, communicators, leaks, slowest ops,
 // stalls, mismatches (even when nothing hung), environment differences, and the first thing to
 // look at. summary_report gathers it from the other reports' results; the printers only print it.
-#include "lifecycle_findings.h"
-#include "reports.h"
+#include "reports/shared.h"
 
 #include <fmt/format.h>
 

@@ -12,8 +12,7 @@
 // that is compressed by that thread (an independent piece of one deflate stream, as pigz does)
 // and appended under a lock; memory is bounded by that buffer and by the launches a file may
 // hold waiting for their timing (kMaxWaitingLaunches; beyond, the oldest is drawn without it).
-#include "reports.h"
-#include "timed_ops.h"
+#include "reports/shared.h"
 
 #include <fmt/format.h>
 #include <sys/stat.h>

@@ -3,8 +3,8 @@
 // and latency analyses read it, in records per second, and how long the timeline takes to write
 // and how large it is (gzip, with and without flow arrows).
 //   bench_report [--ranks N] [--ops N] [--sample N] [--dir DIR] [--keep] [--timeline]
-#include "op_model.h"
-#include "reports.h"
+#include "model/op_model.h"
+#include "reports/reports.h"
 #include "synthetic_trace.h"
 
 #include <sys/resource.h>

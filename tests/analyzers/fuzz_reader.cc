@@ -4,8 +4,8 @@
 // may crash, hang, read out of bounds, overflow a signed integer or grow memory past what the file
 // justifies (run_fuzz.sh sets the limits). Pages of zeros are written as holes, as a copy that made
 // a trace sparse leaves them, so that the reader's stepping over holes is fuzzed too.
-#include "op_model.h"
-#include "reports.h"
+#include "model/op_model.h"
+#include "reports/reports.h"
 
 #include <fcntl.h>
 #include <unistd.h>

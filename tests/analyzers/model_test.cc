@@ -1,7 +1,7 @@
 // The analyzers' building blocks: the latency histogram, nccl-tests' size and bandwidth
 // conventions, and the per-seq signature groups merged across reader threads.
-#include "op_model.h"
-#include "reports.h"
+#include "model/op_model.h"
+#include "reports/reports.h"
 #include "synthetic_trace.h"
 
 #include <catch2/catch.hpp>

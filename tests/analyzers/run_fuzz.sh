@@ -34,7 +34,7 @@ fi
 sources="$(ls "$root"/analyzers/model/*.cc "$root"/analyzers/reports/*.cc) $here/fuzz_reader.cc"
 # fmt from its library (libfmt-dev), not header-only as in the main build: that halves the build
 # time, and fmt itself is not what is fuzzed. Line tables are all the crash reports need.
-flags="-std=c++20 -O1 -gline-tables-only -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -I$root/analyzers/model -I$root/analyzers/reports -I$root/common"
+flags="-std=c++20 -O1 -gline-tables-only -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -I$root/analyzers -I$root/common"
 link="-fsanitize=fuzzer,address,undefined"
 libs="-lfmt -ldw -lelf -lz -lpthread"
 start=$(date +%s)

@@ -1,6 +1,6 @@
 // The one pairing of ops with the GPU timings of their launches (model/timed_ops.h), rule by rule,
 // on records made here: what every reader of ops (op model, timeline, html) relies on.
-#include "timed_ops.h"
+#include "model/timed_ops.h"
 
 #include <catch2/catch.hpp>
 
@@ -9,7 +9,7 @@
 #include <vector>
 
 using namespace ncclwatch;
-using namespace ncclwatch::report;
+using namespace ncclwatch::model;
 using trace::Api;
 
 namespace {

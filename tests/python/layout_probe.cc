@@ -2,7 +2,7 @@
 // offset of every field of the record structs and their sizes (common/ncclwatch/trace_format.h),
 // the record type and API numbers and names, and the analyzers' datatype, reduction and
 // byte-count conventions (analyzers/model/nccl_facts.h). tests/python/test_loader.py compares.
-#include "nccl_facts.h"
+#include "model/nccl_facts.h"
 
 #include <ncclwatch/trace_format.h>
 
@@ -112,15 +112,15 @@ int main() {
   json apis = json::object(), per_rank = json::array();
 #define NCCLWATCH_TRACED(kind, name, since, Id, value)                                                     \
   apis[std::to_string(value)] = #name;                                                                     \
-  if (report::bytes_of(trace::Api::k##Id, 1, 0, 2) == 2) per_rank.push_back(#name);
+  if (model::bytes_of(trace::Api::k##Id, 1, 0, 2) == 2) per_rank.push_back(#name);
 #include <ncclwatch/nccl_api.def>
   out["apis"] = apis;
   out["count_per_rank"] = per_rank;
   json datatypes = json::array();
-  for (uint8_t d = 0; d < 12; ++d) datatypes.push_back({report::datatype_name(d), report::datatype_size(d)});
+  for (uint8_t d = 0; d < 12; ++d) datatypes.push_back({model::datatype_name(d), model::datatype_size(d)});
   out["datatypes"] = datatypes;
   json redops = json::object();
-  for (int32_t r = -1; r < 8; ++r) redops[std::to_string(r)] = report::redop_name(r);
+  for (int32_t r = -1; r < 8; ++r) redops[std::to_string(r)] = model::redop_name(r);
   out["redops"] = redops;
   std::cout << out.dump(1) << "\n";
   return 0;

@@ -5,8 +5,8 @@
 #include "resolve/library_census.h"
 #include "resolve/resolver.h"
 
-#include "job_model.h"
-#include "reports.h"
+#include "model/job_model.h"
+#include "reports/reports.h"
 
 #include <ncclwatch/lifecycle_rules.h>
 #include <ncclwatch/trace_format.h>

@@ -1,6 +1,6 @@
 // The reader on the ring of format 4, on files made byte by byte: the window put back in order,
 // slots a writer left half-written or a lap behind skipped, names resolved, totals handed on.
-#include "trace_reader.h"
+#include "model/trace_reader.h"
 
 #include <catch2/catch.hpp>
 
@@ -110,19 +110,19 @@ struct RingFile {
 struct Read {
   bool ok = false;
   std::vector<OpRecord> ops;
-  std::vector<report::OpTotalsRow> totals;
-  report::ReadStats stats;
-  std::vector<report::TraceProblem> problems;
+  std::vector<model::OpTotalsRow> totals;
+  model::ReadStats stats;
+  std::vector<model::TraceProblem> problems;
 };
 
 Read read(const std::string& path) {
   Read r;
   FileHeader header{};
-  r.ok = report::read_trace(
+  r.ok = model::read_trace(
       path,
-      [&](const report::RecordView& v) {
+      [&](const model::RecordView& v) {
         if (v.type == RecordType::kCollective) r.ops.push_back(*v.as<OpRecord>());
-        if (v.type == RecordType::kOpTotals) r.totals.push_back(*v.as<report::OpTotalsRow>());
+        if (v.type == RecordType::kOpTotals) r.totals.push_back(*v.as<model::OpTotalsRow>());
       },
       header, r.stats, r.problems);
   return r;

@@ -2,7 +2,7 @@
 // damaged: truncated anywhere, holes, garbage, empty, a newer format.
 #include "process/clock.h"
 #include "trace/trace_writer.h"
-#include "trace_reader.h"
+#include "model/trace_reader.h"
 
 #include <catch2/catch.hpp>
 
@@ -50,16 +50,16 @@ std::string write_events(int n) {
 struct ReadResult {
   bool ok;
   std::vector<uint64_t> call_ids;
-  report::ReadStats stats;
-  std::vector<report::TraceProblem> problems;
+  model::ReadStats stats;
+  std::vector<model::TraceProblem> problems;
 };
 
 ReadResult read_file(const std::string& path) {
   ReadResult r;
   FileHeader header{};
-  r.ok = report::read_trace(
+  r.ok = model::read_trace(
       path,
-      [&](const report::RecordView& v) {
+      [&](const model::RecordView& v) {
         if (v.type == RecordType::kCallBegin) r.call_ids.push_back(v.as<ApiEvent>()->call_id);
       },
       header, r.stats, r.problems);
@@ -77,7 +77,7 @@ std::string write_copy(const std::vector<char>& bytes, size_t length, const std:
   return path;
 }
 
-bool mentions(const std::vector<report::TraceProblem>& problems, const std::string& text) {
+bool mentions(const std::vector<model::TraceProblem>& problems, const std::string& text) {
   for (const auto& p : problems)
     if (p.what.find(text) != std::string::npos) return true;
   return false;

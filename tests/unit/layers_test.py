@@ -1,9 +1,10 @@
-"""shim/'s folders include only what shim/LAYERS allows.
+"""The folders of a tree (shim/, analyzers/) include only what its LAYERS allows.
 
 LAYERS names each folder on a line of its own, bottom to top, with the folders it may include:
     trace: process comms
-Every `#include "..."` of every file under shim/ must then
-  - spell its folder, from shim/: "trace/trace_writer.h", and name a file that is there;
+A line may also name a file at the top of the tree (analyzers' main.cc: reports). Every
+`#include "..."` of every file under the tree must then
+  - spell its folder, from the tree: "trace/trace_writer.h", and name a file that is there;
   - inside its own folder, name a sibling, never the folder's front door (that is for the others);
   - across folders, name a folder its own line allows, and only that folder's front door,
     <folder>/<folder>.h (a folder's other headers are its own business).
@@ -12,12 +13,12 @@ have a line and a front door, and every folder a line allows must really be incl
 says what the code does, no more).
 
 Unless --stamp is given, the test first proves it would catch a violation: in temporary copies of
-shim/ it plants an include of a folder that is not allowed, one of another folder's inner header,
+the tree it plants an include of a folder that is not allowed, one of another folder's inner header,
 one of a folder's own front door, and a LAYERS line that names a folder above it, and fails unless
-each is reported. With --stamp FILE (the build's rule, shim/meson.build), it checks the real folder
+each is reported. With --stamp FILE (the build's rule, in the tree's meson.build), it checks the real folder
 only and writes FILE when it passes, and with --depfile DEP the files and folders it read, so the
 build checks again when any of them changes.
-Usage: shim_layers_test.py SHIM_DIR [--stamp FILE [--depfile DEP]]"""
+Usage: layers_test.py TREE [--stamp FILE [--depfile DEP]]"""
 import os
 import re
 import shutil
@@ -58,6 +59,8 @@ def check(shim, read=None):
     allowed = dict(layers)
     used = {folder: set() for folder in allowed}
     for folder in allowed:
+        if os.path.isfile(os.path.join(shim, folder)):
+            continue  # a file at the top of the tree: no front door of its own
         if not os.path.isfile(os.path.join(shim, folder, folder + ".h")):
             problems.append(f"{folder}/: no front door {folder}/{folder}.h")
     for top, _, names in os.walk(shim):
@@ -66,7 +69,7 @@ def check(shim, read=None):
             if not name.endswith(SOURCE):
                 continue
             path = os.path.relpath(os.path.join(top, name), shim).replace(os.sep, "/")
-            folder = path.split("/", 1)[0] if "/" in path else ""
+            folder = path.split("/", 1)[0] if "/" in path else path
             if folder not in allowed:
                 problems.append(f"{path}: not in a folder of LAYERS")
                 continue
@@ -77,7 +80,7 @@ def check(shim, read=None):
                 target = spelled.split("/", 1)[0] if "/" in spelled else ""
                 door = f"{target}/{target}.h"
                 if target not in allowed or not os.path.isfile(os.path.join(shim, spelled)):
-                    problems.append(f'{path}: #include "{spelled}": spell the folder from shim/, '
+                    problems.append(f'{path}: #include "{spelled}": spell the folder from {tree_name}/, '
                                     'e.g. "trace/trace_writer.h", and name a file that is there')
                 elif target == folder:
                     if spelled == door and path != door:
@@ -120,8 +123,9 @@ def first_source(shim, folder):
 def self_check(shim):
     """Plants each kind of violation in a copy; returns what went unreported."""
     layers, _ = read_layers(shim)
-    bottom, top = layers[0][0], layers[-1][0]
-    user, lower = next((f, others[0]) for f, others in layers if others)
+    folders = [f for f, _ in layers if os.path.isdir(os.path.join(shim, f))]
+    bottom, top = folders[0], folders[-1]
+    user, lower = next((f, others[0]) for f, others in layers if others and f in folders)
     inner = next(n for n in sorted(os.listdir(os.path.join(shim, lower)))
                  if n.endswith(".h") and n != lower + ".h")
     plants = [
@@ -146,14 +150,15 @@ def option(name):
     return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else None
 
 
-shim, stamp, depfile = sys.argv[1], option("--stamp"), option("--depfile")
+shim, stamp, depfile = sys.argv[1].rstrip("/"), option("--stamp"), option("--depfile")
+tree_name = os.path.basename(os.path.abspath(shim))
 read = []
 problems = check(shim, read) + ([] if stamp else self_check(shim))
 if problems:
-    print("\n".join(f"shim/{p}" if not p.startswith("self-check") else p for p in problems))
+    print("\n".join(f"{tree_name}/{p}" if not p.startswith("self-check") else p for p in problems))
     sys.exit(1)
 layers, _ = read_layers(shim)
-print(f"shim/: {len(layers)} folders, each including only what LAYERS allows, through front doors"
+print(f"{tree_name}/: {len(layers)} folders, each including only what LAYERS allows, through front doors"
       + ("" if stamp else " (and planted violations are caught)"))
 if stamp:
     open(stamp, "w").write("ok\n")

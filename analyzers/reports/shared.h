@@ -1,0 +1,221 @@
+// What the reports share: the subcommands (each returns the process exit code of the contract:
+// 0 nothing found, 1 findings, 2 no usable input), the typed results the reports read from each
+// other (LeakReport, SummaryReport) and their JSON and CSV writing.
+#pragma once
+
+#include "model/model.h"
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ncclwatch::report {
+
+// The reports render the model: its names are theirs (model::Job, model::HangReport, ...).
+using namespace ncclwatch::model;
+
+struct Options {
+  std::vector<std::string> inputs;
+  // The output format, from --format text|json|csv or its older spellings --json and --csv (main
+  // refuses two that disagree, so at most one of these is set).
+  bool json = false;
+  bool csv = false;           // summary, leaks, latency, hang (summary refuses it)
+  std::string format;         // --format as given ("" when not)
+  bool symbolize = true;
+  std::string output;         // timeline, html, metrics ("" or "-": standard output where allowed)
+  bool all_jobs = false;      // a launcher folder: every job in it, not the newest
+  // timeline filters
+  std::string timeline_ranks;               // "0-3,8"
+  std::string timeline_comm;                // id or name
+  std::optional<double> timeline_from_s;    // seconds from the timeline's origin
+  std::optional<double> timeline_to_s;
+  bool timeline_no_flows = false;
+};
+
+// The exit status when no trace of the input could be used.
+inline constexpr int kNoUsableInput = 2;
+
+int run_leaks(const Options& options);
+int run_leaks(const Job& job, const Options& options);  // a job as load_job_or_explain read it
+int run_summary(const Options& options);
+int run_dump(const std::string& path, const Options& options);
+int run_dump_files(const Options& options);  // every file of options.inputs, in order
+int run_latency(const Options& options);
+int run_hang(const Options& options);
+int run_timeline(const Options& options);
+int run_html(const Options& options);  // one self-contained page to options.output
+int run_metrics(const Options& options);
+
+// An array of a JSON report, made entry by entry as it is written (see write_json_streamed).
+struct StreamedArray {
+  std::string key;
+  size_t size = 0;
+  std::function<nlohmann::json(size_t)> entry;  // entry i, made when written
+};
+// Writes `head` with `arrays` in it, exactly as dump_json(…, 2) writes the whole object, without the
+// whole ever being held: a job's tens of thousands of communicators take gigabytes as one tree.
+void write_json_streamed(std::ostream& out, nlohmann::json head, const std::vector<StreamedArray>& arrays);
+
+// "4 KiB", "1.5 MiB": bytes as people read them (binary units, one decimal unless whole).
+std::string bytes_text(uint64_t bytes);
+
+// Writes `text` to standard output (path "" or "-") or to `path`, through a temporary file
+// renamed over it; false (named on stderr) when that fails.
+bool write_output_atomically(const std::string& path, const std::string& text);
+
+// CSV as RFC 4180 writes it, shared by every report that has a table. A field holding a comma, a
+// quote, CR or LF is quoted and its quotes doubled; rows end in "\n" (readers take it as CRLF).
+std::string csv_field(std::string_view text);
+// A JSON value as a cell: a string as it is, a float with 3 decimals, null empty, else its JSON text.
+std::string csv_cell(const nlohmann::json& value);
+// One row of `fields` (each through csv_field) on standard output.
+void write_csv_row(const std::vector<std::string>& fields);
+
+// Reading a report's input --------------------------------------------------------------------
+
+// The job of `inputs` read (load_job) or, given `analysis`, read and analysed (analyze_job), every
+// problem met named on stderr. When no trace was usable it says so and returns nullopt: the report
+// then exits kNoUsableInput.
+std::optional<Job> load_job_or_explain(const std::vector<std::string>& inputs);
+std::optional<JobAnalysis> load_job_or_explain(const std::vector<std::string>& inputs, const AnalysisOptions& analysis);
+// Says on stderr that no trace was usable; returns kNoUsableInput. For a report that reads the
+// traces itself (timeline).
+int explain_nothing_usable();
+// Names unusable or damaged inputs on stderr.
+void print_problems(const std::vector<TraceProblem>& problems);
+
+// Shared by the reports ------------------------------------------------------------------------
+
+// [{"key", "values": [{"value", "ranks", "processes"}]}]
+nlohmann::json to_json(const std::vector<EnvironmentDifference>& differences);
+nlohmann::json to_json(const HangReport& report);   // `hang --json`
+nlohmann::json to_json(const LatencyRow& row);      // one row as `latency --json` writes it
+nlohmann::json to_json(const LatencyTable& table);  // `latency --json`
+
+// leaks' result, typed: what `leaks` prints in each form, and what summary and html read, so that
+// they say the same thing.
+
+// A call site as the reports show it.
+struct SiteText {
+  std::string first;                // "train.py:43 (main) via c10d::NCCLComm::create (libtorch_cuda.so)"
+  std::vector<std::string> stack;   // native frames, innermost first
+  std::vector<PythonFrame> python;  // innermost first
+};
+// One communicator instance (a rank of it in one process), or a resource never released.
+struct CommInstanceRow {
+  const ProcessTrace* process = nullptr;
+  const CommInstance* comm = nullptr;
+  SiteText site;
+  int32_t world_rank = -1;  // the process's rank in the widest communicator it made
+};
+struct OpenResourceRow {
+  const ProcessTrace* process = nullptr;
+  const ResourceInstance* resource = nullptr;
+  SiteText site;
+};
+// A leaked communicator identity across the ranks where it leaked.
+struct LeakedComm {
+  uint64_t id = 0;
+  const CommInstance* first = nullptr;  // the instance of its lowest-numbered process
+  const ProcessTrace* process = nullptr;
+  std::set<int> ranks;
+  std::set<int32_t> world_ranks;  // of the processes where it leaked: how people name a new_group
+  std::set<std::string> states;  // how it ended, in words
+  std::set<std::string> hosts;
+  SiteText site;
+};
+struct PileUpFinding {
+  CommPileUp pile;
+  SiteText site;
+  std::string text;  // the finding in one sentence, without the remedy
+};
+struct OrderFinding {
+  ResourceOrder order;
+  SiteText made;                 // the resource's creation site
+  std::string comm_released_at;  // kOutlivedComm: where its communicator was destroyed ("" unknown)
+  SiteText earlier;              // kRegisteredTwice: the registration still held
+};
+// A trace that lost records (NCCLWATCH_MAX_MB, a full disk): end states may rest on what the
+// exit record's list said rather than on the history itself.
+struct LostHistory {
+  const ProcessTrace* process = nullptr;
+  uint64_t records = 0;
+  bool ends_from_exit_list = false;  // the shim's complete list of live ones at exit decided them
+};
+
+struct LeakReport {
+  std::vector<CommInstanceRow> communicators;  // every instance, in file order
+  std::vector<LostHistory> lost_histories;
+  std::vector<size_t> leaked_instances;  // indices into communicators
+  size_t traces = 0;                     // trace files read
+  std::vector<OpenResourceRow> open_resources;
+  std::vector<LeakedComm> leaked;  // by identity
+  std::map<std::string, int> state_counts;
+  std::map<uint64_t, std::set<int>> finalized_only;  // finalized, never destroyed: not a leak by contract
+  uint64_t leaked_memory_bytes = 0;  // GPU memory the leaked instances held when made, where measured
+  bool torch = false;                // PyTorch made a leaked communicator
+  std::vector<std::string> remedies; // NVSHMEM's, PyTorch's or NCCL's, for what leaked
+  std::vector<PileUpFinding> pile_ups;
+  PeakAlive peak;
+  std::vector<OrderFinding> order;
+  std::vector<UntracedCopy> untraced;
+  std::set<std::string> other_builds;     // module files of another build than traced: not symbolized
+
+  bool leaks() const { return !leaked_instances.empty() || !open_resources.empty(); }
+  // Exit status 1: leaks, pile-ups, resources out of order.
+  bool findings() const { return leaks() || !pile_ups.empty() || !order.empty(); }
+};
+// `symbolize`: native frames named from the modules' debug information (else addresses, or what
+// the shim read at the call).
+LeakReport leak_report(const Job& job, bool symbolize);
+nlohmann::json to_json(const LeakReport& report);  // `leaks --json`
+// The lines naming pile-ups and resources out of order, as `leaks` and html word them.
+std::vector<std::string> lifecycle_lines(const LeakReport& report);
+// The notes on traces that lost records, as `leaks` words them.
+std::vector<std::string> lost_history_lines(const LeakReport& report);
+// Names the module files that were not used to symbolize, once, on stderr.
+void say_other_builds(const LeakReport& report);
+
+// The world ranks of process `process`: every rank it holds in its widest communicator with ops
+// (one process may drive several GPUs), else its rank in the widest communicator it made.
+std::set<int32_t> world_ranks_of(const JobAnalysis& analysis, size_t process);
+
+// The first thing to look at in a job, in one sentence: summary's and html's.
+std::string first_look_at(const LeakReport& leaks, const HangReport& hang);
+
+// summary's result, typed: one screen about the whole job, gathered from the other reports'
+// results; `summary` prints it as text or JSON.
+struct SummaryReport {
+  // One NCCL copy the traces name, across the processes that held it.
+  struct LibraryUse {
+    std::string version, status, how;
+    int processes = 0;
+  };
+  size_t traces = 0;
+  size_t ranks = 0;  // world ranks
+  std::set<std::string> hosts;
+  size_t communicators = 0;                    // identities, created or with ops
+  size_t processes_without_final_record = 0;   // killed or crashed
+  std::map<std::string, int> ended_by_signal;  // "SIGTERM" -> processes: ended by a signal the shim saw
+  uint64_t lost_records = 0;
+  std::map<std::string, LibraryUse> libraries;  // by path
+  LeakReport leaks;                     // call sites not symbolized: the summary names no native frame
+  HangReport hang;
+  std::vector<LatencyRow> slowest_ops;  // at most 5, by their worst steady-state time
+  OpWindow window;
+  std::string first_look;
+  // Exit status 1: what leaks or hang counts as findings, or an NCCL copy not traced ("no leaks"
+  // cannot be vouched for).
+  bool findings = false;
+};
+SummaryReport summary_report(const JobAnalysis& analysis);
+nlohmann::json to_json(const SummaryReport& report);  // `summary --json`
+
+}  // namespace ncclwatch::report
