@@ -113,10 +113,13 @@ template <class Tag, class Sink> class TimedOps {
   }
 
   void wait(const trace::OpRecord& o, Tag&& tag) {
-    auto [it, fresh] = waiting_.try_emplace(o.launch_id);
-    Launch& l = it->second;
+    auto it = waiting_.find(o.launch_id);
+    bool fresh = it == waiting_.end();
+    Launch& l = fresh ? make(o.launch_id) : it->second;
     if (fresh) {
       l.arrival = next_arrival_++;
+      l.promised = false;
+      l.ops_added = 0;
       l.api = o.api;
       l.nranks = o.nranks;
       l.host_begin = o.host_begin_ns;
@@ -164,7 +167,7 @@ template <class Tag, class Sink> class TimedOps {
     if (tags_.empty() || tags_.size() == l.ops.size()) {
       if (tags_.empty())
         for (const Waiting& w : l.ops) tags_.push_back(w.tag);
-      waiting_.erase(it);  // before the sink runs: it may not look at this launch again
+      recycle(it);  // before the sink runs: it may not look at this launch again
       sink_.on_timed(std::span<const Tag>(tags_), t);
       return;
     }
@@ -178,6 +181,22 @@ template <class Tag, class Sink> class TimedOps {
     for (const Waiting& w : l.ops) tags.push_back(w.tag);
     sink_.on_no_timing(std::span<const Tag>(tags), l.promised, why);
   }
+
+  // A launch table entry, from a node of one done before when there is one: most launches wait a
+  // moment for their timing, and a node reused keeps its ops' memory (no allocation per op).
+  Launch& make(uint64_t id) {
+    if (spare_.empty()) return waiting_.try_emplace(id).first->second;
+    typename Map::node_type node = std::move(spare_.back());
+    spare_.pop_back();
+    node.key() = id;
+    return waiting_.insert(std::move(node)).position->second;
+  }
+  void recycle(typename Map::iterator it) {
+    typename Map::node_type node = waiting_.extract(it);
+    node.mapped().ops.clear();
+    if (spare_.size() < kSpareNodes) spare_.push_back(std::move(node));
+  }
+  static constexpr size_t kSpareNodes = 64;
 
   Launch release(typename Map::iterator it) {
     Launch l = std::move(it->second);
@@ -209,6 +228,7 @@ template <class Tag, class Sink> class TimedOps {
   Map waiting_;
   std::deque<std::pair<uint64_t, uint64_t>> arrivals_;  // (arrival, launch id), oldest first
   uint64_t next_arrival_ = 0;
+  std::vector<typename Map::node_type> spare_;  // see make
   std::vector<Tag> tags_;  // the ops a timing takes, reused
   uint64_t timing_records_ = 0, orphan_timings_ = 0;
 };
