@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <string.h>  // sigabbrev_np
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -134,7 +135,14 @@ class ProcessBuilder {
   }
 
   void finish() {
-    for (CommInstance& c : p_.comms) c.state = decide_state(c);
+    int64_t trace_end = p_.process_end ? p_.process_end->time_ns : p_.last_time_ns;
+    for (CommInstance& c : p_.comms) {
+      c.state = decide_state(c);
+      if (lifecycle::is_teardown_hang(c.state)) {
+        int64_t entered = c.state == CommState::kFinalizeHung ? c.finalize_begin_ns : c.release_begin_ns;
+        c.teardown_inside_ns = std::max<int64_t>(0, trace_end - entered);
+      }
+    }
     add_creations_that_never_returned();
     if (p_.process_end) p_.lost_records = std::max(p_.lost_records, p_.process_end->lost_records);
     believe_exit_counts_of_a_full_trace();
@@ -197,6 +205,8 @@ class ProcessBuilder {
   void on_begin(const RecordView& r, const ApiEvent& e) {
     Api api = api_of(e);
     Pending pending{e, event_tail(r, e)};
+    if (api == Api::kCommFinalize)
+      if (CommInstance* c = live_comm(e.comm)) c->finalize_begin_ns = e.time_ns;
     if (api == Api::kCommDestroy || api == Api::kCommAbort) {
       if (CommInstance* c = live_comm(e.comm)) {
         c->release_api = api;
@@ -260,7 +270,10 @@ class ProcessBuilder {
     } forget{pending_, it};
     switch (api) {
       case Api::kCommFinalize:
-        if (CommInstance* c = live_comm(e.comm); c && succeeded_or_pending(e.result)) c->finalized_ns = e.time_ns;
+        if (CommInstance* c = live_comm(e.comm)) {
+          c->finalize_returned = true;
+          if (succeeded_or_pending(e.result)) c->finalized_ns = e.time_ns;
+        }
         break;
       case Api::kCommDestroy:
       case Api::kCommAbort:
@@ -369,6 +382,11 @@ class ProcessBuilder {
     *newest = NewestFirst::kNone;  // all released: a later communicator with this handle starts afresh
   }
 
+  // Never released, as far as the trace goes.
+  static bool unreleased(CommState state) {
+    return state == CommState::kLeaked || state == CommState::kFinalized || lifecycle::is_teardown_hang(state);
+  }
+
   // A full trace (NCCLWATCH_MAX_MB, a full disk) loses the records of later releases; the exit
   // record, written from a reserve, counts what was really alive at exit. When it says nothing
   // was, what the trace shows alive was released unrecorded: a full trace makes no false leak.
@@ -378,8 +396,7 @@ class ProcessBuilder {
       believe_list_of_a_full_trace(p_.live_at_exit->comms);
     } else if (p_.process_end->live_comms == 0)
       for (CommInstance& c : p_.comms)
-        if (c.state == CommState::kLeaked || c.state == CommState::kFinalized || c.state == CommState::kDestroyHung)
-          c.state = CommState::kReleaseUnrecorded;
+        if (unreleased(c.state)) c.state = CommState::kReleaseUnrecorded;
     if (p_.process_end->live_resources == 0)
       for (ResourceInstance& r : p_.resources) r.released = true;
   }
@@ -393,8 +410,7 @@ class ProcessBuilder {
     for (const LiveComm& l : listed) alive.insert(key(l.handle, l.comm_id));
     std::set<std::pair<uint64_t, uint64_t>> seen;
     for (CommInstance& c : p_.comms) {
-      bool unended = c.state == CommState::kLeaked || c.state == CommState::kFinalized || c.state == CommState::kDestroyHung;
-      if (!unended) continue;
+      if (!unreleased(c.state)) continue;
       if (alive.count(key(c.handle, c.id))) seen.insert(key(c.handle, c.id));
       else c.state = CommState::kReleaseUnrecorded;
     }
@@ -407,7 +423,7 @@ class ProcessBuilder {
       c.nranks = l.nranks;
       c.creation_unrecorded = true;
       auto state = static_cast<CommState>(l.end_state);
-      c.state = state == CommState::kFinalized || state == CommState::kDestroyHung || state == CommState::kReleasedAtExit
+      c.state = state == CommState::kFinalized || lifecycle::is_teardown_hang(state) || state == CommState::kReleasedAtExit
                     ? state
                     : CommState::kLeaked;
       p_.comms.push_back(std::move(c));
@@ -452,11 +468,12 @@ class ProcessBuilder {
   CommState decide_state(const CommInstance& c) const {
     if (c.state == CommState::kInitFailed) return CommState::kInitFailed;
     if (c.release_begin_ns) {
-      if (!c.release_end_ns) return CommState::kDestroyHung;
+      if (!c.release_end_ns) return c.release_api == Api::kCommAbort ? CommState::kAbortHung : CommState::kDestroyHung;
       if (!released_ok(c)) return c.finalized_ns ? CommState::kFinalized : CommState::kLeaked;
       if (c.release_during_exit) return CommState::kReleasedAtExit;
       return c.release_api == Api::kCommAbort ? CommState::kAborted : CommState::kDestroyed;
     }
+    if (c.finalize_begin_ns && !c.finalize_returned) return CommState::kFinalizeHung;
     return c.finalized_ns ? CommState::kFinalized : CommState::kLeaked;
   }
 
@@ -566,6 +583,17 @@ Job load_job(const std::vector<std::string>& inputs) {
     if (usable[i]) job.processes.push_back(std::move(loaded[i]));
   }
   return job;
+}
+
+std::string signal_name(int sig) {
+  const char* abbrev = sig > 0 ? sigabbrev_np(sig) : nullptr;
+  return abbrev ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
+}
+
+std::string trace_end_text(const ProcessTrace& p) {
+  if (!p.process_end) return "the trace ends (the process was killed)";
+  if (p.process_end->reason == static_cast<uint32_t>(ExitReason::kSignal)) return signal_name(p.process_end->signal);
+  return "the process exited";
 }
 
 }  // namespace ncclwatch::model

@@ -58,6 +58,8 @@ struct CommInstance {
   int64_t begin_ns = 0;        // creating call entered
   int64_t created_ns = 0;      // ... returned (0: never returned)
   int64_t finalized_ns = 0;
+  int64_t finalize_begin_ns = 0;  // ncclCommFinalize entered
+  bool finalize_returned = false;
   trace::Api release_api = trace::Api::kUnknown;  // destroy or abort
   int64_t release_begin_ns = 0;
   int64_t release_end_ns = 0;
@@ -76,6 +78,14 @@ struct CommInstance {
   CommMemoryFigure memory;      // held when made
   CommMemoryFigure freed;       // given back by its destroy or abort
   CommState state = CommState::kLeaked;
+  // A teardown that never returned (lifecycle::is_teardown_hang): from its entry to the end of the
+  // trace, how long the process had been inside it.
+  int64_t teardown_inside_ns = 0;
+
+  trace::Api teardown_api() const {
+    if (state == CommState::kFinalizeHung) return trace::Api::kCommFinalize;
+    return lifecycle::is_teardown_hang(state) ? release_api : trace::Api::kUnknown;
+  }
 };
 
 struct ResourceInstance {
@@ -186,5 +196,11 @@ class LifecycleFolder {
 bool load_process(const std::string& path, ProcessTrace& out, std::vector<TraceProblem>& problems);
 
 std::string hex_id(uint64_t id);  // 16 hex digits
+
+// "SIGINT" for 2: the name a shell prints; "signal N" for one the C library cannot name.
+std::string signal_name(int sig);
+// How the process's trace ended, after "until": "SIGTERM", "the process exited", or "the trace
+// ends (the process was killed)".
+std::string trace_end_text(const ProcessTrace& p);
 
 }  // namespace ncclwatch::model

@@ -75,11 +75,13 @@ std::string memory_text(const CommMemoryFigure& m) {
                      std::string_view(m.from) == "ncclCommMemStats" ? "ncclCommMemStats" : "free memory change during the call");
 }
 
-std::string describe_how_ended(const CommInstance& c) {
+std::string describe_how_ended(const CommInstance& c, const ProcessTrace& p) {
+  if (lifecycle::is_teardown_hang(c.state))
+    return fmt::format("{} ({} entered, never returned: {:.1f} s inside until {})", state_name(c.state),
+                       trace::api_name(c.teardown_api()), static_cast<double>(c.teardown_inside_ns) / 1e9, trace_end_text(p));
   switch (c.state) {
     case CommState::kReleasedAtExit:
       return fmt::format("released_at_exit ({} only after the program began exiting)", trace::api_name(c.release_api));
-    case CommState::kDestroyHung: return fmt::format("destroy_hung ({} entered, never returned)", trace::api_name(c.release_api));
     case CommState::kLeaked: return "leaked (alive at exit)";
     default: return state_name(c.state);
   }
@@ -119,6 +121,11 @@ json comm_json(const CommInstanceRow& row) {
                 {"library", p.library_path(c)},
                 {"creation_unrecorded", c.creation_unrecorded},
                 {"trace", p.path}};
+  if (lifecycle::is_teardown_hang(c.state)) {
+    entry["teardown_call"] = trace::api_name(c.teardown_api());
+    entry["teardown_inside_s"] = static_cast<double>(c.teardown_inside_ns) / 1e9;
+    entry["teardown_until"] = trace_end_text(p);
+  }
   if (c.release_begin_ns) {
     entry["released_by"] = trace::api_name(c.release_api);
     entry["release_ms"] = c.release_end_ns ? json(seconds_between(c.release_begin_ns, c.release_end_ns) * 1e3) : json(nullptr);
@@ -167,9 +174,22 @@ void for_each_leak(const LeakReport& report, OnComm on_comm, OnResource on_resou
 // The remedies for a set of leaked communicators, by the rule the exit alert follows.
 std::vector<std::string> remedies(const std::vector<LeakedComm>& leaked) {
   lifecycle::LeakMakers makers;
-  for (const LeakedComm& l : leaked) makers.add(l.first->nvshmem, l.first->torch);
+  for (const LeakedComm& l : leaked) makers.add(l.first->nvshmem, l.first->torch, l.first->state);
   lifecycle::Remedies chosen = lifecycle::remedies_for(makers);
   return {chosen.begin(), chosen.end()};
+}
+
+// One more rank inside a teardown that never returned, with its communicator and call.
+void note_teardown_hang(std::vector<TeardownHang>& hangs, const CommInstance& c, const ProcessTrace& p) {
+  auto it = std::find_if(hangs.begin(), hangs.end(),
+                         [&](const TeardownHang& h) { return h.comm_id == c.id && h.api == c.teardown_api(); });
+  if (it == hangs.end()) it = hangs.insert(hangs.end(), TeardownHang{c.id, c.name, c.teardown_api(), {}, 0, {}});
+  it->ranks.insert(c.rank);
+  double inside_s = static_cast<double>(c.teardown_inside_ns) / 1e9;
+  if (inside_s >= it->longest_inside_s) {
+    it->longest_inside_s = inside_s;
+    it->until = trace_end_text(p);
+  }
 }
 
 std::string pile_up_text(const PileUpFinding& f) {
@@ -276,6 +296,7 @@ void print_leaks_text(const LeakReport& report) {
     }
     for (const std::string& remedy : report.remedies) fmt::print("{}{}\n", lifecycle::kRemedyLead, remedy);
   }
+  for (const TeardownHang& h : report.teardown_hangs) fmt::print("  TEARDOWN HUNG: {}\n", teardown_hang_text(h));
   for (const std::string& line : lifecycle_lines(report)) fmt::print("{}\n", line);
   for (const auto& [id, ranks] : report.finalized_only)
     fmt::print("  note: comm {} on rank(s) {} was {}\n", hex_id(id), ranks_list(ranks), lifecycle::kFinalizedNote);
@@ -306,7 +327,8 @@ LeakReport leak_report(const Job& job, bool symbolize) {
       auto [it, inserted] = leaked.try_emplace(c.id, LeakedComm{c.id, &c, &p, {}, {}, {}, {}, row.site});
       it->second.ranks.insert(c.rank);
       if (row.world_rank >= 0) it->second.world_ranks.insert(row.world_rank);
-      it->second.states.insert(describe_how_ended(c));
+      it->second.states.insert(describe_how_ended(c, p));
+      if (lifecycle::is_teardown_hang(c.state)) note_teardown_hang(report.teardown_hangs, c, p);
       it->second.hosts.insert(p.host());
     }
     for (const ResourceInstance& r : p.resources)
@@ -339,6 +361,13 @@ LeakReport leak_report(const Job& job, bool symbolize) {
   report.untraced = untraced_copies(job);
   report.other_builds = symbolizer.other_builds();
   return report;
+}
+
+std::string teardown_hang_text(const TeardownHang& h) {
+  std::vector<int32_t> ranks(h.ranks.begin(), h.ranks.end());
+  return fmt::format("{} entered on rank(s) {} of comm {}{} and never returned ({:.1f} s until {})", trace::api_name(h.api),
+                     ranks_text(ranks), hex_id(h.comm_id), h.name.empty() ? "" : " \"" + h.name + "\"", h.longest_inside_s,
+                     h.until);
 }
 
 std::vector<std::string> lost_history_lines(const LeakReport& report) {
@@ -377,7 +406,12 @@ namespace {
 
 // `leaks --json` but its two long lists, "leaks" and "communicators" (see leak_rows).
 json head_json(const LeakReport& report) {
-  json not_traced = json::array(), pile_ups = json::array(), order = json::array(), lost = json::array();
+  json not_traced = json::array(), pile_ups = json::array(), order = json::array(), lost = json::array(),
+       teardown_hangs = json::array();
+  for (const TeardownHang& h : report.teardown_hangs)
+    teardown_hangs.push_back({{"comm", hex_id(h.comm_id)}, {"name", h.name}, {"call", trace::api_name(h.api)},
+                              {"ranks", std::vector<int>(h.ranks.begin(), h.ranks.end())},
+                              {"longest_inside_s", h.longest_inside_s}, {"until", h.until}, {"text", teardown_hang_text(h)}});
   for (const LostHistory& l : report.lost_histories)
     lost.push_back({{"host", l.process->host()}, {"pid", l.process->pid()}, {"records", l.records},
                     {"ends_from_exit_list", l.ends_from_exit_list}, {"trace", l.process->path}});
@@ -396,7 +430,8 @@ json head_json(const LeakReport& report) {
     peak_alive = {{"count", report.peak.count}, {"rank", world_rank(*report.peak.process)},
                   {"host", report.peak.process->host()}, {"pid", report.peak.process->pid()}, {"at_s", report.peak.at_s}};
   return {{"traces", report.traces}, {"not_traced", not_traced}, {"pile_ups", pile_ups}, {"order", order},
-          {"peak_alive", peak_alive}, {"remedies", report.remedies}, {"lost_records", lost}};
+          {"peak_alive", peak_alive}, {"remedies", report.remedies}, {"lost_records", lost},
+          {"teardown_hangs", teardown_hangs}};
 }
 
 // The entries of "leaks", in file order (see for_each_leak).

@@ -24,12 +24,6 @@ std::string pile_up_site(const CommPileUp& pile) {
   return "one call site";
 }
 
-// "SIGINT" for 2: the name a shell prints; "signal N" for one the C library cannot name.
-std::string signal_name(int sig) {
-  const char* abbrev = sig > 0 ? sigabbrev_np(sig) : nullptr;
-  return abbrev ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
-}
-
 // The job's size and how its processes ended: traces, ranks, hosts, communicators, processes
 // killed or ended by a signal, records lost.
 void count_processes(const JobAnalysis& a, SummaryReport& s) {
@@ -188,6 +182,12 @@ std::set<int32_t> world_ranks_of(const JobAnalysis& a, size_t process) {
 }
 
 std::string first_look_at(const LeakReport& leaks, const HangReport& hang) {
+  // A teardown that never returned is why the job did not end, unless ranks disagreed about what
+  // they ran before it (a rank missing an op, a mismatch), which a teardown hang follows from.
+  bool program_differs = hang.missing_ranks || hang.absent_ranks || hang.mismatched_seqs || hang.init_hung_ranks ||
+                         hang.divergences;
+  if (!leaks.teardown_hangs.empty() && !program_differs)
+    return "teardown hung: " + teardown_hang_text(leaks.teardown_hangs.front()) + " — run `ncclwatch-report hang`";
   if (hang.findings) return hang.verdict;
   if (!leaks.pile_ups.empty())
     return fmt::format("communicators piling up: {} made at {}, earlier ones still alive as more were made — run "

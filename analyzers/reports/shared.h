@@ -150,8 +150,22 @@ struct LostHistory {
   bool ends_from_exit_list = false;  // the shim's complete list of live ones at exit decided them
 };
 
+// A teardown call (finalize, destroy, abort) entered on some ranks of a communicator and never
+// returned: the job hung (or was killed) in its teardown.
+struct TeardownHang {
+  uint64_t comm_id = 0;
+  std::string name;
+  trace::Api api = trace::Api::kUnknown;
+  std::set<int> ranks;
+  double longest_inside_s = 0;  // from the call's entry to the end of that rank's trace
+  std::string until;            // how that trace ended: "SIGTERM", "the process exited", ...
+};
+// "ncclCommFinalize entered on rank(s) 0,1 of comm 1a2b... and never returned (36.0 s until SIGTERM)"
+std::string teardown_hang_text(const TeardownHang& hang);
+
 struct LeakReport {
   std::vector<CommInstanceRow> communicators;  // every instance, in file order
+  std::vector<TeardownHang> teardown_hangs;
   std::vector<LostHistory> lost_histories;
   std::vector<size_t> leaked_instances;  // indices into communicators
   size_t traces = 0;                     // trace files read

@@ -55,6 +55,18 @@ bool Registry::set_phase(uint64_t handle, CommPhase phase) {
   return false;
 }
 
+bool Registry::enter_teardown(uint64_t handle, CommPhase phase, int64_t time_ns) {
+  std::lock_guard lock(lock_);
+  for (CommEntry& e : comms_) {
+    if (e.handle == handle && is_live(e)) {
+      e.phase = phase;
+      e.teardown_entered_ns = time_ns;
+      return true;
+    }
+  }
+  return false;
+}
+
 int64_t Registry::take_child_index(uint64_t handle) {
   std::lock_guard lock(lock_);
   for (CommEntry& e : comms_)

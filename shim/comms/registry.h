@@ -16,6 +16,7 @@ namespace ncclwatch {
 enum class CommPhase : uint8_t {
   kAlive,           // created, not finalized
   kFinalized,       // ncclCommFinalize returned, no destroy yet
+  kFinalizing,      // ncclCommFinalize entered, not returned
   kDestroying,      // ncclCommDestroy entered, not returned
   kAborting,        // ncclCommAbort entered, not returned
   kReleasedAtExit,  // destroyed or aborted only after the program began exiting
@@ -26,8 +27,9 @@ constexpr lifecycle::EndState end_state_at_exit(CommPhase phase) {
   switch (phase) {
     case CommPhase::kAlive: return lifecycle::EndState::kLeaked;
     case CommPhase::kFinalized: return lifecycle::EndState::kFinalized;
-    case CommPhase::kDestroying:
-    case CommPhase::kAborting: return lifecycle::EndState::kDestroyHung;
+    case CommPhase::kFinalizing: return lifecycle::EndState::kFinalizeHung;
+    case CommPhase::kDestroying: return lifecycle::EndState::kDestroyHung;
+    case CommPhase::kAborting: return lifecycle::EndState::kAbortHung;
     case CommPhase::kReleasedAtExit: return lifecycle::EndState::kReleasedAtExit;
   }
   return lifecycle::EndState::kLeaked;
@@ -47,6 +49,7 @@ struct CommEntry {
   bool nvshmem_caller = false;  // NVSHMEM made it: nvshmem_finalize releases it
   bool made_during_exit = false;  // by an exit handler or a thread still running: its release is no "at exit"
   int64_t created_ns = 0;
+  int64_t teardown_entered_ns = 0;  // kFinalizing, kDestroying, kAborting: when the call was entered
   uint32_t children_made = 0;  // splits/shrinks of this comm issued on this rank
   uint16_t library_id = 0;     // the NCCL library that made it (resolver.h)
   uint64_t memory_bytes = 0;   // GPU memory it held when made (0: unknown)
@@ -82,6 +85,8 @@ class Registry {
   bool find_comm(uint64_t handle, CommEntry& out);
   // Sets the phase of a live comm; returns false if unknown.
   bool set_phase(uint64_t handle, CommPhase phase);
+  // A teardown call entered: its phase, and when (for "entered N s before exit, never returned").
+  bool enter_teardown(uint64_t handle, CommPhase phase, int64_t time_ns);
   // The order of the next split/shrink of `handle` on this rank (0, 1, ...), or -1 if unknown.
   int64_t take_child_index(uint64_t handle);
   // A destroy/abort returned: forget the comm, or keep it as released-at-exit.

@@ -91,10 +91,23 @@ void describe_site(AlertText& out, const char* lead, const char* python_site, co
   out.add(native_site);
 }
 
-void describe_end(AlertText& out, const CommEntry& c) {
+// The call a communicator in a teardown phase is inside.
+const char* teardown_call(CommPhase phase) {
+  switch (phase) {
+    case CommPhase::kFinalizing: return "ncclCommFinalize";
+    case CommPhase::kDestroying: return "ncclCommDestroy";
+    case CommPhase::kAborting: return "ncclCommAbort";
+    default: return nullptr;
+  }
+}
+
+void describe_end(AlertText& out, const CommEntry& c, int64_t now) {
   out.add(lifecycle::end_state_name(end_state_at_exit(c.phase)));
-  if (c.phase == CommPhase::kDestroying) out.add(" (ncclCommDestroy never returned)");
-  if (c.phase == CommPhase::kAborting) out.add(" (ncclCommAbort never returned)");
+  if (const char* call = teardown_call(c.phase)) {
+    out.add(" (").add(call).add(" entered");
+    if (c.teardown_entered_ns) out.add(' ').add_seconds(now - c.teardown_entered_ns).add(" before exit");
+    out.add(", never returned)");
+  }
   if (c.phase == CommPhase::kReleasedAtExit) out.add(" by ").add(trace::api_name(c.released_by)).add(" during exit");
 }
 
@@ -130,7 +143,7 @@ AlertCounts build_alert(AlertText& out, bool wait) {
           }
           bool leak = lifecycle::is_leak(end_state_at_exit(c.phase));
           counts.leaked_comms += leak;
-          if (leak) counts.makers.add(c.nvshmem_caller, c.torch_caller);
+          if (leak) counts.makers.add(c.nvshmem_caller, c.torch_caller, end_state_at_exit(c.phase));
           if (full()) {
             ++not_shown;
             continue;
@@ -142,7 +155,7 @@ AlertCounts build_alert(AlertText& out, bool wait) {
           body.add(", age ").add_seconds(now - c.created_ns);
           if (c.memory_bytes) body.add(", ").add_bytes(c.memory_bytes).add(" of GPU memory");
           body.add("): ");
-          if (leak) describe_end(body, c);
+          if (leak) describe_end(body, c, now);
           else body.add(lifecycle::kFinalizedNote);
           describe_site(body, "; created at ", c.python_site, c.site);
           if (c.nvshmem_caller) body.add(lifecycle::kNvshmemMadeNote);

@@ -55,6 +55,7 @@ const char* live_state_name(CommPhase phase, bool exiting) {
   switch (phase) {
     case CommPhase::kAlive: return "alive";
     case CommPhase::kFinalized: return "finalized";
+    case CommPhase::kFinalizing: return "finalizing";
     case CommPhase::kDestroying: return "destroying";
     case CommPhase::kAborting: return "aborting";
     case CommPhase::kReleasedAtExit: return "released_at_exit";

@@ -165,6 +165,13 @@ struct Teardown {
   FreeMemoryBefore free_before;
 };
 
+// The phase a communicator is in while `api` runs on it.
+CommPhase teardown_phase(Api api) {
+  if (api == Api::kCommAbort) return CommPhase::kAborting;
+  if (api == Api::kCommFinalize) return CommPhase::kFinalizing;
+  return CommPhase::kDestroying;
+}
+
 void begin_teardown(Teardown& t, Api api, ncclComm_t comm, int32_t arg0) noexcept {
   t.api = api;
   t.handle = as_u64(comm);
@@ -179,8 +186,8 @@ void begin_teardown(Teardown& t, Api api, ncclComm_t comm, int32_t arg0) noexcep
     t.begin.nranks = t.known ? t.entry.nranks : -1;
     t.begin.arg0 = arg0;
     emit_api_event(RecordType::kCallBegin, t.begin);
-    if (t.known && releases_comm(api))
-      registry().set_phase(t.handle, api == Api::kCommAbort ? CommPhase::kAborting : CommPhase::kDestroying);
+    if (t.known && (releases_comm(api) || api == Api::kCommFinalize))
+      registry().enter_teardown(t.handle, teardown_phase(api), t.begin.time_ns);
   });
 }
 
@@ -205,8 +212,8 @@ void finish_teardown(const Teardown& t, ncclResult_t result) noexcept {
       }
       else
         registry().set_phase(t.handle, t.entry.phase);
-    } else if (t.api == Api::kCommFinalize && trace::succeeded_or_pending(result)) {
-      registry().set_phase(t.handle, CommPhase::kFinalized);
+    } else if (t.api == Api::kCommFinalize) {
+      registry().set_phase(t.handle, trace::succeeded_or_pending(result) ? CommPhase::kFinalized : t.entry.phase);
     }
   });
 }

@@ -248,3 +248,22 @@ TEST_CASE("a JSON report written entry by entry is the same text as written whol
   write_json_streamed(streamed, head, arrays);
   CHECK(streamed.str() == dump_json(whole, 2));
 }
+
+TEST_CASE("a teardown that never returned is looked at first, unless the ranks' programs differed before it") {
+  LeakReport leaks;
+  TeardownHang& h = leaks.teardown_hangs.emplace_back();
+  h.comm_id = 0xab;
+  h.api = trace::Api::kCommFinalize;
+  h.ranks = {0, 1};
+  h.longest_inside_s = 36.04;
+  h.until = "SIGTERM";
+  HangReport hang;
+  hang.findings = true;
+  hang.incomplete_ranks = 2;  // ops without a timing: what a graph's captured op looks like
+  hang.verdict = "every rank issued seq 4 but it never completed";
+  CHECK(first_look_at(leaks, hang) ==
+        "teardown hung: ncclCommFinalize entered on rank(s) 0,1 of comm 00000000000000ab and never returned (36.0 s until "
+        "SIGTERM) — run `ncclwatch-report hang`");
+  hang.missing_ranks = 1;  // a rank never issued what the others did: why the teardown waits
+  CHECK(first_look_at(leaks, hang) == hang.verdict);
+}

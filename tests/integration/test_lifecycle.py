@@ -209,6 +209,35 @@ def hung_destroy_is_reported():
     check(any(l["kind"] == "communicator" and l["state"] == "destroy_hung" for l in report["leaks"]), "listed as leak")
 
 
+def hung_finalize_is_named_with_its_time():
+    # Rank 0 enters ncclCommFinalize, which waits for an all-reduce rank 1 never joins; the job is
+    # ended by SIGTERM. Not a plain leak: finalize_hung, with the time inside, and the signal.
+    job = Job([app("lifecycle_app"), "finalize-hangs"], nranks=2)
+    job.start()
+    job.wait_for_files(["ready.0"])
+    time.sleep(1.5)  # inside ncclCommFinalize
+    outs = job.signal_all(signal.SIGTERM)
+    alert = outs[0][2]
+    check("finalize_hung (ncclCommFinalize entered " in alert and "s before exit, never returned)" in alert, alert)
+    check("remedy: a teardown that never returns" in alert and "destroy_process_group" not in alert, alert)
+    code, report, _ = job.report("leaks", "--json")
+    rank0 = [c for c in report["communicators"] if c["rank"] == 0]
+    check(code == 1 and rank0 and rank0[0]["state"] == "finalize_hung", f"rank 0: {rank0}")
+    inside = rank0[0]["teardown_inside_s"]
+    check(1.2 <= inside <= 30 and rank0[0]["teardown_until"] == "SIGTERM" and rank0[0]["teardown_call"] == "ncclCommFinalize",
+          f"rank 0: {rank0[0]}")
+    hangs = report["teardown_hangs"]
+    check(len(hangs) == 1 and hangs[0]["ranks"] == [0] and hangs[0]["call"] == "ncclCommFinalize", f"{hangs}")
+    check("ncclCommFinalize entered on rank(s) 0 of comm" in hangs[0]["text"] and "until SIGTERM)" in hangs[0]["text"],
+          hangs[0]["text"])
+    code, text, _ = job.report("leaks")
+    check("TEARDOWN HUNG: ncclCommFinalize entered on rank(s) 0" in text, text)
+    # Rank 1 never issued the all-reduce: that is why rank 0 hangs, and what to look at first.
+    code, summary, _ = job.report("summary", "--json")
+    code, hang, _ = job.report("hang", "--json")
+    check(summary["first_look"] == hang["verdict"], f"summary: {summary['first_look']!r}")
+
+
 def every_resource_kind_and_end_state():
     job = Job([app("lifecycle_app"), "all-resources"], nranks=2)
     # The exit alert counts what `leaks` lists (one rule, lifecycle_rules.h): the leaked communicator
@@ -450,5 +479,5 @@ if __name__ == "__main__":
         nccl_inside_rtld_local_library_is_traced, on_leak_fail_changes_only_leaky_exits, sigkill_loses_no_record,
         sigterm_prints_alert_and_dies_by_sigterm, thirty_two_threads_create_and_destroy,
         forked_child_gets_its_own_trace, unwritable_trace_dir_costs_records_not_the_job, hung_destroy_is_reported,
-        every_resource_kind_and_end_state, library_without_pnccl_aliases_is_resolved,
+        hung_finalize_is_named_with_its_time, every_resource_kind_and_end_state, library_without_pnccl_aliases_is_resolved,
         process_without_nccl_leaves_nothing]})

@@ -96,12 +96,15 @@ std::vector<std::string> remedy_lines(const lifecycle::LeakMakers& makers) {
 TEST_CASE("the remedy under leaked communicators: NVSHMEM's for its own, then PyTorch's or NCCL's") {
   struct Made {
     bool nvshmem, torch;
+    lifecycle::EndState state = lifecycle::EndState::kLeaked;
   };
   struct Case {
     std::vector<Made> leaked;
     std::vector<std::string> remedies;
   };
-  const std::string nvshmem = lifecycle::kNvshmemRemedy, torch = lifecycle::kTorchRemedy, nccl = lifecycle::kNcclRemedy;
+  const std::string nvshmem = lifecycle::kNvshmemRemedy, torch = lifecycle::kTorchRemedy, nccl = lifecycle::kNcclRemedy,
+                    teardown = lifecycle::kTeardownHungRemedy;
+  constexpr auto kFinalizeHung = lifecycle::EndState::kFinalizeHung;
   const Case cases[] = {
       {{}, {}},
       {{{false, false}}, {nccl}},
@@ -110,6 +113,9 @@ TEST_CASE("the remedy under leaked communicators: NVSHMEM's for its own, then Py
       {{{true, true}}, {nvshmem}},  // NVSHMEM inside PyTorch: NVSHMEM's only
       {{{true, false}, {false, false}}, {nvshmem, nccl}},
       {{{true, true}, {false, true}}, {nvshmem, torch}},
+      // A teardown that never returned was called: "call destroy_process_group()" is no remedy.
+      {{{false, true, kFinalizeHung}}, {teardown}},
+      {{{false, true, kFinalizeHung}, {false, false}}, {teardown, nccl}},
   };
   for (const Case& c : cases) {
     lifecycle::LeakMakers makers;
@@ -117,13 +123,13 @@ TEST_CASE("the remedy under leaked communicators: NVSHMEM's for its own, then Py
     report::ProcessTrace& p = job.processes.emplace_back();
     uint64_t id = 0x100;
     for (const Made& m : c.leaked) {
-      makers.add(m.nvshmem, m.torch);  // as the exit alert adds each leaked communicator
+      makers.add(m.nvshmem, m.torch, m.state);  // as the exit alert adds each leaked communicator
       report::CommInstance& comm = p.comms.emplace_back();
       comm.id = comm.handle = ++id;
       comm.rank = 0;
       comm.nranks = 1;
       comm.created_ns = 1;
-      comm.state = lifecycle::EndState::kLeaked;
+      comm.state = m.state;
       comm.nvshmem = m.nvshmem;
       comm.torch = m.torch;
     }

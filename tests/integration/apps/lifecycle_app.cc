@@ -150,14 +150,17 @@ int fork_child_leaks() {
 
 // A destroy that never returns: rank 1 leaves a collective unmatched, so rank 0's destroy waits
 // for work that cannot finish; the test kills rank 0 while it is stuck.
-int destroy_hangs() {
+// Rank 0 enters a teardown call (ncclCommDestroy, or ncclCommFinalize with `finalize`) that
+// never returns: its all-reduce waits for rank 1, which never calls it.
+int teardown_hangs(bool finalize) {
   ncclComm_t world = init_world("world");
   if (test_rank() == 0) {
     static float data[16];
     CHECK(ncclAllReduce(data, data, 16, ncclFloat, ncclSum, world, nullptr));
     std::string ready = std::string(std::getenv("NCCLWATCH_TEST_RENDEZVOUS")) + "/ready.0";
     if (FILE* f = std::fopen(ready.c_str(), "w")) std::fclose(f);
-    CHECK(ncclCommDestroy(world));  // hangs: the all-reduce never completes
+    if (finalize) CHECK(ncclCommFinalize(world));  // hangs: the all-reduce never completes
+    else CHECK(ncclCommDestroy(world));
     return 0;
   }
   rendezvous_barrier("never");  // rank 1 waits here until the test ends the job
@@ -430,7 +433,8 @@ int main(int argc, char** argv) {
   if (scenario == "wait-for-kill") return wait_for_kill();
   if (scenario == "threads") return threads();
   if (scenario == "fork") return fork_child_leaks();
-  if (scenario == "destroy-hangs") return destroy_hangs();
+  if (scenario == "destroy-hangs") return teardown_hangs(false);
+  if (scenario == "finalize-hangs") return teardown_hangs(true);
   if (scenario == "all-resources") return all_resources();
   if (scenario == "churn") return churn();
   if (scenario == "pile-up") return pile_up(argc > 2 ? argv[2] : "");
@@ -442,6 +446,6 @@ int main(int argc, char** argv) {
   if (scenario == "many-comms") return many_comms(argc > 2 ? std::atoi(argv[2]) : 4000);
   if (scenario == "exit-handler") return exit_handler_makes_a_communicator();
   if (scenario == "exit-threads") return threads_run_through_exit(argc > 2 ? std::atoi(argv[2]) : 4);
-  std::fprintf(stderr, "usage: lifecycle_app leaky|clean|wait-for-kill|threads|fork|destroy-hangs|all-resources|churn|signalfd|init-hangs|halves-leaked|spin|many-comms|exit-handler|exit-threads\n");
+  std::fprintf(stderr, "usage: lifecycle_app leaky|clean|wait-for-kill|threads|fork|destroy-hangs|finalize-hangs|all-resources|churn|signalfd|init-hangs|halves-leaked|spin|many-comms|exit-handler|exit-threads\n");
   return 2;
 }
