@@ -155,6 +155,25 @@ def test_real_init_hang_names_who_never_joined():
     check(s["first_look"] == out["verdict"], s["first_look"])
 
 
+def test_real_teardown_hang_is_looked_at_first():
+    # Real NCCL 2.28.9 on one H200, two ranks sharing it (tests/gpu/torch_teardown_hang.sh): after
+    # 3 eager all-reduces and 10 replays of a CUDA graph holding a 4th, destroy_process_group()
+    # entered ncclCommFinalize on both ranks and never returned; each was sent SIGTERM 5.10 s after
+    # it printed the time it called destroy_process_group().
+    d = os.path.join(REAL, "teardown_hang")
+    rc, leaks, _ = report_json("leaks", d)
+    hung = [c for c in leaks["communicators"] if c["state"] == "finalize_hung"]
+    check(rc == 1 and len(hung) == 2 and len(leaks["communicators"]) == 2, leaks["communicators"])
+    for c in hung:
+        check(c["teardown_call"] == "ncclCommFinalize" and c["teardown_until"] == "SIGTERM" and
+              abs(c["teardown_inside_s"] - 5.10) < 0.1, c)
+    check([h["ranks"] for h in leaks["teardown_hangs"]] == [[0, 1]], leaks["teardown_hangs"])
+    check(leaks["remedies"][0].startswith("a teardown that never returns"), leaks["remedies"])
+    rc, s, _ = report_json("summary", d)
+    check(s["first_look"].startswith("teardown hung: ncclCommFinalize entered on rank(s) 0,1 of comm ") and
+          "(5.1 s until SIGTERM)" in s["first_look"], s["first_look"])
+
+
 def test_real_torch_ring_counts_the_whole_run():
     # Format 4 from PyTorch 2.11 on one H200 (tests/gpu/torch_ring.sh, paths replaced): 3 cycles of
     # 4 new_group()s 1.2 s apart, never destroyed, then 20,000 all-reduces of 64 B and 1 MiB in a
