@@ -41,7 +41,6 @@ struct LatenessMap {
   }
 
   bool shows(uint64_t seq) const { return seq >= first_seq && seq - first_seq < seqs; }
-  size_t index_of(uint64_t seq) const { return static_cast<size_t>(seq - first_seq); }
   size_t bin_of(uint64_t seq) const { return static_cast<size_t>((seq - first_seq) * bins / seqs); }
   uint64_t bin_first(size_t bin) const { return (bin * seqs + bins - 1) / bins + first_seq; }
   uint64_t bin_last(size_t bin) const { return ((bin + 1) * seqs + bins - 1) / bins + first_seq - 1; }
