@@ -61,4 +61,12 @@ std::string ranges_text(const std::vector<RankRange>& ranges, size_t limit) {
 
 std::string dump_json(const json& j, int indent) { return j.dump(indent, ' ', false, json::error_handler_t::replace); }
 
+std::string graph_replay_note(const CommHang& c, uint64_t seq) {
+  auto it = c.graph_replays.find(seq);
+  if (it == c.graph_replays.end()) return "";
+  const GraphReplay& g = it->second;
+  return g.replay ? fmt::format(" (replay {} of CUDA graph {})", g.replay, g.graph)
+                  : fmt::format(" (a replay of CUDA graph {})", g.graph);
+}
+
 }  // namespace ncclwatch::model

@@ -65,6 +65,10 @@ struct RankProgress {
   bool process_ended = false;
 };
 using MissingRank = RankProgress;  // a rank that never issued last_seq + 1, which a peer issued
+struct GraphReplay {
+  uint32_t graph = 0;   // graph_record::kIndex
+  uint64_t replay = 0;  // from 1; 0 unknown (the ops kept begin past the communicator's first seq)
+};
 struct IncompleteRank {
   int32_t rank = -1;
   uint64_t from_seq = 0, to_seq = 0;  // issued, never completed
@@ -126,8 +130,13 @@ struct CommHang {
   std::vector<UnmatchedP2P> p2p_unmatched;
   StragglerStats stragglers;
   std::vector<Divergence> divergence;
+  // The seqs named above (a missing rank's next, the first never completed, mismatches) that a CUDA
+  // graph launch ran: which graph (its index in the trace of the rank that issued it) and replay.
+  std::map<uint64_t, GraphReplay> graph_replays;
   std::string verdict;  // the most telling finding, in words
 };
+// " (replay N of CUDA graph G)" when a graph launch ran `seq`, else "".
+std::string graph_replay_note(const CommHang& c, uint64_t seq);
 struct HangReport {
   std::vector<CommHang> comms;
   size_t traces = 0;

@@ -230,8 +230,9 @@ CommVerdict comm_verdict(const JobAnalysis& a, const ProcessIndex& index, const 
       if (const RankComm* other = index.waits_in(process, c.comm_id))
         why += fmt::format("; it waits in comm {} seq {}", comm_label(other->comm_id, names), other->completed_seq() + 1);
     }
-    set(kMissing, fmt::format("comm {}: rank(s) {} never issued seq {} that {} peer(s) issued (they reached seq {}){}", label,
-                              ranks_text(lowest), lowest_issued + 1, present.size() - c.missing.size(), c.last_seq_issued, why));
+    set(kMissing, fmt::format("comm {}: rank(s) {} never issued seq {}{} that {} peer(s) issued (they reached seq {}){}",
+                              label, ranks_text(lowest), lowest_issued + 1, graph_replay_note(c, lowest_issued + 1),
+                              present.size() - c.missing.size(), c.last_seq_issued, why));
   }
   if (!c.mismatches.empty()) {
     const ArgumentMismatch& m = c.mismatches.front();
@@ -400,6 +401,17 @@ void note_unmatched_p2p(const JobFacts& job, const Membership& m, CommHang& c) {
     }
 }
 
+// Which graph replay ran each seq the findings name.
+void note_graph_replays(const CommOps* ops, CommHang& c) {
+  if (!ops) return;
+  auto note = [&](uint64_t seq) {
+    if (auto [graph, replay] = ops->graph_replay(seq); graph) c.graph_replays[seq] = {graph, replay};
+  };
+  for (const MissingRank& m : c.missing) note(m.last_seq + 1);
+  for (const IncompleteRank& r : c.incomplete) note(r.from_seq);
+  for (const ArgumentMismatch& m : c.mismatches) note(m.seq);
+}
+
 // Communicator `id` analysed, its most telling finding in `verdict`; nullopt when it ran no op and
 // no rank is absent from it or stuck creating it: nothing to say.
 std::optional<CommHang> analyze_comm(const JobFacts& job, uint64_t id, CommVerdict& verdict) {
@@ -413,6 +425,7 @@ std::optional<CommHang> analyze_comm(const JobFacts& job, uint64_t id, CommVerdi
   if (auto n = job.names.find(id); n != job.names.end()) c.name = n->second;
   uint64_t lowest_issued = note_progress(a, m, c);
   note_mismatches(a, ops, c);
+  note_graph_replays(ops, c);
   note_stalls(a, m, c);
   note_unmatched_p2p(job, m, c);
   c.stragglers = straggler_stats(a, id, ops, m.by_rank.size(), job.names);

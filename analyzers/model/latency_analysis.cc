@@ -78,7 +78,8 @@ LatencyRow window_row(const LatencyBucket& b, uint64_t folded_host_calls, const 
     row.max_us = us(static_cast<double>(h.max()));
     row.min_us = us(static_cast<double>(h.min()));
     row.mean_us = us(h.mean());
-    if (b.key.timing == TimingSource::kGpu && h.percentile(50) > 0) {
+    bool gpu = b.key.timing == TimingSource::kGpu || b.key.timing == TimingSource::kGpuGraphReplay;
+    if (gpu && h.percentile(50) > 0) {
       double gbps = static_cast<double>(b.key.bytes) / (static_cast<double>(h.percentile(50)) / 1e9) / 1e9;
       row.algbw_gbps = gbps;
       row.busbw_gbps = gbps * busbw_factor(row.api, b.key.nranks);

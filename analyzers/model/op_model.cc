@@ -63,6 +63,7 @@ const char* timing_name(TimingSource t) {
     case TimingSource::kHost: return "host";
     case TimingSource::kHostToGpuEnd: return "host_to_gpu_end";
     case TimingSource::kGpuRunHistogram: return "gpu_run_histogram";
+    case TimingSource::kGpuGraphReplay: return "gpu_graph_replay";
   }
   return "unknown";
 }
@@ -138,6 +139,16 @@ std::vector<std::pair<OpSignature, std::vector<int32_t>>> JobAnalysis::signature
     return a.second.front() < b.second.front();
   });
   return out;
+}
+
+std::pair<uint32_t, uint64_t> CommOps::graph_replay(uint64_t seq) const {
+  const SeqSlot* at = slot(seq);
+  if (!at || !at->graph) return {0, 0};
+  if (first_seq != 1) return {at->graph, 0};
+  uint64_t replays = 0;
+  for (uint64_t s = first_seq; s <= seq; ++s)
+    if (const SeqSlot& other = slots[s - first_seq]; other.graph == at->graph && other.replay_start) ++replays;
+  return {at->graph, replays};
 }
 
 }  // namespace ncclwatch::model

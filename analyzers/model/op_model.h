@@ -94,6 +94,10 @@ struct SeqSlot {
   // has one.
   LastArrivals gpu;
   uint8_t ref_origin = 0;
+  // A CUDA graph launch ran it (trace::kOpReplayed): the graph's index in the issuing process, and
+  // whether it is that replay's first op on this communicator (replays are counted by those).
+  bool replay_start = false;
+  uint16_t graph = 0;
 };
 
 inline constexpr size_t kMaxTrackedSeqs = size_t{1} << 24;       // slots per communicator (a span of seqs)
@@ -114,12 +118,17 @@ struct CommOps {
     return seq >= first_seq && seq - first_seq < slots.size() ? &slots[seq - first_seq] : nullptr;
   }
   SeqSlot* slot(uint64_t seq) { return const_cast<SeqSlot*>(std::as_const(*this).slot(seq)); }
+  // Which replay of which CUDA graph ran `seq`: {graph, replay number from 1}, or {0, 0} for an op
+  // no graph ran. The number is 0 when the ops kept begin past the communicator's first seq.
+  std::pair<uint32_t, uint64_t> graph_replay(uint64_t seq) const;
   uint64_t seq_at(size_t index) const { return first_seq + index; }
 };
 
 // kGpuRunHistogram: no call of the row in the ring's window; its figures come from the whole run's
-// GPU histogram (op totals, half-octave resolution).
-enum class TimingSource : uint8_t { kGpu = 0, kHost = 1, kHostToGpuEnd = 2, kGpuRunHistogram = 3 };
+// GPU histogram (op totals, half-octave resolution). kGpuGraphReplay: GPU events around a CUDA
+// graph launch, which time the whole replay: an upper bound of the op's own time when the graph
+// holds other work too.
+enum class TimingSource : uint8_t { kGpu = 0, kHost = 1, kHostToGpuEnd = 2, kGpuRunHistogram = 3, kGpuGraphReplay = 4 };
 const char* timing_name(TimingSource t);
 
 struct LatencyKey {
@@ -196,6 +205,7 @@ struct RankComm {
   uint8_t thread = 0;               // reader thread that read this process (see SignatureGroup)
   uint32_t comm_index = 0;          // into that thread's CommOps
   uint64_t issued = 0;              // collectives issued
+  uint64_t captured_ops = 0;        // ops captured into CUDA graphs (they run at replays)
   uint64_t max_seq = 0;             // highest collective seq issued
   uint64_t timed_done_seq = 0;      // highest seq a GPU timing showed complete
   uint64_t untimed_seq = 0;         // highest seq issued without GPU timing (done as far as known)

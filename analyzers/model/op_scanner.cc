@@ -42,6 +42,7 @@ struct LaunchOp {
   uint32_t rank_comm = 0;   // into ProcessOps::comms
   int32_t rank = -1;
   bool first_call = false;  // the rank's first of this op and size on this communicator
+  bool replayed = false;    // run by a CUDA graph launch (its timing covers the whole replay)
 };
 
 }  // namespace
@@ -93,6 +94,18 @@ class OpScanner::Folder {
     rc.last_begin = begin;
     uint64_t bytes = bytes_of(api, o.count, o.datatype, o.nranks);
     bool first_call = is_first_call(o.comm_id, rc.rank, o.api, bytes);
+    if (o.flags & kOpCaptured) {
+      // Captured into a CUDA graph: it runs at the graph's replays (recorded as ops of their own
+      // from format 6), not now. It has no seq then; an older trace gave it one, with its replays
+      // unseen: taken as done rather than as never completed.
+      ++rc.captured_ops;
+      if (!collective || o.seq == 0) return std::nullopt;
+      ++rc.issued;
+      rc.max_seq = std::max(rc.max_seq, o.seq);
+      rc.untimed_seq = std::max(rc.untimed_seq, o.seq);
+      fold_into_slot(rc, o, begin, r);
+      return std::nullopt;
+    }
     if (collective) {
       ++rc.issued;
       rc.max_seq = std::max(rc.max_seq, o.seq);
@@ -105,19 +118,19 @@ class OpScanner::Folder {
       ch.max_seq = std::max(ch.max_seq, o.seq);
       ch.bytes += bytes;
     }
-    if (o.flags & kOpCaptured) return std::nullopt;  // runs at graph replay: no timing of its own
     // A grouped op is launched by its group's end, whose timing (if the shim times it) names the
     // group's launch: keep it for that timing, but since nothing promises one, count it done once
     // it returned, as an untimed op (a stall record says otherwise).
     bool grouped = o.group_depth > 0 && !(o.flags & kOpTimed);
     std::optional<LaunchOp> kept;
     if (awaits_timing) {
-      kept = LaunchOp{collective ? o.seq : 0, bytes, rc_index, rc.rank, first_call};
+      kept = LaunchOp{collective ? o.seq : 0, bytes, rc_index, rc.rank, first_call, (o.flags & kOpReplayed) != 0};
       if (!grouped) return kept;
     }
     if (collective) rc.untimed_seq = std::max(rc.untimed_seq, o.seq);
-    // Inside a group the call only queues the op: its host time says nothing.
-    if (!grouped && o.group_depth == 0 && o.host_end_ns >= o.host_begin_ns)
+    // Inside a group the call only queues the op: its host time says nothing; nor does a graph
+    // launch's of the ops it replays.
+    if (!grouped && o.group_depth == 0 && !(o.flags & kOpReplayed) && o.host_end_ns >= o.host_begin_ns)
       add_latency({o.comm_id, bytes, o.nranks, o.api, TimingSource::kHost}, rc.rank, wrap_sub(o.host_end_ns, o.host_begin_ns),
                   first_call);
     return kept;
@@ -144,7 +157,10 @@ class OpScanner::Folder {
     if (ns >= 0 && timed.rank_comm < out_.comms.size()) {
       uint64_t comm_id = out_.comms[timed.rank_comm].comm_id;
       uint16_t api = t.launch_ops == 1 ? t.launch_api : static_cast<uint16_t>(Api::kGroupEnd);
-      add_latency({comm_id, bytes, t.launch_nranks, api, t.gpu_begin ? TimingSource::kGpu : TimingSource::kHostToGpuEnd},
+      TimingSource source = !t.gpu_begin        ? TimingSource::kHostToGpuEnd
+                            : timed.replayed ? TimingSource::kGpuGraphReplay
+                                             : TimingSource::kGpu;
+      add_latency({comm_id, bytes, t.launch_nranks, api, source},
                   timed.rank, ns, first_call);
     }
   }
@@ -223,6 +239,14 @@ class OpScanner::Folder {
     if (slot.issued == 0) {
       slot.ref = sig;
       slot.ref_origin = agg_.thread;
+    }
+    if (o.flags & kOpReplayed) {
+      bool starts_replay = o.launch_id != last_replay_launch_;  // a replay's ops are recorded together
+      last_replay_launch_ = o.launch_id;
+      if (!slot.graph) {
+        slot.graph = static_cast<uint16_t>(std::clamp<uint32_t>(o.graph, 1, UINT16_MAX));
+        slot.replay_start = starts_replay;
+      }
     } else if (!(slot.ref == sig)) {
       add_deviant(c, seq, sig, agg_.thread, false, {rc.rank});
     }
@@ -305,6 +329,7 @@ class OpScanner::Folder {
   std::array<CachedBucket, 16> bucket_cache_{};
   std::unordered_set<uint64_t> seen_kinds_;    // see is_first_call
   std::array<uint64_t, 16> recent_kinds_{};
+  uint64_t last_replay_launch_ = 0;  // the launch of the last replayed op folded
 };
 
 

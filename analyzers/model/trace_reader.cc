@@ -153,6 +153,7 @@ std::optional<int64_t> record_time(const RecordView& r) {
     case RecordType::kProcess:
     case RecordType::kLibrary:
     case RecordType::kNotice:
+    case RecordType::kGraph:
       if (auto* e = r.as<StringsRecord>()) return e->time_ns;
       break;
     case RecordType::kExitBegin:
@@ -306,6 +307,7 @@ class RingIndex {
       o.group_depth = c.group_depth;
       o.flags = c.flags & ~kCompactDurationMicros;
       o.redop = c.redop;
+      o.graph = c.graph;
       out = RecordView{RecordType::kCollective, reinterpret_cast<const std::byte*>(&op_), sizeof(OpRecord), offset};
       return true;
     }

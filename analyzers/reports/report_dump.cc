@@ -127,6 +127,7 @@ void add_op_fields(const RecordView& r, json& j) {
   j["flags"] = o->flags;
   j["result"] = o->result;
   j["tid"] = o->tid;
+  j["graph"] = o->graph;
 }
 
 // A launch's GPU start and end.
@@ -178,7 +179,8 @@ json record_json(const RecordView& r) {
   switch (r.type) {
     case RecordType::kProcess:
     case RecordType::kLibrary:
-    case RecordType::kNotice: j.update(strings_json(r)); break;
+    case RecordType::kNotice:
+    case RecordType::kGraph: j.update(strings_json(r)); break;
     case RecordType::kModule: add_module_fields(r, j); break;
     case RecordType::kCallBegin:
     case RecordType::kCallEnd: add_call_fields(r, j); break;

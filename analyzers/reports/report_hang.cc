@@ -86,11 +86,20 @@ json to_json(const CommHang& c) {
             {"divergence", json::array()},
             {"verdict", c.verdict}};
   if (!c.name.empty()) j["name"] = c.name;
+  // A seq a CUDA graph launch ran: "graph" (its index in the issuing rank's trace) and "replay".
+  auto with_replay = [&](json e, uint64_t seq) {
+    if (auto it = c.graph_replays.find(seq); it != c.graph_replays.end()) {
+      e["graph"] = it->second.graph;
+      if (it->second.replay) e["replay"] = it->second.replay;
+    }
+    return e;
+  };
   for (const MissingRank& m : c.missing)
-    j["missing"].push_back({{"rank", m.rank}, {"first_missing_seq", m.last_seq + 1}, {"last_seq", m.last_seq},
-                            {"host", m.host}, {"pid", m.pid}, {"process_ended", m.process_ended}});
+    j["missing"].push_back(with_replay({{"rank", m.rank}, {"first_missing_seq", m.last_seq + 1}, {"last_seq", m.last_seq},
+                                        {"host", m.host}, {"pid", m.pid}, {"process_ended", m.process_ended}},
+                                       m.last_seq + 1));
   for (const IncompleteRank& r : c.incomplete)
-    j["incomplete"].push_back({{"rank", r.rank}, {"from_seq", r.from_seq}, {"to_seq", r.to_seq}});
+    j["incomplete"].push_back(with_replay({{"rank", r.rank}, {"from_seq", r.from_seq}, {"to_seq", r.to_seq}}, r.from_seq));
   for (const RankProgress& r : c.per_rank)
     j["per_rank"].push_back({{"rank", r.rank}, {"host", r.host}, {"pid", r.pid}, {"last_seq", r.last_seq},
                              {"completed_seq", r.completed_seq}, {"process_ended", r.process_ended}});
@@ -133,11 +142,12 @@ void write_hang_csv(const HangReport& report) {
     }
     for (const MissingRank& m : c.missing)
       row("missing_rank", m.last_seq + 1, m.last_seq + 1, std::to_string(m.rank),
-          fmt::format("rank {} never issued seq {} (last issued {}{})", m.rank, m.last_seq + 1, m.last_seq,
-                      m.process_ended ? ", its process exited" : ""));
+          fmt::format("rank {} never issued seq {}{} (last issued {}{})", m.rank, m.last_seq + 1,
+                      graph_replay_note(c, m.last_seq + 1), m.last_seq, m.process_ended ? ", its process exited" : ""));
     for (const IncompleteRank& r : c.incomplete)
       row("never_completed", r.from_seq, r.to_seq, std::to_string(r.rank),
-          fmt::format("rank {} issued seqs {}..{}, which never completed", r.rank, r.from_seq, r.to_seq));
+          fmt::format("rank {} issued seqs {}..{}{}, which never completed", r.rank, r.from_seq, r.to_seq,
+                      graph_replay_note(c, r.from_seq)));
     for (const ArgumentMismatch& m : c.mismatches) {
       std::string ranks = ranks_text(m.ranks, kAll);
       row("mismatch", m.seq, m.seq, ranks,
@@ -176,10 +186,10 @@ void print_hang_text(const HangReport& report) {
     if (!c.init_never_returned.empty())
       fmt::print("  creation never returned: rank(s) {}\n", ranks_text(c.init_never_returned));
     for (const MissingRank& m : c.missing)
-      fmt::print("  missing: rank {} never issued seq {} (last issued {}{})\n", m.rank, m.last_seq + 1, m.last_seq,
-                 m.process_ended ? ", process exited" : "");
+      fmt::print("  missing: rank {} never issued seq {}{} (last issued {}{})\n", m.rank, m.last_seq + 1,
+                 graph_replay_note(c, m.last_seq + 1), m.last_seq, m.process_ended ? ", process exited" : "");
     for (const IncompleteRank& r : c.incomplete)
-      fmt::print("  never completed: rank {} seqs {}..{}\n", r.rank, r.from_seq, r.to_seq);
+      fmt::print("  never completed: rank {} seqs {}..{}{}\n", r.rank, r.from_seq, r.to_seq, graph_replay_note(c, r.from_seq));
     size_t shown = 0;
     for (const ArgumentMismatch& m : c.mismatches) {
       if (shown++ == kMaxMismatchesShown) {

@@ -23,10 +23,13 @@
 namespace ncclwatch::trace {
 
 inline constexpr char kMagic[8] = {'N', 'C', 'C', 'L', 'W', 'T', 'C', 'H'};
-inline constexpr uint32_t kVersion = 5;              // 2: ApiEvent carries the call-site summary
+inline constexpr uint32_t kVersion = 6;              // 2: ApiEvent carries the call-site summary
                                                      // 3: ApiEvent names its library; kLibrary per copy
                                                      // 4: ops and GPU timings in a ring, op totals
                                                      // 5: LiveAtExit (skippable: format 4 readers read it)
+                                                     // 6: CUDA graphs: Graph records, replayed ops
+                                                     //    (skippable: format 4 readers take them for
+                                                     //    ordinary ops)
 inline constexpr uint32_t kMinReadableVersion = 4;  // oldest reader version that can read this file
                                                      // (an older one would skip the ring: no ops)
 inline constexpr uint32_t kOldestReadableFormat = 2; // files older than this are refused by readers
@@ -75,6 +78,8 @@ static_assert(sizeof(FileHeader) == kHeaderBytes);
 //   ThreadRef    the thread whose launch ids carry a prefix (ThreadRefRecord)
 //   LiveAtExit   the communicators still alive when ProcessEnd was written (LiveAtExitRecord):
 //                what a full trace, whose later records were lost, cannot otherwise tell
+//   Graph        a CUDA graph holding NCCL ops, or what became of it (StringsRecord, trace_strings.h
+//                graph_record): instantiated, updated, a capture that failed
 #define NCCLWATCH_RECORD_TYPES(X) \
   X(Padding, 1, "padding")        \
   X(Process, 2, "process")        \
@@ -94,7 +99,8 @@ static_assert(sizeof(FileHeader) == kHeaderBytes);
   X(CommRef, 16, "comm_ref")      \
   X(StreamRef, 17, "stream_ref")  \
   X(ThreadRef, 18, "thread_ref")  \
-  X(LiveAtExit, 19, "live_at_exit")
+  X(LiveAtExit, 19, "live_at_exit") \
+  X(Graph, 20, "graph")
 
 enum class RecordType : uint16_t {
 #define NCCLWATCH_RECORD_ENUMERATOR(Id, value, name) k##Id = value,
@@ -265,6 +271,11 @@ inline constexpr uint16_t kOpCaptured = 1u << 0;    // issued on a stream under 
 inline constexpr uint16_t kOpTimed = 1u << 1;       // GPU events bracket its launch (a kGpuTiming will follow)
 inline constexpr uint16_t kOpInPlace = 1u << 2;     // sendbuff == recvbuff (for the analyzers' byte counts)
 inline constexpr uint16_t kOpCollConfig = 1u << 3;  // called as its *Config variant (NCCL >= 2.31); `api` is the base op
+// Run by a launch of a CUDA graph that captured it (format 6): the record is written by the shim at
+// cuGraphLaunch, with the communicator's next seq; host times are the graph launch's, `graph` names
+// the graph (kGraph index) and `launch_id` the replay, which GPU timings (if any) cover whole.
+// An op marked kOpCaptured instead is the capture itself: it ran nothing, and has seq 0 (format 6).
+inline constexpr uint16_t kOpReplayed = 1u << 4;
 
 // One collective or point-to-point call (or a group end), written when the call returns.
 struct OpRecord {
@@ -291,7 +302,7 @@ struct OpRecord {
   uint8_t group_depth;     // ncclGroupStart nesting when called (0 = not in a group)
   uint16_t flags;          // kOp*
   int32_t redop;           // ncclRedOp_t (PreMulSum ops are >= ncclNumOps), -1 when the op has none
-  uint32_t reserved;
+  uint32_t graph;          // kOpReplayed, kOpCaptured: index of the graph (graph_record::kIndex), else 0
 };
 static_assert(sizeof(OpRecord) % 8 == 0);
 
@@ -386,7 +397,7 @@ struct CompactOp {
   uint8_t datatype;
   uint8_t group_depth;
   uint16_t flags;          // kOp* | kCompact*
-  uint16_t reserved;
+  uint16_t graph;          // OpRecord.graph (saturates)
 };
 static_assert(sizeof(CompactOp) == kRingSlotBytes - 8);
 

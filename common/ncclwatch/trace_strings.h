@@ -42,6 +42,27 @@ namespace notice_record {
 inline constexpr std::string_view kText = "text";
 }  // namespace notice_record
 
+// kGraph: a CUDA graph that holds NCCL ops (or a capture of some that came to nothing), and each
+// executable graph made from it. One record per event; `index` ties them together and is what the
+// ops' `graph` field names.
+namespace graph_record {
+inline constexpr std::string_view kIndex = "index";      // from 1, per process
+inline constexpr std::string_view kEvent = "event";      // one of the events below
+inline constexpr std::string_view kCapture = "capture";  // CUDA's capture id (unique per process)
+inline constexpr std::string_view kGraph = "graph";      // the CUgraph handle, hex
+inline constexpr std::string_view kExec = "exec";        // the CUgraphExec handle, hex
+inline constexpr std::string_view kOps = "ops";          // NCCL ops the graph runs at each replay
+inline constexpr std::string_view kComms = "comms";      // communicators (comm ids, hex) they use, comma-separated
+inline constexpr std::string_view kDetail = "detail";    // what could not be followed, in words
+
+// The values of kEvent.
+inline constexpr std::string_view kCaptured = "captured";          // a capture ended: the graph and its ops
+inline constexpr std::string_view kInstantiated = "instantiated";  // an exec of the graph: its launches are replays
+inline constexpr std::string_view kUpdated = "updated";            // cuGraphExecUpdate gave the exec another graph
+inline constexpr std::string_view kCaptureFailed = "capture_failed";  // the capture ended in an error: no graph
+inline constexpr std::string_view kNotFollowed = "not_followed";   // replays of this exec are no longer recorded
+}  // namespace graph_record
+
 // Appends one "key=value\0" entry.
 inline void append_string(std::string& blob, std::string_view key, std::string_view value) {
   blob.append(key);

@@ -267,7 +267,7 @@ def _expand_ops(compact, refs):
     micros = (compact["flags"] & tf.COMPACT_DURATION_MICROS) != 0
     columns = refs.comm(compact["comm_index"])  # comm_id, comm, rank, nranks
     columns.update({name: compact[name] for name in ("seq", "count", "host_begin_ns", "launch_id", "api", "result",
-                                                     "peer", "datatype", "group_depth", "redop")})
+                                                     "peer", "datatype", "group_depth", "redop", "graph")})
     columns["stream"] = refs.stream(compact["stream_index"])
     columns["tid"] = refs.tid(compact["launch_id"])
     columns["host_end_ns"] = compact["host_begin_ns"] + compact["host_duration"].astype(np.int64) * np.where(micros, 1000, 1)
@@ -279,7 +279,7 @@ def _expand_ops(compact, refs):
 # the ring's records before the first other record that is later.
 _RECORD_TIMES = {"call_begin": (tf.API_EVENT, "time_ns"), "call_end": (tf.API_EVENT, "time_ns"),
                  "process": (tf.STRINGS_RECORD, "time_ns"), "library": (tf.STRINGS_RECORD, "time_ns"),
-                 "notice": (tf.STRINGS_RECORD, "time_ns"), "exit_begin": (tf.EXIT_RECORD, "time_ns"),
+                 "notice": (tf.STRINGS_RECORD, "time_ns"), "graph": (tf.STRINGS_RECORD, "time_ns"), "exit_begin": (tf.EXIT_RECORD, "time_ns"),
                  "process_end": (tf.EXIT_RECORD, "time_ns"), "lost": (tf.LOST_RECORD, "time_ns"),
                  "stall": (tf.STALL_RECORD, "time_ns"), "op": (tf.OP_RECORD, "host_end_ns"),
                  "gpu_timing": (tf.GPU_TIMING_RECORD, "gpu_end_ns"), "comm_ref": (tf.COMM_REF_RECORD, "time_ns"),
@@ -515,6 +515,7 @@ def _ops_table(ops, timings):
     redop = o["redop"].to_numpy().astype(np.int64)
     o["redop"] = np.where(redop > 4, "custom", _lookup(["none", "sum", "prod", "max", "min", "avg"], redop + 1, "custom"))
     o["captured"] = (o["flags"] & tf.OP_CAPTURED) != 0
+    o["replayed"] = (o["flags"] & tf.OP_REPLAYED) != 0
     o["timed"] = (o["flags"] & tf.OP_TIMED) != 0
     columns = ["file", "launch_id", "stream", "gpu_begin_ns", "gpu_end_ns"]
     t = pd.concat(timings, ignore_index=True) if timings else pd.DataFrame(columns=columns + ["flags"])
@@ -524,8 +525,8 @@ def _ops_table(ops, timings):
     o = o.merge(t[columns], on=["file", "launch_id", "stream"], how="left")
     o["gpu_us"] = (o["gpu_end_ns"] - o["gpu_begin_ns"]) / 1e3
     columns = ["file", "host", "pid", "comm_id", "rank", "nranks", "seq", "op", "count", "datatype", "redop", "bytes",
-               "peer", "stream", "launch_id", "host_begin_ns", "host_end_ns", "group_depth", "captured", "timed",
-               "result", "tid", "gpu_begin_ns", "gpu_end_ns", "gpu_us"]
+               "peer", "stream", "launch_id", "host_begin_ns", "host_end_ns", "group_depth", "captured", "replayed",
+               "graph", "timed", "result", "tid", "gpu_begin_ns", "gpu_end_ns", "gpu_us"]
     return o[columns]
 
 

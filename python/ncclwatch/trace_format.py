@@ -7,7 +7,7 @@ import re
 import numpy as np
 
 MAGIC = b"NCCLWTCH"
-FORMAT_VERSION = 5          # kVersion
+FORMAT_VERSION = 6          # kVersion
 OLDEST_READABLE_FORMAT = 2  # kOldestReadableFormat
 COMMIT_MARK = 0xC0DE
 MAX_RECORD_BYTES = 1 << 20
@@ -17,7 +17,7 @@ HEADER_BYTES = 4096
 RECORD_TYPES = {1: "padding", 2: "process", 3: "library", 4: "module", 5: "call_begin", 6: "call_end",
                 7: "exit_begin", 8: "process_end", 9: "lost", 10: "notice", 11: "op", 12: "gpu_timing", 13: "stall",
                 14: "ring_chunk", 15: "op_totals", 16: "comm_ref", 17: "stream_ref", 18: "thread_ref",
-                19: "live_at_exit"}
+                19: "live_at_exit", 20: "graph"}
 RECORD_TYPE = {name: value for value, name in RECORD_TYPES.items()}
 
 
@@ -35,7 +35,7 @@ OP_RECORD = _struct([("comm_id", "<u8", 8), ("comm", "<u8", 16), ("seq", "<u8", 
                      ("stream", "<u8", 40), ("host_begin_ns", "<i8", 48), ("host_end_ns", "<i8", 56),
                      ("launch_id", "<u8", 64), ("tid", "<u4", 72), ("api", "<u2", 76), ("result", "<i2", 78),
                      ("peer", "<i4", 80), ("rank", "<i4", 84), ("nranks", "<i4", 88), ("datatype", "u1", 92),
-                     ("group_depth", "u1", 93), ("flags", "<u2", 94), ("redop", "<i4", 96)], 104)
+                     ("group_depth", "u1", 93), ("flags", "<u2", 94), ("redop", "<i4", 96), ("graph", "<u4", 100)], 104)
 
 GPU_TIMING_RECORD = _struct([("launch_id", "<u8", 8), ("stream", "<u8", 16), ("gpu_begin_ns", "<i8", 24),
                              ("gpu_end_ns", "<i8", 32), ("clock_error_ns", "<i8", 40), ("ops", "<u4", 48),
@@ -74,7 +74,7 @@ RING_CHUNK_RECORD = _struct([("ring_slots", "<u8", 8), ("ordinal", "<u4", 16), (
 COMPACT_OP = _struct([("seq", "<u8", 0), ("count", "<u8", 8), ("host_begin_ns", "<i8", 16), ("launch_id", "<u8", 24),
                       ("host_duration", "<u4", 32), ("comm_index", "<u4", 36), ("peer", "<i4", 40), ("redop", "<i2", 44),
                       ("stream_index", "<u2", 46), ("api", "u1", 48), ("result", "i1", 49), ("datatype", "u1", 50),
-                      ("group_depth", "u1", 51), ("flags", "<u2", 52)], 56)
+                      ("group_depth", "u1", 51), ("flags", "<u2", 52), ("graph", "<u2", 54)], 56)
 
 COMPACT_TIMING = _struct([("launch_id", "<u8", 0), ("stream", "<u8", 8), ("gpu_begin_ns", "<i8", 16),
                           ("gpu_end_ns", "<i8", 24), ("clock_error_ns", "<i8", 32), ("ops", "<u4", 40),
@@ -105,7 +105,7 @@ STREAM_REF_RECORD = _struct([("time_ns", "<i8", 8), ("stream", "<u8", 16), ("ind
 THREAD_REF_RECORD = _struct([("time_ns", "<i8", 8), ("launch_prefix", "<u8", 16), ("tid", "<u4", 24)], 32)
 
 # OpRecord.flags, GpuTimingRecord.flags
-OP_CAPTURED, OP_TIMED, OP_IN_PLACE, OP_COLL_CONFIG = 1, 2, 4, 8
+OP_CAPTURED, OP_TIMED, OP_IN_PLACE, OP_COLL_CONFIG, OP_REPLAYED = 1, 2, 4, 8, 16
 TIMING_HAS_BEGIN = 1
 EXIT_REASONS = {1: "normal", 2: "signal", 3: "python_finalizing"}
 STALL_STATES = {1: "stalled", 2: "resolved"}

@@ -3,6 +3,7 @@
 #include "comms/comms.h"
 #include "exit/alert_text.h"
 #include "gpu/gpu.h"
+#include "graph/graph.h"
 #include "metrics/metrics.h"
 #include "process/process.h"
 #include "resolve/resolve.h"
@@ -307,6 +308,7 @@ void after_fork_in_child() {
   registry().after_fork_in_child();
   comm_table_after_fork_in_child();
   gpu_timer_after_fork_in_child();
+  graph_table_after_fork_in_child();
   trace_writer_after_fork_in_child();
   op_ring_after_fork_in_child();
   trace_refs_after_fork_in_child();

@@ -27,6 +27,23 @@ template <class Fn> bool resolve(GetProcAddressFn get, void* lib, const char* na
   return fn != nullptr;
 }
 
+// cuStreamGetCaptureInfo by the version that fixes its arguments: the newest the driver has.
+template <class Fn> Fn capture_info_of_version(GetProcAddressFn get, int version) {
+  void* fn = nullptr;
+  CUdriverProcAddressQueryResult status{};
+  if (!get || get("cuStreamGetCaptureInfo", &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS)
+    return nullptr;
+  return reinterpret_cast<Fn>(fn);
+}
+
+void resolve_capture_info(GetProcAddressFn get, void* lib, CudaDriver& d) {
+  d.capture_info_v3 = capture_info_of_version<CudaDriver::GetCaptureInfoV3>(get, 12030);
+  if (d.capture_info_v3) return;
+  d.capture_info_v2 = capture_info_of_version<CudaDriver::GetCaptureInfoV2>(get, 11030);
+  if (d.capture_info_v2) return;
+  d.capture_info_v1 = reinterpret_cast<CudaDriver::GetCaptureInfoV1>(real_dlsym(lib, "cuStreamGetCaptureInfo"));
+}
+
 #define NCCLWATCH_STR2(x) #x
 #define NCCLWATCH_STR(x) NCCLWATCH_STR2(x)
 
@@ -63,6 +80,7 @@ const CudaDriver* load() {
   if (!resolve(get, lib, "cuThreadExchangeStreamCaptureMode", "cuThreadExchangeStreamCaptureMode",
                d->exchange_capture_mode))
     d->exchange_capture_mode = nullptr;
+  resolve_capture_info(get, lib, *d);
   return d;
 }
 
@@ -79,6 +97,18 @@ const CudaDriver* cuda_driver() noexcept {
     }
   }();
   return driver;
+}
+
+uint64_t capture_id_of(const CudaDriver& cu, uint64_t stream) noexcept {
+  auto s = reinterpret_cast<CUstream>(stream);
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  cuuint64_t id = 0;
+  CUresult r = CUDA_ERROR_NOT_SUPPORTED;
+  if (cu.capture_info_v3) r = cu.capture_info_v3(s, &status, &id, nullptr, nullptr, nullptr, nullptr);
+  else if (cu.capture_info_v2) r = cu.capture_info_v2(s, &status, &id, nullptr, nullptr, nullptr);
+  else if (cu.capture_info_v1) r = cu.capture_info_v1(s, &status, &id);
+  // An invalidated capture is still open (its EndCapture will fail): its ops belong to it.
+  return r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE ? id : 0;
 }
 
 }  // namespace ncclwatch

@@ -26,6 +26,16 @@ struct CudaDriver {
   decltype(&::cuMemGetInfo) mem_get_info = nullptr;
   // Optional: this thread's interaction with other threads' CUDA-graph captures (see below).
   decltype(&::cuThreadExchangeStreamCaptureMode) exchange_capture_mode = nullptr;
+  // Optional: which capture a stream is part of. The oldest form (CUDA 10.1) answers the status
+  // and id, all the shim asks; newer drivers may drop it, so it is resolved by version.
+  using GetCaptureInfoV1 = CUresult (*)(CUstream, CUstreamCaptureStatus*, cuuint64_t*);
+  using GetCaptureInfoV2 = CUresult (*)(CUstream, CUstreamCaptureStatus*, cuuint64_t*, CUgraph*,
+                                        const CUgraphNode**, size_t*);
+  using GetCaptureInfoV3 = CUresult (*)(CUstream, CUstreamCaptureStatus*, cuuint64_t*, CUgraph*,
+                                        const CUgraphNode**, const CUgraphEdgeData**, size_t*);
+  GetCaptureInfoV3 capture_info_v3 = nullptr;
+  GetCaptureInfoV2 capture_info_v2 = nullptr;
+  GetCaptureInfoV1 capture_info_v1 = nullptr;
 };
 
 // While another thread captures a CUDA graph in global mode (PyTorch's default), a call that may
@@ -52,5 +62,8 @@ class RelaxedCaptureMode {
 
 // The driver, or nullptr when no usable libcuda.so.1 is present (then timing falls back to host).
 const CudaDriver* cuda_driver() noexcept;
+
+// The id of the capture `stream` is part of, 0 when it is not capturing (or the driver cannot say).
+uint64_t capture_id_of(const CudaDriver& cu, uint64_t stream) noexcept;
 
 }  // namespace ncclwatch

@@ -56,6 +56,7 @@ struct StreamSlot {
   uint64_t stream = 0;
   CUcontext ctx = nullptr;
   int64_t last_return_ns = 0;  // when the last launch on it returned to the application
+  int64_t last_timed_ns = 0;   // when the last launch on it got timestamps (the host-time budget)
   uint32_t unevented_run = 0;  // launches since the last one that got an event
   LaunchName unevented_first;  // the first of them
   bool capturing = false;      // as of the last check, which precedes every event record

@@ -33,6 +33,10 @@ constexpr uint32_t kMaxUneventedRun = 32;
 // The first launches of each op shape on a communicator are timestamped, then one in
 // NCCLWATCH_SAMPLE: every latency row gets GPU samples, the first (connection set-up) call apart.
 constexpr uint32_t kFirstTimedPerShape = 4;
+// ... and at least one launch per stream in this much host time, so that a short job (20 ops
+// 20 ms apart, a graph replayed every few ms) is timed throughout, while a tight loop (a decode
+// step every 10-50 us, nccl-tests) stays near one launch in NCCLWATCH_SAMPLE.
+constexpr int64_t kTimestampEveryNs = 1'000'000;
 
 // The launch goes ahead, untimed or taken for not captured.
 void say_timing_failed() noexcept {
@@ -159,6 +163,11 @@ bool stream_is_capturing(uint64_t stream) noexcept {
   }
 }
 
+uint64_t stream_capture_id(uint64_t stream) noexcept {
+  const CudaDriver* cu = cuda_driver();
+  return cu ? capture_id_of(*cu, stream) : 0;
+}
+
 TimedLaunch begin_gpu_timed_launch(uint64_t stream, CommTrack* track, uint64_t shape, bool& captured) noexcept {
   if (gpu::g_stop.load(std::memory_order_relaxed)) return {};
   try {
@@ -166,8 +175,9 @@ TimedLaunch begin_gpu_timed_launch(uint64_t stream, CommTrack* track, uint64_t s
     const CudaDriver& cu = *cuda_driver();
     StreamSlot* slot = stream_slot(thread, cu, stream);
     if (!slot) return {};
-    bool timed = timestamp_turn(thread, track, shape);
-    bool starts_burst = monotonic_ns() - slot->last_return_ns >= kBurstGapNs;
+    int64_t now = monotonic_ns();
+    bool timed = timestamp_turn(thread, track, shape) || now - slot->last_timed_ns >= kTimestampEveryNs;
+    bool starts_burst = now - slot->last_return_ns >= kBurstGapNs;
     if (!timed && !starts_burst && !slot->capturing && slot->unevented_run + 1 < kMaxUneventedRun)
       return TimedLaunch{nullptr, slot, false};  // no driver call: a later event covers it
     // Never record on a capturing stream: the event would become part of the graph.
@@ -188,6 +198,7 @@ TimedLaunch begin_gpu_timed_launch(uint64_t stream, CommTrack* track, uint64_t s
       *slot = StreamSlot{};  // the stream may be gone: look it up again next time
       return {};
     }
+    if (timed) slot->last_timed_ns = now;
     gpu::start_collector();
     return TimedLaunch{events, slot, timed};
   } catch (...) {

@@ -32,6 +32,10 @@ inline TimingMode timing_mode() noexcept {
 // false otherwise). A driver call only for a stream not seen before or last seen capturing.
 bool stream_is_capturing(uint64_t stream) noexcept;
 
+// The CUDA-graph capture `stream` is part of (cuStreamGetCaptureInfo), 0 when none (or no driver).
+// One driver call: for when a capture may be open (graph/graph_table.h).
+uint64_t stream_capture_id(uint64_t stream) noexcept;
+
 // What identifies an op's "shape" for choosing which launches get timestamps.
 inline uint64_t op_shape(trace::Api api, uint64_t count, int datatype) noexcept {
   // MurmurHash3's finalizer: every input bit reaches the low bits that pick a counter.

@@ -20,8 +20,9 @@ struct Config {
   bool record = true;                     // NCCLWATCH_DISABLE=1 turns the shim into a pure forwarder
   TimingRequest timing = TimingRequest::kDefault;  // NCCLWATCH_TIMING=gpu|host|off
   // NCCLWATCH_SAMPLE=N: GPU timestamps for the first 4 launches of each op shape on a comm, then
-  // one in N. A timestamped launch costs three driver calls (capture check, two event records):
-  // 32 keeps timestamps under 0.1 driver calls per collective.
+  // one in N, and at least one per stream each millisecond (gpu_timer.cc). A timestamped launch
+  // costs three driver calls (capture check, two event records): 32 keeps timestamps under 0.1
+  // driver calls per collective in a tight loop.
   uint32_t sample = 32;
   double stall_sec = 60;                  // NCCLWATCH_STALL_SEC: the watchdog's threshold
   bool group_readable = false;            // NCCLWATCH_GROUP_READABLE=1: trace files 0640, else 0600

@@ -31,6 +31,7 @@ enum class Notice {
   kTraceRefFailed,
   kOpTotalsFailed,
   kGpuTimingFailed,
+  kGraphsLost,
   kStallReportFailed,
   kCallSiteFailed,
   kCount

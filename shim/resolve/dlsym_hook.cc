@@ -10,6 +10,7 @@
 // library's dlsym with the caller's own return address still on the stack.
 #include "process/process.h"
 #include "resolve/bound_wrappers.h"
+#include "resolve/cuda_entry_points.h"
 #include "resolve/resolver.h"
 
 #include <dlfcn.h>
@@ -20,6 +21,11 @@ namespace {
 // Spelled out, not strncmp: a sanitizer runtime's strncmp is not ready when it first calls dlsym.
 NCCLWATCH_UNINSTRUMENTED bool names_nccl(const char* name) {
   return name && name[0] == 'n' && name[1] == 'c' && name[2] == 'c' && name[3] == 'l';
+}
+
+// Whether `name` may be one of the interposed CUDA entry points (cuGraph*, cuStream*, cuGetProcAddress*).
+NCCLWATCH_UNINSTRUMENTED bool may_name_cuda_entry(const char* name) {
+  return name && name[0] == 'c' && name[1] == 'u' && (name[2] == 'G' || name[2] == 'S');
 }
 
 bool may_be_wrapped(void* handle, const char* name) {
@@ -43,6 +49,18 @@ void* route_nccl_lookup(void* handle, const char* name, const void* caller, void
   return nullptr;
 }
 
+// The lookup of a CUDA driver name: the graph entry points (and cuGetProcAddress) get wrappers.
+void* route_cuda_lookup(void* handle, const char* name, void* libc_dlsym, void** answer) {
+  if (handle == RTLD_DEFAULT || handle == RTLD_NEXT || !config().record) return libc_dlsym;
+  void* found = real_dlsym(handle, name);
+  if (!found || is_inside_shim(found)) return libc_dlsym;
+  void* wrapper = cuda_entry_wrapper_for_symbol(name, found);
+  if (!wrapper) return libc_dlsym;
+  *answer = wrapper;
+  real_dlsym(handle, name);  // the application's lookup leaves the dlerror() state, as above
+  return nullptr;
+}
+
 }  // namespace
 }  // namespace ncclwatch
 
@@ -53,6 +71,7 @@ extern "C" __attribute__((visibility("hidden"), used)) NCCLWATCH_UNINSTRUMENTED 
   using namespace ncclwatch;
   *answer = nullptr;
   void* libc_dlsym = real_dlsym_function();
+  if (libc_dlsym && may_name_cuda_entry(name)) return route_cuda_lookup(handle, name, libc_dlsym, answer);
   if (libc_dlsym && !names_nccl(name)) return libc_dlsym;
   if (!libc_dlsym) {
     notice_once(Notice::kDlsymUnavailable, "ncclwatch: the C library's dlsym was not found; dlsym answers nothing");

@@ -8,9 +8,10 @@
 //
 // May include: process/, trace/ (the census writes kLibrary records).
 //
-// Front door: nccl_api.h, resolver.h, library_census.h. Inside: bound_wrappers.h, elf_image.h.
+// Front door: nccl_api.h, resolver.h, library_census.h, cuda_entry_points.h. Inside: bound_wrappers.h, elf_image.h.
 #pragma once
 
+#include "resolve/cuda_entry_points.h"
 #include "resolve/library_census.h"
 #include "resolve/nccl_api.h"
 #include "resolve/resolver.h"

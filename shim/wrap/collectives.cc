@@ -4,8 +4,10 @@
 // lock, no allocation in the steady state.
 #include "comms/comms.h"
 #include "gpu/gpu.h"
+#include "graph/graph.h"
 #include "process/process.h"
 #include "trace/trace.h"
+#include "wrap/op_record.h"
 #include "wrap/recorder.h"
 
 #include <algorithm>
@@ -16,19 +18,6 @@ namespace ncclwatch {
 namespace {
 
 using trace::Api;
-
-// Launch ids: a per-thread prefix taken once from a global counter, then a per-thread count,
-// so the hot path touches no shared cache line.
-std::atomic<uint64_t> g_next_thread_prefix{1};
-
-uint64_t new_launch_id() {
-  if (t_thread.launch_id_prefix == 0) {
-    uint64_t prefix = g_next_thread_prefix.fetch_add(1, std::memory_order_relaxed);
-    write_thread_ref(prefix, current_tid());
-    t_thread.launch_id_prefix = prefix << trace::kLaunchPrefixShift;
-  }
-  return t_thread.launch_id_prefix | ++t_thread.launches;
-}
 
 // The thread's open NCCL group is t_thread.group (thread_state.h).
 void note_group_stream(uint64_t stream, CommTrack* track, uint64_t seq, Api api) {
@@ -41,49 +30,30 @@ void note_group_stream(uint64_t stream, CommTrack* track, uint64_t seq, Api api)
   if (t_thread.group.nstreams < OpenGroup::kMaxStreams) t_thread.group.streams[t_thread.group.nstreams++] = {stream, track, seq, api, 1};
 }
 
-struct OpArgs {
-  Api api;
-  ncclComm_t comm;
-  cudaStream_t stream;
-  size_t count;
-  ncclDataType_t datatype;
-  int redop;  // -1 none
-  int peer;   // root or peer, -1 none
-  bool in_place;
-  uint16_t flags = 0;  // trace::kOp* the call itself implies (kOpCollConfig)
-};
-
-inline void write_op_record(const OpArgs& a, uint32_t comm_index, uint64_t seq, uint64_t launch_id, int64_t begin_ns,
-                     int64_t end_ns, ncclResult_t result, uint16_t flags) noexcept {
-  RingSlotClaim claim = claim_ring_slot();
-  if (!claim) return;
-  trace::CompactOp& op = claim.slot()->op;
-  op.seq = seq;
-  op.count = a.count;
-  op.host_begin_ns = begin_ns;
-  op.launch_id = launch_id;
-  // Unsigned: the clock never runs backwards between the two readings.
-  uint64_t duration = static_cast<uint64_t>(end_ns - begin_ns);
-  if (duration > UINT32_MAX) [[unlikely]] {
-    duration = std::min<uint64_t>(duration / 1000, UINT32_MAX);
-    flags |= trace::kCompactDurationMicros;
-  }
-  op.host_duration = static_cast<uint32_t>(duration);
-  op.comm_index = comm_index;
-  op.peer = a.peer;
-  op.redop = static_cast<int16_t>(std::min(a.redop, INT16_MAX));  // >= -1
-  op.stream_index = stream_ref_index(as_u64(a.stream));
-  op.api = static_cast<uint8_t>(a.api);
-  op.result = static_cast<int8_t>(result);  // ncclResult_t: 0 to 8
-  op.datatype = static_cast<uint8_t>(a.datatype);
-  op.group_depth = static_cast<uint8_t>(std::min(t_thread.group.depth, 255));
-  op.flags = flags;
-  op.reserved = 0;
-  claim.commit(trace::RingKind::kOp);
+// An op issued on a stream capturing a CUDA graph runs nothing now: it joins the capture's ops, which
+// every launch of the graph replays (wrap/cuda_graphs.cc), and takes no seq of its own.
+template <class Call> ncclResult_t run_captured_op(const OpArgs& a, uint64_t capture_id, Call&& call) noexcept {
+  int64_t begin_ns = monotonic_ns();
+  CommTrack* track = find_comm_track(as_u64(a.comm));
+  bool grouped = t_thread.group.depth > 0;
+  if (grouped) ++t_thread.group.ops;
+  uint64_t launch_id = grouped ? t_thread.group.launch_id : new_launch_id();
+  uint32_t graph = trace::is_one_sided(a.api)
+                       ? 0
+                       : note_captured_op(capture_id, {track, as_u64(a.comm), a.api, a.count,
+                                                       static_cast<uint8_t>(a.datatype), a.redop, a.peer,
+                                                       static_cast<uint16_t>(a.flags | (a.in_place ? trace::kOpInPlace : 0))});
+  ncclResult_t result = call();
+  uint16_t flags = a.flags | trace::kOpCaptured | (a.in_place ? trace::kOpInPlace : 0);
+  write_op_record(a, comm_ref_index(track, as_u64(a.comm)), 0, launch_id, begin_ns, monotonic_ns(), result, flags,
+                  t_thread.group.depth, graph);
+  return result;
 }
 
 // The shape of every op wrapper: sequence, time the launch (ungrouped), call, record.
 template <class Call> ncclResult_t run_op(const OpArgs& a, Call&& call) noexcept {
+  if (captures_may_be_open()) [[unlikely]]
+    if (uint64_t capture_id = stream_capture_id(as_u64(a.stream))) return run_captured_op(a, capture_id, call);
   int64_t begin_ns = monotonic_ns();
   CommTrack* track = find_comm_track(as_u64(a.comm));
   uint64_t seq = 0;
@@ -116,7 +86,7 @@ template <class Call> ncclResult_t run_op(const OpArgs& a, Call&& call) noexcept
                      end_ns, totals);
     if (timed.timed) flags |= trace::kOpTimed;
   }
-  write_op_record(a, comm_index, seq, launch_id, begin_ns, end_ns, result, flags);
+  write_op_record(a, comm_index, seq, launch_id, begin_ns, end_ns, result, flags, t_thread.group.depth);
   return result;
 }
 
@@ -345,7 +315,7 @@ template <class Call> ncclResult_t end_group(Api api, Call&& call) noexcept {
   t_thread.group.depth = 0;
   OpArgs args{api, first ? reinterpret_cast<ncclComm_t>(first->handle) : nullptr, nullptr, t_thread.group.ops, ncclInt8,
               -1, -1, false};
-  write_op_record(args, comm_index, 0, t_thread.group.launch_id, begin_ns, end_ns, result, flags);
+  write_op_record(args, comm_index, 0, t_thread.group.launch_id, begin_ns, end_ns, result, flags, 0);
   return result;
 }
 }  // namespace

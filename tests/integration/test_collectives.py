@@ -292,11 +292,71 @@ def captured_stream_gets_no_event():
         check(r.returncode == 0, f"rank {rank}: {r.returncode} {r.stdout} {r.stderr}")
         check("events recorded while capturing: 0" in r.stdout, r.stdout)
     for rank, data in ops_by_rank(job).items():
-        ops = [o for o in data["ops"] if o["op"] == "ncclAllReduce"]
+        ops = [o for o in data["ops"] if o["op"] == "ncclAllReduce" and not o["flags"] & 16]  # not the replays
         check(len(ops) == 2, f"rank {rank}: {ops}")
         check(not ops[0]["flags"] & 1 and ops[0]["flags"] & 2, f"the first is timed, not captured: {ops[0]}")
         check(ops[1]["flags"] & 1 and not ops[1]["flags"] & 2, f"the captured one is marked, untimed: {ops[1]}")
         check(ops[1]["launch_id"] not in data["timings"], "no timing for the captured op")
+
+
+def graph_job(*args, env=None, returncodes=(0, 0)):
+    job = Job([app("collectives_app"), "graph-replays", *args], nranks=2, env=env)
+    for rank, r in enumerate(job.run()):
+        check(r.returncode == returncodes[rank], f"rank {rank}: {r.returncode} {r.stdout} {r.stderr[-600:]}")
+        check("events recorded while capturing: 0" in r.stdout, r.stdout)
+    return job
+
+
+def graph_records(trace):
+    return [r for r in records(trace) if r["type"] == "graph"]
+
+
+def report(job, *args):
+    return subprocess.run([REPORT, *args, *job.traces()], capture_output=True, text=True)
+
+
+def check_replays(job, replays, via):
+    for rank, data in ops_by_rank(job).items():
+        ops = [o for o in data["ops"] if o["op"] == "ncclAllReduce"]
+        captured = [o for o in ops if o["flags"] & 1]
+        replayed = [o for o in ops if o["flags"] & 16]
+        check(len(captured) == 1 and captured[0]["seq"] == 0 and captured[0]["graph"] == 1,
+              f"{via}, rank {rank}: the capture is one op without a seq, of graph 1: {captured}")
+        check([o["seq"] for o in replayed] == list(range(4, 4 + replays)),
+              f"{via}, rank {rank}: each replay takes the next seq: {[o['seq'] for o in replayed]}")
+        check(all(o["graph"] == 1 and o["count"] == 256 for o in replayed), f"{via}, rank {rank}: {replayed[:2]}")
+        check(len({o["launch_id"] for o in replayed}) == replays, f"{via}, rank {rank}: one launch per replay")
+        timed = [o for o in replayed if o["flags"] & 2]
+        check(len(timed) == replays and all(o["launch_id"] in data["timings"] for o in timed),
+              f"{via}, rank {rank}: {len(timed)} of {replays} replays have GPU times (2 ms apart: each is timed)")
+        eager = [o["seq"] for o in ops if not o["flags"] & 17]
+        check(eager == [1, 2, 3, 4 + replays], f"{via}, rank {rank}: eager seqs {eager}")
+    for trace in job.traces():
+        events = [g["event"] for g in graph_records(trace)]
+        check(events == ["captured", "instantiated"], f"{via}: graph records {events}")
+
+
+def graph_replays_are_ops_with_seqs_and_gpu_times():
+    # A program linked against libcuda, and one reaching the driver as the CUDA runtime does.
+    for via in ("linked", "runtime"):
+        job = graph_job("10", "10", *(["runtime"] if via == "runtime" else []))
+        check_replays(job, 10, via)
+        hang = json.loads(report(job, "hang", "--json").stdout)
+        comm = hang["comms"][0]
+        check(not comm["missing"] and not comm["mismatches"], f"{via}: consistent: {comm}")
+        summary = report(job, "summary")
+        check("never completed" not in summary.stdout, f"{via}: no false verdict:\n{summary.stdout}")
+
+
+def rank_replaying_once_less_is_named():
+    job = graph_job("10", "9", returncodes=(-signal.SIGTERM, 0))
+    hang = report(job, "hang", "--json")
+    comm = json.loads(hang.stdout)["comms"][0]
+    check(comm["missing"] == [{"rank": 1, "first_missing_seq": 13} | {k: v for k, v in comm["missing"][0].items()
+                                                                      if k not in ("rank", "first_missing_seq")}],
+          f"rank 1 is missing seq 13 (the 10th replay): {comm['missing']}")
+    text = report(job, "hang").stdout
+    check("replay 10 of CUDA graph 1" in text, f"the missing seq is named as the graph's replay:\n{text}")
 
 
 if __name__ == "__main__":
@@ -306,4 +366,5 @@ if __name__ == "__main__":
         watchdog_in_a_burst_names_the_first_unconfirmed_launch, newer_api_is_recorded, capture_survives_the_collector_polling,
         small_budget_keeps_the_newest_ops,
         soak_keeps_the_hang_in_a_small_trace,
-        captured_stream_gets_no_event]})
+        captured_stream_gets_no_event, graph_replays_are_ops_with_seqs_and_gpu_times,
+        rank_replaying_once_less_is_named]})

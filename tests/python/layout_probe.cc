@@ -27,7 +27,8 @@ int main() {
                                  FIELD(OpRecord, stream), FIELD(OpRecord, host_begin_ns), FIELD(OpRecord, host_end_ns),
                                  FIELD(OpRecord, launch_id), FIELD(OpRecord, tid), FIELD(OpRecord, api), FIELD(OpRecord, result),
                                  FIELD(OpRecord, peer), FIELD(OpRecord, rank), FIELD(OpRecord, nranks), FIELD(OpRecord, datatype),
-                                 FIELD(OpRecord, group_depth), FIELD(OpRecord, flags), FIELD(OpRecord, redop)}}};
+                                 FIELD(OpRecord, group_depth), FIELD(OpRecord, flags), FIELD(OpRecord, redop),
+                                 FIELD(OpRecord, graph)}}};
   out["GpuTimingRecord"] = {{"size", sizeof(trace::GpuTimingRecord)},
                             {"fields", {FIELD(GpuTimingRecord, launch_id), FIELD(GpuTimingRecord, stream),
                                         FIELD(GpuTimingRecord, gpu_begin_ns), FIELD(GpuTimingRecord, gpu_end_ns),
@@ -64,7 +65,7 @@ int main() {
                                   FIELD(CompactOp, launch_id), FIELD(CompactOp, host_duration), FIELD(CompactOp, comm_index),
                                   FIELD(CompactOp, peer), FIELD(CompactOp, redop), FIELD(CompactOp, stream_index),
                                   FIELD(CompactOp, api), FIELD(CompactOp, result), FIELD(CompactOp, datatype),
-                                  FIELD(CompactOp, group_depth), FIELD(CompactOp, flags)}}};
+                                  FIELD(CompactOp, group_depth), FIELD(CompactOp, flags), FIELD(CompactOp, graph)}}};
   out["CompactTiming"] = {{"size", sizeof(trace::CompactTiming)},
                           {"fields", {FIELD(CompactTiming, launch_id), FIELD(CompactTiming, stream),
                                       FIELD(CompactTiming, gpu_begin_ns), FIELD(CompactTiming, gpu_end_ns),

@@ -1,5 +1,6 @@
-"""libncclwatch.so must export NCCL API names and dlsym and nothing else (no C++ runtime, no
-fmt), and every NCCL name it exports must be a function of the API table."""
+"""libncclwatch.so must export NCCL API names, dlsym and the CUDA graph entry points it follows and
+nothing else (no C++ runtime, no fmt), and every NCCL name it exports must be a function of the API
+table."""
 import re
 import subprocess
 import sys
@@ -9,6 +10,16 @@ out = subprocess.run(["nm", "-D", "--defined-only", shim], capture_output=True, 
 exported = sorted(line.split()[-1] for line in out.splitlines() if line.strip())
 assert "dlsym" in exported, "dlsym must be exported: it hands out wrappers bound to dlopen'ed NCCLs"
 exported.remove("dlsym")
+# wrap/cuda_graphs.cc: graph capture, instantiation, launch and the lookups that reach them.
+CUDA_GRAPH_ENTRIES = {f"cuGraphLaunch{p}" for p in ("", "_ptsz")} | {
+    "cuStreamBeginCapture", "cuStreamBeginCapture_v2", "cuStreamBeginCapture_v2_ptsz", "cuStreamBeginCaptureToGraph",
+    "cuStreamBeginCaptureToGraph_ptsz", "cuStreamEndCapture", "cuStreamEndCapture_ptsz", "cuGraphInstantiate",
+    "cuGraphInstantiate_v2", "cuGraphInstantiateWithFlags", "cuGraphInstantiateWithParams",
+    "cuGraphInstantiateWithParams_ptsz", "cuGraphExecUpdate", "cuGraphExecUpdate_v2", "cuGraphDestroy",
+    "cuGraphExecDestroy", "cuGetProcAddress", "cuGetProcAddress_v2"}
+cuda = [name for name in exported if name.startswith("cu")]
+assert set(cuda) == CUDA_GRAPH_ENTRIES, f"CUDA entry points exported: {sorted(set(cuda) ^ CUDA_GRAPH_ENTRIES)} differ"
+exported = [name for name in exported if name not in CUDA_GRAPH_ENTRIES]
 bad = [name for name in exported if not re.match(r"^p?nccl[A-Z]", name)]
 assert not bad, f"non-NCCL symbols exported: {bad}"
 known = set(re.findall(r"^NCCLWATCH_(?:TRACED|TRACED_AS|UNTRACED)\(\w+, (\w+),", open(table).read(), re.M))

@@ -1,6 +1,7 @@
 // A multi-process NCCL program issuing collectives, groups and point-to-point calls, run under
 // the preloaded shim by tests/integration/test_collectives.py.
-//   collectives_app mixed|skip|skip-burst|shapes|newer-api|capture|capture-while-polled|late-peer|bench N|bench-driver-calls N|count-mismatch|skip-interleaved|straggler|straggler-async|
+//   collectives_app mixed|skip|skip-burst|shapes|newer-api|capture|capture-while-polled|late-peer|
+//                   graph-replays [REPLAYS [RANK1_REPLAYS [runtime]]]|bench N|bench-driver-calls N|count-mismatch|skip-interleaved|straggler|straggler-async|
 //                   one-process-two-ranks|config-variants|soak N
 #include "hostcuda.h"
 #include "check.h"
@@ -10,6 +11,10 @@
 #include <cuda.h>
 #include <nccl.h>
 
+#include <dlfcn.h>
+#include <signal.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +23,17 @@
 #include <vector>
 
 namespace {
+
+// A CUDA driver call that must succeed.
+#define CHECK_CU(call)                                                                          \
+  do {                                                                                          \
+    CUresult r_ = (call);                                                                       \
+    if (r_ != CUDA_SUCCESS) {                                                                   \
+      std::fprintf(stderr, "%s failed: CUDA error %d (%s:%d)\n", #call, static_cast<int>(r_), \
+                   __FILE__, __LINE__);                                                         \
+      std::exit(3);                                                                             \
+    }                                                                                           \
+  } while (0)
 
 
 ncclComm_t init_world(const char* tag) {
@@ -195,6 +211,77 @@ int capture_while_polled() {
   settle(captured);
   CHECK(ncclCommDestroy(world));
   return ended == CUDA_SUCCESS ? 0 : 5;
+}
+
+// The driver entry points a graph job uses, reached either by name (linked against libcuda) or as
+// the CUDA runtime reaches them: dlopen + dlsym("cuGetProcAddress_v2"), then cuGetProcAddress.
+struct GraphCalls {
+  CUresult (*begin_capture)(CUstream, CUstreamCaptureMode) = cuStreamBeginCapture;
+  CUresult (*end_capture)(CUstream, CUgraph*) = cuStreamEndCapture;
+  CUresult (*instantiate)(CUgraphExec*, CUgraph, unsigned long long) = cuGraphInstantiate;
+  CUresult (*launch)(CUgraphExec, CUstream) = cuGraphLaunch;
+  CUresult (*exec_destroy)(CUgraphExec) = cuGraphExecDestroy;
+};
+
+template <class Fn> void from_proc_address(CUresult (*get)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*),
+                                           const char* name, Fn& out) {
+  void* fn = nullptr;
+  CHECK_CU(get(name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, nullptr));
+  out = reinterpret_cast<Fn>(fn);
+}
+
+GraphCalls graph_calls(bool like_the_runtime) {
+  GraphCalls calls;
+  if (!like_the_runtime) return calls;
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  using GetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+  auto get = reinterpret_cast<GetProcAddress>(driver ? dlsym(driver, "cuGetProcAddress_v2") : nullptr);
+  if (!get) std::exit(6);
+  from_proc_address(get, "cuStreamBeginCapture", calls.begin_capture);
+  from_proc_address(get, "cuStreamEndCapture", calls.end_capture);
+  from_proc_address(get, "cuGraphInstantiate", calls.instantiate);
+  from_proc_address(get, "cuGraphLaunch", calls.launch);
+  from_proc_address(get, "cuGraphExecDestroy", calls.exec_destroy);
+  return calls;
+}
+
+// Three eager all-reduces, a fourth captured into a graph, then `replays` launches of the graph
+// (rank 1 launches `rank1_replays`), then one more eager all-reduce: a decode loop in miniature.
+int graph_replays(int replays, int rank1_replays, bool like_the_runtime) {
+  GraphCalls cu = graph_calls(like_the_runtime);
+  ncclComm_t world = init_world("world");
+  CUstream stream = nullptr;
+  cuStreamCreate(&stream, 0);
+  static float data[256];
+  for (int i = 0; i < 3; ++i) CHECK(ncclAllReduce(data, data, 256, ncclFloat, ncclSum, world, stream));
+  CHECK_CU(cu.begin_capture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CHECK(ncclAllReduce(data, data, 256, ncclFloat, ncclSum, world, stream));
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  CHECK_CU(cu.end_capture(stream, &graph));
+  CHECK_CU(cu.instantiate(&exec, graph, 0));
+  int launches = test_rank() == 1 ? rank1_replays : replays;
+  for (int i = 0; i < launches; ++i) {
+    CHECK_CU(cu.launch(exec, stream));
+    sleep_ms(2);  // a decode step's host work between replays
+  }
+  std::printf("events recorded while capturing: %d\n", hostcuda_events_recorded_while_capturing());
+  std::fflush(stdout);
+  if (rank1_replays < replays) {
+    // Rank 0's last replay waits for a peer that never comes: it is stopped as a job at its
+    // timeout would be; rank 1 exits without destroying the communicator.
+    if (test_rank() == 0) {
+      sleep_ms(300);
+      kill(getpid(), SIGTERM);
+    }
+    settle(stream);
+    return 0;
+  }
+  CHECK(ncclAllReduce(data, data, 256, ncclFloat, ncclSum, world, stream));
+  settle(stream);
+  cu.exec_destroy(exec);
+  CHECK(ncclCommDestroy(world));
+  return 0;
 }
 
 // Rank 1 arrives 300 ms late: rank 0's GPU time covers the wait, its host time does not.
@@ -407,6 +494,9 @@ int main(int argc, char** argv) {
   if (scenario == "capture-while-polled") return capture_while_polled();
   if (scenario == "capture") return capture();
   if (scenario == "late-peer") return late_peer();
+  if (scenario == "graph-replays")
+    return graph_replays(argc > 2 ? std::atoi(argv[2]) : 10, argc > 3 ? std::atoi(argv[3]) : 10,
+                         argc > 4 && std::string(argv[4]) == "runtime");
   if (scenario == "soak") return soak(argc > 2 ? std::atol(argv[2]) : 1000000);
   if (scenario == "bench") return bench(argc > 2 ? std::atoi(argv[2]) : 1000);
   if (scenario == "bench-premul") return bench_premul(argc > 2 ? std::atoi(argv[2]) : 1000);
