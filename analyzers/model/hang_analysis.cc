@@ -74,6 +74,10 @@ struct CommVerdict {
 // Who started last at each seq every present rank issued, and by how much. On the GPU side where
 // every rank's launch of the seq was timed: a host returns from an enqueue long before its GPU
 // runs the op, so host arrival gaps grow with every op a fast rank runs ahead.
+// How much later than the op's own time a rank must typically start to be a straggler from few
+// seqs (straggler_stats).
+constexpr double kFarLaterThanTheOp = 10.0;
+
 StragglerStats straggler_stats(const JobAnalysis& a, uint64_t id, const CommOps* ops, size_t n_present,
                                const std::map<uint64_t, std::string>& names) {
   StragglerStats out;
@@ -127,8 +131,13 @@ StragglerStats straggler_stats(const JobAnalysis& a, uint64_t id, const CommOps*
     r.mean_late_ms = mean_late_ns / 1e6;
     r.typical_late_ms = typical_late_ns / 1e6;
     // Far above chance: being last this often, if every rank were equally likely to be, has a
-    // probability under 1 %. (2 ranks: last at 7 of 7 judged seqs, or 10 of 11.)
-    r.far_more_than_chance = l.times_last >= 3 && binomial_tail(out.seqs_judged, l.times_last, p) < 0.01;
+    // probability under 1 %. (2 ranks: last at 7 of 7 judged seqs, or 10 of 11.) Or, where few seqs
+    // were judged (a short job), last at three in four or more of them and each time by far more
+    // than the op takes: chance spreads who comes last by about the op's own time, not by tens of it.
+    bool by_count = binomial_tail(out.seqs_judged, l.times_last, p) < 0.01;
+    bool by_size = 4 * l.times_last >= 3 * out.seqs_judged && own_ns > 0 &&
+                   static_cast<double>(l.hist.percentile(10)) >= kFarLaterThanTheOp * static_cast<double>(own_ns);
+    r.far_more_than_chance = l.times_last >= 3 && (by_count || by_size);
     // A finding only when it is far above chance, large (1 ms) and large against the op itself,
     // and measured where it happens: on the GPU.
     r.finding = r.far_more_than_chance && out.on_gpu &&

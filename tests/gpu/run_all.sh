@@ -2,7 +2,7 @@
 # Runs every GPU test in this folder; each skips cleanly without GPUs. Ends "N passed, N failed".
 source "$(dirname "$0")/common.sh"
 total_passed=0; total_failed=0
-for t in "$(dirname "$0")"/leaky_example.sh "$(dirname "$0")"/torch_lifecycle.sh "$(dirname "$0")"/torch_mismatch.sh "$(dirname "$0")"/torch_hang.sh "$(dirname "$0")"/latency_vs_nccl_tests.sh "$(dirname "$0")"/torch_numbers.sh "$(dirname "$0")"/torch_sigkill.sh "$(dirname "$0")"/coverage.sh "$(dirname "$0")"/stream_checks.sh "$(dirname "$0")"/ab_overhead.sh "$(dirname "$0")"/metrics_live.sh "$(dirname "$0")"/init_hang.sh "$(dirname "$0")"/torch_ring.sh "$(dirname "$0")"/torch_python_site.sh "$(dirname "$0")"/torch_comm_memory.sh "$(dirname "$0")"/torch_nvshmem.sh "$(dirname "$0")"/deepep_intranode.sh "$(dirname "$0")"/torch_hostile.sh "$(dirname "$0")"/torch_teardown_hang.sh; do
+for t in "$(dirname "$0")"/leaky_example.sh "$(dirname "$0")"/torch_lifecycle.sh "$(dirname "$0")"/torch_mismatch.sh "$(dirname "$0")"/torch_hang.sh "$(dirname "$0")"/latency_vs_nccl_tests.sh "$(dirname "$0")"/torch_numbers.sh "$(dirname "$0")"/torch_sigkill.sh "$(dirname "$0")"/coverage.sh "$(dirname "$0")"/stream_checks.sh "$(dirname "$0")"/ab_overhead.sh "$(dirname "$0")"/metrics_live.sh "$(dirname "$0")"/init_hang.sh "$(dirname "$0")"/torch_ring.sh "$(dirname "$0")"/torch_python_site.sh "$(dirname "$0")"/torch_comm_memory.sh "$(dirname "$0")"/torch_nvshmem.sh "$(dirname "$0")"/deepep_intranode.sh "$(dirname "$0")"/torch_hostile.sh "$(dirname "$0")"/torch_teardown_hang.sh "$(dirname "$0")"/graph_replays.sh; do
   echo "=== $(basename "$t")"
   out="$(GPU_RESULTS="$RESULTS" bash "$t" 2>&1)"; echo "$out"
   line="$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -1)"

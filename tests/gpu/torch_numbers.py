@@ -1,6 +1,7 @@
 """PyTorch jobs whose right answers are known, to check the reports' numbers against them.
 
     torchrun --nproc-per-node 2 torch_numbers.py straggler   # rank 1 sleeps 20 ms before each all-reduce
+    torchrun --nproc-per-node 2 torch_numbers.py straggler20 # the same, 20 all-reduces only
     torchrun --nproc-per-node 2 torch_numbers.py clean       # mixed ops, nobody late
     torchrun --nproc-per-node 2 torch_numbers.py sizes OUT   # all-reduces of 1 KiB..128 MiB, 20 each;
                                                              # OUT: their CUDA-event times (rank 0)
@@ -34,6 +35,14 @@ def straggler(rank, side):
         dist.all_reduce(t)
         if step % 5 == 0:
             dist.all_reduce(t, group=side)
+
+
+def straggler20(rank, side):
+    t = torch.ones(1 << 20, device="cuda")
+    for _ in range(20):
+        if rank == 1:
+            time.sleep(STRAGGLER_SLEEP_S)
+        dist.all_reduce(t)
 
 
 def clean(rank, side):
@@ -85,7 +94,7 @@ def main():
     torch.cuda.set_device(device)
     dist.init_process_group("nccl", device_id=torch.device("cuda", device))
     side = dist.new_group(ranks=list(range(dist.get_world_size())))
-    {"straggler": straggler, "clean": clean, "sizes": sizes}[mode](dist.get_rank(), side)
+    {"straggler": straggler, "straggler20": straggler20, "clean": clean, "sizes": sizes}[mode](dist.get_rank(), side)
     torch.cuda.synchronize()
     dist.destroy_process_group()
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The reports' numbers against truths known independently, on real PyTorch jobs (2 GPUs):
-#   - a straggler's lateness against the sleep it was given (20 ms, hosts running ahead);
+#   - a straggler's lateness against the sleep it was given (20 ms, hosts running ahead), over 120
+#     all-reduces and over only 20;
 #   - no straggler or finding on a clean job of mixed ops;
 #   - the divergence of a rank that skipped its 7th all-reduce holds seq 7, and names no other;
 #   - busbw of large all-reduces against nccl-tests on the same GPUs (default sampling), and the
@@ -23,11 +24,12 @@ run_job() {  # run_job NAME ARGS...: traces in $dir/NAME
   echo "$name: torchrun exit $?"
 }
 run_job straggler "$ROOT/tests/gpu/torch_numbers.py" straggler
+run_job straggler20 "$ROOT/tests/gpu/torch_numbers.py" straggler20
 run_job clean "$ROOT/tests/gpu/torch_numbers.py" clean
 NCCLWATCH_STALL_SEC=5 run_job skip "$ROOT/examples/torch_hang.py"
 run_job sizes "$ROOT/tests/gpu/torch_numbers.py" sizes "$dir/sizes.events.json"
 
-for name in straggler clean skip; do
+for name in straggler straggler20 clean skip; do
   report hang --json "$dir/$name" >"$dir/$name.hang.json"
   report summary --json "$dir/$name" >"$dir/$name.summary.json"
 done
@@ -50,6 +52,18 @@ assert world and all(r["rank"] == 1 for _, r in found), found
 assert all(15.0 <= r["typical_late_ms"] <= 25.0 for r in world), world
 assert summary["stragglers"] and all(t in summary["stragglers"] for t in (r["text"] for _, r in found)), summary["stragglers"]
 print("summary first look:", summary["first_look"])
+PY
+
+expect "straggler, 20 all-reduces only: the summary names rank 1, typical lateness within 25 % of 20 ms" \
+  python3 - "$dir/straggler20.hang.json" "$dir/straggler20.summary.json" <<'PY'
+import json, sys
+hang, summary = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+found = [r for c in hang["comms"] for r in c["stragglers"]["ranks"] if r["finding"]]
+for r in found:
+    print(f"rank {r['rank']} last {r['times_last']}x, typical {r['typical_late_ms']:.2f} ms, mean {r['mean_late_ms']:.2f} ms")
+print("summary stragglers:", summary["stragglers"])
+assert [r["rank"] for r in found] == [1] and 15.0 <= found[0]["typical_late_ms"] <= 25.0, found
+assert any("rank 1 started last" in t for t in summary["stragglers"]), summary
 PY
 
 expect "clean: no straggler, no finding" python3 - "$dir/clean.hang.json" "$dir/clean.summary.json" <<'PY'

@@ -97,6 +97,20 @@ def lateness_ms(job, comm, rank, clock):
     return late[len(late) // 2] if late else 0.0
 
 
+def short_job_straggler_is_named_with_default_sampling():
+    # The last rank sleeps 20 ms before each of only 20 all-reduces, with the shim's default
+    # timestamp schedule (no NCCLWATCH_SAMPLE): the summary must name it, lateness near 20 ms.
+    job = Job([app("collectives_app"), "straggler-short"], nranks=2)
+    for rank, r in enumerate(job.run()):
+        check(r.returncode == 0, f"rank {rank}: {r.returncode} {r.stderr}")
+    code, report, _ = job.report("hang", "--json")
+    found = [r for r in world(report, 2)["stragglers"]["ranks"] if r["finding"]]
+    check([r["rank"] for r in found] == [1], f"stragglers {world(report, 2)['stragglers']}")
+    check(SANITIZED or 15.0 <= found[0]["typical_late_ms"] <= 25.0, f"typical lateness vs the 20 ms slept: {found[0]}")
+    code, summary, _ = job.report("summary")
+    check("rank 1 started last" in summary, f"the summary names it:\n{summary}")
+
+
 def clean_job_has_no_false_straggler():
     # On the CPU stand-in, three processes share two cores: one rank's stream may genuinely start
     # late every time (its worker descheduled, or busier as a root), and then naming it is right.
@@ -295,7 +309,8 @@ def launcher_refuses_bad_arguments():
 
 if __name__ == "__main__":
     main({f.__name__: f for f in [
-        async_straggler_lateness_is_the_injected_sleep, clean_job_has_no_false_straggler, several_hosts_give_the_same_answers,
+        async_straggler_lateness_is_the_injected_sleep, short_job_straggler_is_named_with_default_sampling,
+        clean_job_has_no_false_straggler, several_hosts_give_the_same_answers,
         launcher_refuses_bad_arguments, demo_job_leaks_and_fills_the_latency_table,
         ops_issued_just_before_exit_keep_their_timings,
         count_mismatch_and_missing_rank, skip_names_the_divergence_stretch, straggler_is_named, one_process_driving_two_ranks_is_not_a_hang,

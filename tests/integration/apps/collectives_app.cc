@@ -1,7 +1,7 @@
 // A multi-process NCCL program issuing collectives, groups and point-to-point calls, run under
 // the preloaded shim by tests/integration/test_collectives.py.
 //   collectives_app mixed|skip|skip-burst|shapes|newer-api|capture|capture-while-polled|late-peer|
-//                   graph-replays [REPLAYS [RANK1_REPLAYS [runtime]]]|bench N|bench-driver-calls N|count-mismatch|skip-interleaved|straggler|straggler-async|
+//                   graph-replays [REPLAYS [RANK1_REPLAYS [runtime]]]|straggler-short|bench N|bench-driver-calls N|count-mismatch|skip-interleaved|straggler|straggler-async|
 //                   one-process-two-ranks|config-variants|soak N
 #include "hostcuda.h"
 #include "check.h"
@@ -505,6 +505,7 @@ int main(int argc, char** argv) {
   if (scenario == "skip-interleaved") return skip_interleaved();
   if (scenario == "straggler") return straggler(true, 10);
   if (scenario == "straggler-async") return straggler(false, 30);
+  if (scenario == "straggler-short") return straggler(false, 20);
   if (scenario == "one-process-two-ranks") return one_process_two_ranks();
   if (scenario == "config-variants") return config_variants();
   if (scenario == "exit-in-flight") return exit_in_flight();
