@@ -419,6 +419,7 @@ void note_graph_replays(const CommOps* ops, CommHang& c) {
   for (const MissingRank& m : c.missing) note(m.last_seq + 1);
   for (const IncompleteRank& r : c.incomplete) note(r.from_seq);
   for (const ArgumentMismatch& m : c.mismatches) note(m.seq);
+  for (const StallSeen& s : c.stalls) note(s.seq);
 }
 
 // Communicator `id` analysed, its most telling finding in `verdict`; nullopt when it ran no op and
@@ -434,8 +435,8 @@ std::optional<CommHang> analyze_comm(const JobFacts& job, uint64_t id, CommVerdi
   if (auto n = job.names.find(id); n != job.names.end()) c.name = n->second;
   uint64_t lowest_issued = note_progress(a, m, c);
   note_mismatches(a, ops, c);
-  note_graph_replays(ops, c);
   note_stalls(a, m, c);
+  note_graph_replays(ops, c);
   note_unmatched_p2p(job, m, c);
   c.stragglers = straggler_stats(a, id, ops, m.by_rank.size(), job.names);
   if (auto it = job.divergences.find(id); it != job.divergences.end()) c.divergence = it->second;

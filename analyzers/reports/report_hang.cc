@@ -106,8 +106,10 @@ json to_json(const CommHang& c) {
   for (const ArgumentMismatch& m : c.mismatches) j["mismatches"].push_back(to_json(m));
   if (c.mismatches_not_detailed) j["mismatches_not_detailed"] = c.mismatches_not_detailed;
   for (const StallSeen& s : c.stalls)
-    j["stalls"].push_back({{"rank", s.rank}, {"seq", s.seq}, {"op", trace::api_name(s.op)},
-                           {"state", s.stalled ? "stalled" : "resolved"}, {"pending_s", s.pending_s}, {"time_ns", s.time_ns}});
+    j["stalls"].push_back(with_replay({{"rank", s.rank}, {"seq", s.seq}, {"op", trace::api_name(s.op)},
+                                       {"state", s.stalled ? "stalled" : "resolved"}, {"pending_s", s.pending_s},
+                                       {"time_ns", s.time_ns}},
+                                      s.seq));
   for (const UnmatchedP2P& p : c.p2p_unmatched)
     j["p2p_unmatched"].push_back({{"src", p.src}, {"dst", p.dst}, {"sends", p.sends}, {"recvs", p.recvs}});
   for (const Divergence& d : c.divergence) j["divergence"].push_back(to_json(d));
@@ -159,7 +161,8 @@ void write_hang_csv(const HangReport& report) {
     for (const Divergence& d : c.divergence) row("divergence", d.from_seq, d.to_seq, std::to_string(d.rank), divergence_text(d));
     for (const StallSeen& s : c.stalls)
       row("stall", s.seq, s.seq, std::to_string(s.rank),
-          fmt::format("{} {} after {:.1f} s", trace::api_name(s.op), s.stalled ? "stalled" : "resolved", s.pending_s));
+          fmt::format("{}{} {} after {:.1f} s", trace::api_name(s.op), graph_replay_note(c, s.seq),
+                      s.stalled ? "stalled" : "resolved", s.pending_s));
     for (const UnmatchedP2P& p : c.p2p_unmatched)
       row("p2p_unmatched", {}, {}, ranks_text({std::min(p.src, p.dst), std::max(p.src, p.dst)}, kAll),
           fmt::format("rank {} sent {} time(s) to rank {}, which received {}", p.src, p.sends, p.dst, p.recvs));
@@ -202,8 +205,8 @@ void print_hang_text(const HangReport& report) {
     for (const Divergence& d : c.divergence)
       fmt::print("  divergence: rank {} within seqs {}..{}: {}\n", d.rank, d.from_seq, d.to_seq, d.reason);
     for (const StallSeen& s : c.stalls)
-      fmt::print("  stall: rank {} {} seq {} {} after {:.1f} s\n", s.rank, trace::api_name(s.op), s.seq,
-                 s.stalled ? "stalled" : "resolved", s.pending_s);
+      fmt::print("  stall: rank {} {} seq {}{} {} after {:.1f} s\n", s.rank, trace::api_name(s.op), s.seq,
+                 graph_replay_note(c, s.seq), s.stalled ? "stalled" : "resolved", s.pending_s);
     for (const UnmatchedP2P& p : c.p2p_unmatched)
       fmt::print("  p2p: rank {} sent {} time(s) to rank {}, which received {}\n", p.src, p.sends, p.dst, p.recvs);
     for (const StragglerRank& r : c.stragglers.ranks)

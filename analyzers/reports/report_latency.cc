@@ -107,6 +107,10 @@ int run_latency(const Options& options) {
                "whole run's GPU histogram, to half an octave)\n",
                table.window.text());
   fmt::print("bandwidths in GB/s, GPU-timed rows only; {}\n{}\n", kSizeConvention, kSteadyState);
+  if (std::any_of(table.rows.begin(), table.rows.end(), [](const LatencyRow& r) { return r.timing == TimingSource::kGpuGraphReplay; }))
+    fmt::print("gpu_graph_replay rows: ops run by CUDA graph launches, timed by GPU events around each launch: the whole "
+               "replay's time, an upper bound of the op's own (and its bandwidth a lower bound) when the graph holds "
+               "other work too\n");
   if (!table.communicators.empty()) {
     fmt::print("\n{:<16} {:>6} {:>12} {:>12} {:>14}\n", "comm", "ranks", "init p50 ms", "init max ms", "destroy max ms");
     for (const CommLifetimes& c : table.communicators)

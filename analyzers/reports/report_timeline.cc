@@ -189,6 +189,7 @@ struct PendingOp {
   uint32_t tid;
   int32_t peer, rank, nranks;
   int64_t host_begin, host_end;
+  uint32_t graph = 0;  // run by a launch of this CUDA graph (trace::kOpReplayed), else 0
 };
 
 // Tracks (Chrome "threads") of one rank, told apart by the top bits of their key: host threads,
@@ -349,7 +350,7 @@ class FileTimeline {
   std::optional<PendingOp> on_op(const OpRecord& o, const RecordView&, bool awaits_timing) {
     if (!wants_comm(o.comm_id)) return std::nullopt;
     PendingOp op{o.api, o.seq, bytes_of(static_cast<Api>(o.api), o.count, o.datatype, o.nranks), o.comm_id, o.stream, o.tid,
-                 o.peer, o.rank, o.nranks, o.host_begin_ns, o.host_end_ns};
+                 o.peer, o.rank, o.nranks, o.host_begin_ns, o.host_end_ns, o.flags & kOpReplayed ? o.graph : 0};
     if (awaits_timing) return op;
     host_slice(op);
     return std::nullopt;
@@ -410,6 +411,7 @@ class FileTimeline {
       name = fmt::format("group of {}: ", ops.size());
       for (size_t k = 0; k < apis.size(); ++k) name += (k ? ", " : "") + std::string(api_name(static_cast<Api>(apis[k])));
     }
+    if (first.graph) name = fmt::format("CUDA graph {} replay: {}", first.graph, name);
     uint64_t bytes = 0;
     for (const PendingOp& op : ops) bytes += op.bytes;
     // GPU execution is what a stream track shows; other timings are named.

@@ -114,10 +114,10 @@ uint64_t replay_shape(const GraphOps& graph) {
   return op_shape(Api::kGroupEnd, graph.capture_id, 0xff);  // its own timestamp schedule per graph
 }
 
-// Each NCCL op of the graph, as run by this launch: its seq and op record, and its count in the totals.
+// Each NCCL op of the graph, as run by this launch: its seq and op record. (Not in the op totals:
+// those count calls, and their host times are enqueue times, which a replay has none of.)
 struct ReplayedOps {
-  uint64_t lead_seq = 0;                     // the last collective seq of the first op's comm
-  trace::OpTotalsEntry* lead_totals = nullptr;
+  uint64_t lead_seq = 0;  // the last collective seq of the first op's comm
 };
 
 ReplayedOps record_replayed_ops(const GraphOps& graph, CUstream stream, uint64_t launch_id, int64_t begin_ns,
@@ -132,9 +132,6 @@ ReplayedOps record_replayed_ops(const GraphOps& graph, CUstream stream, uint64_t
       if (op.track == lead && !trace::is_point_to_point(op.api)) out.lead_seq = seq;
     }
     uint32_t comm_index = comm_ref_index(op.track, op.comm);
-    trace::OpTotalsEntry* totals = op_totals_entry(comm_index, op.api, op.count, op.datatype, begin_ns);
-    count_op_call(totals, begin_ns, end_ns - begin_ns);
-    if (!out.lead_totals) out.lead_totals = totals;
     OpArgs args{op.api, reinterpret_cast<ncclComm_t>(op.comm), reinterpret_cast<cudaStream_t>(stream),
                 op.count, static_cast<ncclDataType_t>(op.datatype), op.redop, op.peer,
                 (op.flags & trace::kOpInPlace) != 0, static_cast<uint16_t>(op.flags & ~trace::kOpInPlace)};
@@ -170,7 +167,7 @@ CUresult launch_replay(LaunchFn real, CUgraphExec exec, CUstream stream) noexcep
   const CapturedOp& lead = graph->ops.front();
   if (timed)
     end_timed_launch(timed, as_u64(stream), launch_id, lead.track, ops.lead_seq, lead.api,
-                     static_cast<uint32_t>(graph->ops.size()), begin_ns, end_ns, ops.lead_totals);
+                     static_cast<uint32_t>(graph->ops.size()), begin_ns, end_ns, nullptr);
   return result;
 }
 

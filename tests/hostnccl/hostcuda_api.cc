@@ -547,6 +547,13 @@ CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
   return CUDA_SUCCESS;
 }
 
+CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo* resultInfo) {
+  if (!hGraphExec || !hGraph) return CUDA_ERROR_INVALID_VALUE;
+  hGraphExec->items = hGraph->items;
+  if (resultInfo) *resultInfo = CUgraphExecUpdateResultInfo{};
+  return CUDA_SUCCESS;
+}
+
 CUresult cuGraphDestroy(CUgraph hGraph) {
   delete hGraph;
   return CUDA_SUCCESS;
@@ -678,6 +685,7 @@ const ProcEntry kProcs[] = {
     {"cuGraphInstantiate", 12000, fnptr(cuGraphInstantiateWithFlags)},
     {"cuGraphInstantiateWithFlags", 11040, fnptr(cuGraphInstantiateWithFlags)},
     {"cuGraphLaunch", 10000, fnptr(cuGraphLaunch)},
+    {"cuGraphExecUpdate", 12000, fnptr(cuGraphExecUpdate_v2)},
     {"cuGraphDestroy", 10000, fnptr(cuGraphDestroy)},
     {"cuGraphExecDestroy", 10000, fnptr(cuGraphExecDestroy)},
     {"cuGetErrorString", 6000, fnptr(cuGetErrorString)},

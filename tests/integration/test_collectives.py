@@ -359,6 +359,24 @@ def rank_replaying_once_less_is_named():
     check("replay 10 of CUDA graph 1" in text, f"the missing seq is named as the graph's replay:\n{text}")
 
 
+def graphs_the_shim_cannot_follow_are_said_and_harmless():
+    job = Job([app("collectives_app"), "graph-hostile"], nranks=2)
+    for rank, r in enumerate(job.run()):
+        check(r.returncode == 0, f"rank {rank}: {r.returncode} {r.stdout} {r.stderr[-600:]}")
+        check("invalidated capture: query 906, end 901, graph none" in r.stdout, r.stdout)
+    for rank, data in ops_by_rank(job).items():
+        ran = [(o["seq"], bool(o["flags"] & 16), o["graph"]) for o in data["ops"] if o["op"] == "ncclAllReduce" and o["seq"]]
+        check(ran == [(1, True, 1), (2, True, 1), (3, True, 2), (4, False, 0)],
+              f"rank {rank}: replays of the destroyed graph's exec on both streams, none after the update, the "
+              f"relaxed capture's, then the eager op: {ran}")
+    for trace in job.traces():
+        events = [(g["event"], g["index"]) for g in graph_records(trace)]
+        check(events == [("captured", "1"), ("instantiated", "1"), ("not_followed", "1"), ("captured", "2"),
+                         ("instantiated", "2"), ("capture_failed", "3")], f"graph records {events}")
+    hang = json.loads(report(job, "hang", "--json").stdout)
+    check(not hang["comms"][0]["missing"] and not hang["comms"][0]["incomplete"], f"consistent: {hang['comms'][0]}")
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in [
         sequence_numbers_agree_on_2_ranks, sequence_numbers_agree_on_3_ranks, sequence_numbers_agree_on_4_ranks,
@@ -367,4 +385,4 @@ if __name__ == "__main__":
         small_budget_keeps_the_newest_ops,
         soak_keeps_the_hang_in_a_small_trace,
         captured_stream_gets_no_event, graph_replays_are_ops_with_seqs_and_gpu_times,
-        rank_replaying_once_less_is_named]})
+        rank_replaying_once_less_is_named, graphs_the_shim_cannot_follow_are_said_and_harmless]})

@@ -1,7 +1,7 @@
 // A multi-process NCCL program issuing collectives, groups and point-to-point calls, run under
 // the preloaded shim by tests/integration/test_collectives.py.
 //   collectives_app mixed|skip|skip-burst|shapes|newer-api|capture|capture-while-polled|late-peer|
-//                   graph-replays [REPLAYS [RANK1_REPLAYS [runtime]]]|straggler-short|bench N|bench-driver-calls N|count-mismatch|skip-interleaved|straggler|straggler-async|
+//                   graph-replays [REPLAYS [RANK1_REPLAYS [runtime]]]|graph-hostile|straggler-short|bench N|bench-driver-calls N|count-mismatch|skip-interleaved|straggler|straggler-async|
 //                   one-process-two-ranks|config-variants|soak N
 #include "hostcuda.h"
 #include "check.h"
@@ -284,6 +284,55 @@ int graph_replays(int replays, int rank1_replays, bool like_the_runtime) {
   return 0;
 }
 
+// What a graph job may do that the shim must follow or say it could not, each answered by CUDA as
+// without the shim: a graph destroyed while its exec lives, an exec launched on another stream, an
+// exec updated to a graph without NCCL ops, a capture in relaxed mode, a capture invalidated.
+int graph_hostile() {
+  ncclComm_t world = init_world("world");
+  CUstream stream = nullptr, other = nullptr;
+  cuStreamCreate(&stream, 0);
+  cuStreamCreate(&other, 0);
+  static float data[64];
+  auto capture = [&](CUstreamCaptureMode mode, bool nccl) {
+    CHECK_CU(cuStreamBeginCapture(stream, mode));
+    if (nccl) CHECK(ncclAllReduce(data, data, 64, ncclFloat, ncclSum, world, stream));
+    else cuLaunchHostFunc(stream, [](void*) {}, nullptr);
+    CUgraph graph = nullptr;
+    CHECK_CU(cuStreamEndCapture(stream, &graph));
+    return graph;
+  };
+  CUgraph first = capture(CU_STREAM_CAPTURE_MODE_GLOBAL, true);
+  CUgraphExec exec = nullptr;
+  CHECK_CU(cuGraphInstantiate(&exec, first, 0));
+  CHECK_CU(cuGraphDestroy(first));      // its exec keeps its ops: seq 1
+  CHECK_CU(cuGraphLaunch(exec, stream));
+  settle(stream);
+  CHECK_CU(cuGraphLaunch(exec, other));  // another stream: seq 2
+  settle(other);
+  CUgraph plain = capture(CU_STREAM_CAPTURE_MODE_GLOBAL, false);
+  CHECK_CU(cuGraphExecUpdate(exec, plain, nullptr));
+  CHECK_CU(cuGraphLaunch(exec, stream));  // runs no NCCL op now: no seq
+  CUgraph relaxed = capture(CU_STREAM_CAPTURE_MODE_RELAXED, true);
+  CUgraphExec relaxed_exec = nullptr;
+  CHECK_CU(cuGraphInstantiate(&relaxed_exec, relaxed, 0));
+  CHECK_CU(cuGraphLaunch(relaxed_exec, stream));  // seq 3
+  settle(stream);
+  // A query that may synchronize, during a global-mode capture, invalidates it (as CUDA does).
+  CUevent event = nullptr;
+  cuEventCreate(&event, 0);
+  CHECK_CU(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CHECK(ncclAllReduce(data, data, 64, ncclFloat, ncclSum, world, stream));
+  CUresult query = cuEventQuery(event);
+  CUgraph lost = nullptr;
+  CUresult ended = cuStreamEndCapture(stream, &lost);
+  std::printf("invalidated capture: query %d, end %d, graph %s\n", static_cast<int>(query), static_cast<int>(ended),
+              lost ? "made" : "none");
+  CHECK(ncclAllReduce(data, data, 64, ncclFloat, ncclSum, world, stream));  // seq 4, eager
+  settle(stream);
+  CHECK(ncclCommDestroy(world));
+  return ended == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED && !lost ? 0 : 5;
+}
+
 // Rank 1 arrives 300 ms late: rank 0's GPU time covers the wait, its host time does not.
 int late_peer() {
   ncclComm_t world = init_world("world");
@@ -494,6 +543,7 @@ int main(int argc, char** argv) {
   if (scenario == "capture-while-polled") return capture_while_polled();
   if (scenario == "capture") return capture();
   if (scenario == "late-peer") return late_peer();
+  if (scenario == "graph-hostile") return graph_hostile();
   if (scenario == "graph-replays")
     return graph_replays(argc > 2 ? std::atoi(argv[2]) : 10, argc > 3 ? std::atoi(argv[3]) : 10,
                          argc > 4 && std::string(argv[4]) == "runtime");
