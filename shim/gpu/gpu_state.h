@@ -35,6 +35,8 @@ struct LaunchName {
   int64_t enqueued_ns = 0;
   uint16_t api = 0;
   trace::OpTotalsEntry* totals = nullptr;  // where its GPU time counts (a launch of one op kind)
+  uint32_t graph = 0;      // a CUDA graph's replay: the graph's index (graph_record::kIndex), else 0
+  uint32_t graph_ops = 0;  // ... and the NCCL ops it runs
 };
 
 // A launch with events, as the collector learns of it. Stream order makes its end event cover

@@ -209,12 +209,12 @@ TimedLaunch begin_gpu_timed_launch(uint64_t stream, CommTrack* track, uint64_t s
 
 void end_timed_launch(TimedLaunch launch, uint64_t stream, uint64_t launch_id, CommTrack* track, uint64_t seq,
                       trace::Api api, uint32_t ops, int64_t enqueued_ns, int64_t returned_ns,
-                      trace::OpTotalsEntry* totals) noexcept {
+                      trace::OpTotalsEntry* totals, uint32_t graph) noexcept {
   if (!launch) return;
   auto* slot = static_cast<StreamSlot*>(launch.slot);
   auto* events = static_cast<LaunchEvents*>(launch.events);
   LaunchThread& thread = *t_thread.gpu;
-  gpu::LaunchName name{launch_id, track, seq, enqueued_ns, static_cast<uint16_t>(api), totals};
+  gpu::LaunchName name{launch_id, track, seq, enqueued_ns, static_cast<uint16_t>(api), totals, graph, graph ? ops : 0};
   slot->last_return_ns = returned_ns;
   if (!events) {
     // Remembered here, handed over with the next launch that has events.

@@ -66,10 +66,11 @@ inline TimedLaunch begin_timed_launch(uint64_t stream, CommTrack* track, uint64_
 
 // After the launch: records the end event, if any, and hands the launch to the collector.
 // `track`/`seq`/`api` name the last op of the launch on this stream (completion, stall reports);
-// `returned_ns`: when the call returns to the application (bursts are measured from it).
+// `returned_ns`: when the call returns to the application (bursts are measured from it); `graph`:
+// the index of the CUDA graph a graph launch replays (the watchdog names it), else 0.
 void end_timed_launch(TimedLaunch launch, uint64_t stream, uint64_t launch_id, CommTrack* track, uint64_t seq,
                       trace::Api api, uint32_t ops, int64_t enqueued_ns, int64_t returned_ns,
-                      trace::OpTotalsEntry* totals) noexcept;
+                      trace::OpTotalsEntry* totals, uint32_t graph = 0) noexcept;
 
 // Stops the collector before CUDA may be torn down (exit). With `let_running_finish` (a normal
 // exit, from a handler registered when the collector starts), the launches still running first

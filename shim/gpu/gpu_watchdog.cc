@@ -39,11 +39,15 @@ void print_stall_line(const LaunchName& first, uint64_t stream, size_t unconfirm
   char which[128] = "";
   if (unconfirmed > 1)
     std::snprintf(which, sizeof(which), "; the first of %zu launches since the last one seen complete", unconfirmed);
-  char line[640];
+  char replay[96] = "";
+  if (first.graph)
+    std::snprintf(replay, sizeof(replay), "a replay of CUDA graph %u (%u NCCL op(s)), up to ", first.graph,
+                  first.graph_ops);
+  char line[736];
   std::snprintf(line, sizeof(line),
-                "ncclwatch: %s seq %llu on comm %016llx (rank %d/%d) has not completed after %.0f s "
+                "ncclwatch: %s%s seq %llu on comm %016llx (rank %d/%d) has not completed after %.0f s "
                 "(stream 0x%llx%s); pending ops of every communicator written to %s\n",
-                trace::api_name(static_cast<trace::Api>(first.api)), static_cast<unsigned long long>(first.seq),
+                replay, trace::api_name(static_cast<trace::Api>(first.api)), static_cast<unsigned long long>(first.seq),
                 static_cast<unsigned long long>(first.track ? first.track->id : 0), first.track ? first.track->rank : -1,
                 first.track ? first.track->nranks : -1, (monotonic_ns() - first.enqueued_ns) / 1e9,
                 static_cast<unsigned long long>(stream), which, trace_path_c());

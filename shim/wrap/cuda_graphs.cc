@@ -167,7 +167,7 @@ CUresult launch_replay(LaunchFn real, CUgraphExec exec, CUstream stream) noexcep
   const CapturedOp& lead = graph->ops.front();
   if (timed)
     end_timed_launch(timed, as_u64(stream), launch_id, lead.track, ops.lead_seq, lead.api,
-                     static_cast<uint32_t>(graph->ops.size()), begin_ns, end_ns, nullptr);
+                     static_cast<uint32_t>(graph->ops.size()), begin_ns, end_ns, nullptr, graph->index);
   return result;
 }
 

@@ -349,9 +349,15 @@ def graph_replays_are_ops_with_seqs_and_gpu_times():
 
 
 def rank_replaying_once_less_is_named():
-    job = graph_job("10", "9", returncodes=(-signal.SIGTERM, 0))
+    job = graph_job("10", "9", returncodes=(-signal.SIGTERM, 0), env={"NCCLWATCH_STALL_SEC": "0.1"})
+    watchdog = job.results[0].stderr
+    check("a replay of CUDA graph 1 (1 NCCL op(s)), up to ncclAllReduce seq 13 on comm" in watchdog,
+          f"rank 0's watchdog names the stalled replay:\n{watchdog}")
     hang = report(job, "hang", "--json")
     comm = json.loads(hang.stdout)["comms"][0]
+    stalls = [s for s in comm["stalls"] if s["rank"] == 0 and s["state"] == "stalled"]
+    check(stalls and stalls[0]["seq"] == 13 and stalls[0].get("graph") == 1 and stalls[0].get("replay") == 10,
+          f"the stall record is the 10th replay's: {comm['stalls']}")
     check(comm["missing"] == [{"rank": 1, "first_missing_seq": 13} | {k: v for k, v in comm["missing"][0].items()
                                                                       if k not in ("rank", "first_missing_seq")}],
           f"rank 1 is missing seq 13 (the 10th replay): {comm['missing']}")
