@@ -1,4 +1,5 @@
-"""pip install of a clean clone in a fresh virtual environment: the wheel holds the loader, the shim,
+"""pip install of a clean clone in a fresh virtual environment (a GCC release build, warnings as
+errors): the wheel holds the loader, the shim,
 the report tool and the launcher; its `ncclwatch run` traces a stand-in job, and ncclwatch.load
 reads exactly what its `ncclwatch-report dump` reads. Skipped (77) where PyPI cannot be reached."""
 import json
@@ -36,7 +37,9 @@ def main():
         if subprocess.run(pip + ["install", "numpy", "pandas"], capture_output=True, timeout=600).returncode != 0:
             print("skipped: numpy and pandas could not be installed from PyPI here")
             raise SystemExit(77)
-        run(pip + ["install", source], timeout=900)
+        # Warnings are errors here: this release build is what users install (scripts/test builds
+        # no other GCC release build).
+        run(pip + ["install", "--config-settings=setup-args=-Dwerror=true", source], timeout=900)
         bin_dir = os.path.join(venv, "bin")
         python = os.path.join(bin_dir, "python")
         where = json.loads(run([python, "-c", "import json, ncclwatch; print(json.dumps([ncclwatch.shim_path(), "
