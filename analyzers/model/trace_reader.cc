@@ -154,6 +154,7 @@ std::optional<int64_t> record_time(const RecordView& r) {
     case RecordType::kLibrary:
     case RecordType::kNotice:
     case RecordType::kGraph:
+    case RecordType::kStacks:
       if (auto* e = r.as<StringsRecord>()) return e->time_ns;
       break;
     case RecordType::kExitBegin:

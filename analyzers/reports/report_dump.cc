@@ -180,7 +180,8 @@ json record_json(const RecordView& r) {
     case RecordType::kProcess:
     case RecordType::kLibrary:
     case RecordType::kNotice:
-    case RecordType::kGraph: j.update(strings_json(r)); break;
+    case RecordType::kGraph:
+    case RecordType::kStacks: j.update(strings_json(r)); break;
     case RecordType::kModule: add_module_fields(r, j); break;
     case RecordType::kCallBegin:
     case RecordType::kCallEnd: add_call_fields(r, j); break;

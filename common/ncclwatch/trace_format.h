@@ -29,7 +29,7 @@ inline constexpr uint32_t kVersion = 6;              // 2: ApiEvent carries the 
                                                      // 5: LiveAtExit (skippable: format 4 readers read it)
                                                      // 6: CUDA graphs: Graph records, replayed ops
                                                      //    (skippable: format 4 readers take them for
-                                                     //    ordinary ops)
+                                                     //    ordinary ops); Stacks records
 inline constexpr uint32_t kMinReadableVersion = 4;  // oldest reader version that can read this file
                                                      // (an older one would skip the ring: no ops)
 inline constexpr uint32_t kOldestReadableFormat = 2; // files older than this are refused by readers
@@ -80,6 +80,7 @@ static_assert(sizeof(FileHeader) == kHeaderBytes);
 //                what a full trace, whose later records were lost, cannot otherwise tell
 //   Graph        a CUDA graph holding NCCL ops, or what became of it (StringsRecord, trace_strings.h
 //                graph_record): instantiated, updated, a capture that failed
+//   Stacks       every Python thread's stack at a stall or on request (StringsRecord, stacks_record)
 #define NCCLWATCH_RECORD_TYPES(X) \
   X(Padding, 1, "padding")        \
   X(Process, 2, "process")        \
@@ -100,7 +101,8 @@ static_assert(sizeof(FileHeader) == kHeaderBytes);
   X(StreamRef, 17, "stream_ref")  \
   X(ThreadRef, 18, "thread_ref")  \
   X(LiveAtExit, 19, "live_at_exit") \
-  X(Graph, 20, "graph")
+  X(Graph, 20, "graph")           \
+  X(Stacks, 21, "stacks")
 
 enum class RecordType : uint16_t {
 #define NCCLWATCH_RECORD_ENUMERATOR(Id, value, name) k##Id = value,

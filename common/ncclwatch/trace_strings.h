@@ -63,6 +63,17 @@ inline constexpr std::string_view kCaptureFailed = "capture_failed";  // the cap
 inline constexpr std::string_view kNotFollowed = "not_followed";   // replays of this exec are no longer recorded
 }  // namespace graph_record
 
+// kStacks: where every Python thread of the process was, when the watchdog saw a stall or a
+// watcher asked (a file `dump-now` in the trace folder, newer than the last answer).
+namespace stacks_record {
+inline constexpr std::string_view kReason = "reason";  // kStall or kRequested
+inline constexpr std::string_view kThread = "thread";  // once per thread: its frames, innermost first,
+                                                       // "path\tline\tfunction\n" each
+inline constexpr std::string_view kStall = "stall";
+inline constexpr std::string_view kRequested = "requested";
+inline constexpr std::string_view kRequestFile = "dump-now";  // in the trace folder
+}  // namespace stacks_record
+
 // Appends one "key=value\0" entry.
 inline void append_string(std::string& blob, std::string_view key, std::string_view value) {
   blob.append(key);

@@ -279,7 +279,8 @@ def _expand_ops(compact, refs):
 # the ring's records before the first other record that is later.
 _RECORD_TIMES = {"call_begin": (tf.API_EVENT, "time_ns"), "call_end": (tf.API_EVENT, "time_ns"),
                  "process": (tf.STRINGS_RECORD, "time_ns"), "library": (tf.STRINGS_RECORD, "time_ns"),
-                 "notice": (tf.STRINGS_RECORD, "time_ns"), "graph": (tf.STRINGS_RECORD, "time_ns"), "exit_begin": (tf.EXIT_RECORD, "time_ns"),
+                 "notice": (tf.STRINGS_RECORD, "time_ns"), "graph": (tf.STRINGS_RECORD, "time_ns"),
+                 "stacks": (tf.STRINGS_RECORD, "time_ns"), "exit_begin": (tf.EXIT_RECORD, "time_ns"),
                  "process_end": (tf.EXIT_RECORD, "time_ns"), "lost": (tf.LOST_RECORD, "time_ns"),
                  "stall": (tf.STALL_RECORD, "time_ns"), "op": (tf.OP_RECORD, "host_end_ns"),
                  "gpu_timing": (tf.GPU_TIMING_RECORD, "gpu_end_ns"), "comm_ref": (tf.COMM_REF_RECORD, "time_ns"),

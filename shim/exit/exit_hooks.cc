@@ -313,6 +313,7 @@ void after_fork_in_child() {
   op_ring_after_fork_in_child();
   trace_refs_after_fork_in_child();
   callsite_after_fork_in_child();
+  stack_requests_after_fork_in_child();
   process_info_after_fork_in_child();
   notices_after_fork_in_child();
   library_census_after_fork_in_child();
@@ -346,6 +347,7 @@ void attach_process() noexcept {
       python_hook_registered = true;
     }
     print_setting_problems();
+    watch_stack_requests();
     detail::g_process_attached.store(true, std::memory_order_release);
   } catch (...) {
     notice_once(Notice::kAttachFailed,

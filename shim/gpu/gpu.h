@@ -5,7 +5,7 @@
 // stalls (gpu_watchdog.h). And the GPU memory a communicator holds (comm_memory.h).
 //
 // May include: process/, comms/ (completion raises a communicator's seq), resolve/ (real_dlsym;
-// ncclCommMemStats), trace/ (timing records, stall records).
+// ncclCommMemStats), trace/ (timing records, stall records), site/ (the Python stacks at a stall).
 //
 // Front door: gpu_timer.h, comm_memory.h. Inside: the rest.
 #pragma once

@@ -30,9 +30,11 @@ constexpr int64_t kBurstGapNs = 5'000;
 // In a burst, one launch in this many gets a completion event: a stall is then named at most
 // this many launches early (the first launch after the last one seen complete).
 constexpr uint32_t kMaxUneventedRun = 32;
-// The first launches of each op shape on a communicator are timestamped, then one in
-// NCCLWATCH_SAMPLE: every latency row gets GPU samples, the first (connection set-up) call apart.
-constexpr uint32_t kFirstTimedPerShape = 4;
+// The first launches of each op shape on a communicator (each CUDA graph's first replays) are
+// timestamped, then one in NCCLWATCH_SAMPLE: every latency row gets GPU samples, the first
+// (connection set-up) call apart, and a short job is judged on the GPU throughout (a rank whose
+// host runs ahead issues 20 ops within a millisecond: the time budget below times few of them).
+constexpr uint32_t kFirstTimedPerShape = 16;
 // ... and at least one launch per stream in this much host time, so that a short job (20 ops
 // 20 ms apart, a graph replayed every few ms) is timed throughout, while a tight loop (a decode
 // step every 10-50 us, nccl-tests) stays near one launch in NCCLWATCH_SAMPLE.

@@ -1,9 +1,15 @@
 #include "gpu/gpu_watchdog.h"
 
 #include "process/process.h"
+#include "site/site.h"
 #include "trace/trace.h"
 
+#include <ncclwatch/trace_strings.h>
+
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <string>
 
 #include <cstdio>
 #include <cstring>
@@ -35,6 +41,26 @@ void write_stall_record(const LaunchName& first, trace::StallState state) {
   slot.commit(trace::RecordType::kStall);
 }
 
+// Beside the trace, `<trace>.stalled` exists while this process has a stall unresolved, holding the
+// stall's line: a watcher of the folder (ncclwatch-report watch) learns of a hang from a directory
+// listing, without reading the traces.
+void mark_stalled(const char* line) {
+  const char* trace = trace_path_c();
+  if (!*trace) return;
+  std::string marker = std::string(trace) + ".stalled";
+  int fd = open(marker.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  ssize_t ignored = ::write(fd, line, std::strlen(line));
+  (void)ignored;
+  close(fd);
+}
+
+void unmark_stalled() {
+  uint32_t open_stalls = 0;
+  for_each_comm([&](const CommTrack& t) { open_stalls += t.unresolved_stalls.load(std::memory_order_relaxed); });
+  if (const char* trace = trace_path_c(); *trace && open_stalls == 0) unlink((std::string(trace) + ".stalled").c_str());
+}
+
 void print_stall_line(const LaunchName& first, uint64_t stream, size_t unconfirmed) {
   char which[128] = "";
   if (unconfirmed > 1)
@@ -53,6 +79,7 @@ void print_stall_line(const LaunchName& first, uint64_t stream, size_t unconfirm
                 static_cast<unsigned long long>(stream), which, trace_path_c());
   ssize_t ignored = ::write(STDERR_FILENO, line, std::strlen(line));
   (void)ignored;
+  mark_stalled(line);
 }
 
 }  // namespace
@@ -68,7 +95,12 @@ void report_stall(const LaunchName& first, uint64_t stream, trace::StallState st
       }
     }
     write_stall_record(first, state);
-    if (state == trace::StallState::kStalled) print_stall_line(first, stream, unconfirmed);
+    if (state == trace::StallState::kStalled) {
+      print_stall_line(first, stream, unconfirmed);
+      write_python_stacks(trace::stacks_record::kStall);
+    } else {
+      unmark_stalled();
+    }
   } catch (...) {
     notice_once(Notice::kStallReportFailed,
                 "ncclwatch: an internal error stopped a stall report; a stalled op may be missing from stderr and "

@@ -24,15 +24,65 @@ std::string hex(uint64_t value, bool padded = false) {
   return text;
 }
 
-// Captures, graphs and execs change at set-up time, not per op: one mutex guards them all.
+// Executable graphs holding NCCL ops, for the launch path: an open-addressing table read without a
+// lock. Writers (instantiate, update, destroy) hold g_mutex. A slot's exec is 0 (never used),
+// kRemoved, or an exec handle; its ops are published before the handle and withdrawn before it.
+constexpr size_t kExecSlots = 4096;  // execs with NCCL ops alive at once; more are not followed
+constexpr uint64_t kRemoved = ~uint64_t{0};
+struct ExecSlot {
+  std::atomic<uint64_t> exec{0};
+  std::atomic<const GraphOps*> ops{nullptr};
+};
+ExecSlot g_exec_slots[kExecSlots];
+
+size_t exec_home(uint64_t exec) { return static_cast<size_t>((exec >> 4) * 0x9e3779b97f4a7c15ull >> 52) % kExecSlots; }
+
+// Captures, graphs and execs change at set-up time, not per op: one mutex guards the writers.
 std::mutex g_mutex;
 struct Tables {
   std::unordered_map<uint64_t, std::shared_ptr<GraphOps>> open_captures;  // by capture id
   std::unordered_map<uint64_t, std::shared_ptr<GraphOps>> graphs;         // by CUgraph
-  std::unordered_map<uint64_t, std::shared_ptr<GraphOps>> execs;          // by CUgraphExec
+  // Every graph an exec was made from, kept for the life of the process: the launch path holds
+  // plain pointers to them (a few hundred bytes a graph).
+  std::vector<std::shared_ptr<GraphOps>> kept;
   uint32_t next_index = 1;
 };
 Tables* g_tables = nullptr;  // made at the first capture of an NCCL op; never freed (exit path)
+
+// Under g_mutex: `graph` stays alive for the launch path's plain pointers.
+void keep(Tables& t, const std::shared_ptr<GraphOps>& graph) {
+  if (graph->kept) return;
+  graph->kept = true;
+  t.kept.push_back(graph);
+}
+
+// Under g_mutex. The slot holding `exec`, or nullptr.
+ExecSlot* find_exec_slot(uint64_t exec) {
+  for (size_t i = 0, at = exec_home(exec); i < kExecSlots; ++i, at = (at + 1) % kExecSlots) {
+    uint64_t held = g_exec_slots[at].exec.load(std::memory_order_relaxed);
+    if (held == exec) return &g_exec_slots[at];
+    if (held == 0) return nullptr;
+  }
+  return nullptr;
+}
+
+// Under g_mutex: `exec` now runs `ops` (replacing what it ran). False when the table is full.
+bool set_exec(uint64_t exec, const GraphOps* ops) {
+  if (ExecSlot* slot = find_exec_slot(exec)) {
+    slot->ops.store(ops, std::memory_order_release);
+    return true;
+  }
+  for (size_t i = 0, at = exec_home(exec); i < kExecSlots; ++i, at = (at + 1) % kExecSlots) {
+    uint64_t held = g_exec_slots[at].exec.load(std::memory_order_relaxed);
+    if (held != 0 && held != kRemoved) continue;
+    g_exec_slots[at].ops.store(ops, std::memory_order_relaxed);
+    // Release pairs with the acquire in graph_ops_of_exec(): the ops are visible with the handle.
+    g_exec_slots[at].exec.store(exec, std::memory_order_release);
+    g_nccl_execs.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  return false;
+}
 
 Tables& tables() {
   if (!g_tables) g_tables = new Tables();
@@ -70,8 +120,13 @@ void say_graphs_lost() noexcept {
               "ncclwatch: an internal error while following CUDA graphs; some graph replays go unrecorded");
 }
 
-void forget_exec(Tables& t, uint64_t exec) {
-  if (t.execs.erase(exec)) g_nccl_execs.fetch_sub(1, std::memory_order_relaxed);
+// Under g_mutex.
+void forget_exec(uint64_t exec) {
+  ExecSlot* slot = find_exec_slot(exec);
+  if (!slot) return;
+  slot->ops.store(nullptr, std::memory_order_release);  // a launch racing this finds no ops
+  slot->exec.store(kRemoved, std::memory_order_release);
+  g_nccl_execs.fetch_sub(1, std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -127,8 +182,12 @@ void graph_instantiated(uint64_t graph, uint64_t exec) noexcept {
     if (!g_tables) return;
     auto it = g_tables->graphs.find(graph);
     if (it == g_tables->graphs.end()) return;
-    auto [slot, added] = g_tables->execs.insert_or_assign(exec, it->second);
-    if (added) g_nccl_execs.fetch_add(1, std::memory_order_relaxed);
+    keep(*g_tables, it->second);
+    if (!set_exec(exec, it->second.get())) {
+      write_graph_record(keys::kNotFollowed, *it->second, graph, exec,
+                         "more executable graphs holding NCCL ops are alive than the shim follows (4096)");
+      return;
+    }
     write_graph_record(keys::kInstantiated, *it->second, graph, exec);
   } catch (...) {
     say_graphs_lost();
@@ -141,17 +200,17 @@ void graph_exec_updated(uint64_t exec, uint64_t graph, bool updated) noexcept {
     std::lock_guard lock(g_mutex);
     if (!g_tables) return;
     auto from = g_tables->graphs.find(graph);
-    auto was = g_tables->execs.find(exec);
+    ExecSlot* was = find_exec_slot(exec);
     if (from != g_tables->graphs.end()) {
-      if (was == g_tables->execs.end()) g_nccl_execs.fetch_add(1, std::memory_order_relaxed);
-      g_tables->execs[exec] = from->second;
-      write_graph_record(keys::kUpdated, *from->second, graph, exec);
-    } else if (was != g_tables->execs.end()) {
+      keep(*g_tables, from->second);
+      if (set_exec(exec, from->second.get())) write_graph_record(keys::kUpdated, *from->second, graph, exec);
+    } else if (was) {
       // A graph none of whose ops the shim saw captured: it may hold NCCL ops all the same.
-      write_graph_record(keys::kNotFollowed, *was->second, graph, exec,
-                         "cuGraphExecUpdate gave the exec a graph without NCCL ops the shim saw captured; its "
-                         "launches are no longer recorded");
-      forget_exec(*g_tables, exec);
+      if (const GraphOps* ops = was->ops.load(std::memory_order_relaxed))
+        write_graph_record(keys::kNotFollowed, *ops, graph, exec,
+                           "cuGraphExecUpdate gave the exec a graph without NCCL ops the shim saw captured; its "
+                           "launches are no longer recorded");
+      forget_exec(exec);
     }
   } catch (...) {
     say_graphs_lost();
@@ -165,14 +224,18 @@ void graph_destroyed(uint64_t graph) noexcept {
 
 void graph_exec_destroyed(uint64_t exec) noexcept {
   std::lock_guard lock(g_mutex);
-  if (g_tables) forget_exec(*g_tables, exec);
+  forget_exec(exec);
 }
 
-std::shared_ptr<const GraphOps> graph_ops_of_exec(uint64_t exec) noexcept {
-  std::lock_guard lock(g_mutex);
-  if (!g_tables) return nullptr;
-  auto it = g_tables->execs.find(exec);
-  return it == g_tables->execs.end() ? nullptr : it->second;
+const GraphOps* graph_ops_of_exec(uint64_t exec) noexcept {
+  if (exec == 0 || exec == kRemoved) return nullptr;
+  for (size_t i = 0, at = exec_home(exec); i < kExecSlots; ++i, at = (at + 1) % kExecSlots) {
+    // Acquire pairs with the release in set_exec(): the ops stored before the handle are seen.
+    uint64_t held = g_exec_slots[at].exec.load(std::memory_order_acquire);
+    if (held == exec) return g_exec_slots[at].ops.load(std::memory_order_acquire);
+    if (held == 0) return nullptr;
+  }
+  return nullptr;
 }
 
 void graph_replay_not_followed(const GraphOps& graph, uint64_t exec, const char* why) noexcept {
@@ -188,6 +251,10 @@ void graph_table_after_fork_in_child() noexcept {
   // A child has the parent's graphs (CUDA does not work across fork anyway) but none of its traces.
   new (&g_mutex) std::mutex();
   g_tables = nullptr;
+  for (ExecSlot& slot : g_exec_slots) {
+    slot.exec.store(0, std::memory_order_relaxed);
+    slot.ops.store(nullptr, std::memory_order_relaxed);
+  }
   g_open_captures.store(0, std::memory_order_relaxed);
   g_nccl_execs.store(0, std::memory_order_relaxed);
 }

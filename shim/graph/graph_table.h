@@ -2,7 +2,7 @@
 // each capture became, the executable graphs instantiated from it. Updated by the driver entry
 // points the shim interposes (wrap/cuda_graphs.cc) and by the collective path (a captured op);
 // read at every graph launch. Graphs without NCCL ops are never entered: a launch of one costs a
-// relaxed load (no NCCL exec alive) or one lookup.
+// relaxed load (no NCCL exec alive) or one lock-free lookup.
 #pragma once
 
 #include <ncclwatch/trace_format.h>
@@ -34,6 +34,7 @@ struct GraphOps {
   uint64_t capture_id = 0;
   std::vector<CapturedOp> ops;
   mutable std::atomic<bool> said_not_followed{false};  // graph_replay_not_followed() wrote its record
+  bool kept = false;  // held for the life of the process (graph_table.cc, under its mutex)
 };
 
 // Captures begun and not yet ended in this process, as far as the shim saw them begin. While it is
@@ -60,8 +61,9 @@ void graph_exec_updated(uint64_t exec, uint64_t graph, bool updated) noexcept;
 void graph_destroyed(uint64_t graph) noexcept;
 void graph_exec_destroyed(uint64_t exec) noexcept;
 
-// At a launch of `exec`: its NCCL ops, or nullptr when it holds none (or is not followed).
-std::shared_ptr<const GraphOps> graph_ops_of_exec(uint64_t exec) noexcept;
+// At a launch of `exec`: its NCCL ops, or nullptr when it holds none (or is not followed). Lock-free
+// (a probe of a fixed table); what it returns stays valid for the life of the process.
+const GraphOps* graph_ops_of_exec(uint64_t exec) noexcept;
 
 // A launch of `exec` whose replay the shim cannot follow (`why`): said once per graph, in the trace.
 void graph_replay_not_followed(const GraphOps& graph, uint64_t exec, const char* why) noexcept;

@@ -19,7 +19,7 @@ struct Config {
   int frames = 24;                        // NCCLWATCH_FRAMES: call-site depth captured at creation
   bool record = true;                     // NCCLWATCH_DISABLE=1 turns the shim into a pure forwarder
   TimingRequest timing = TimingRequest::kDefault;  // NCCLWATCH_TIMING=gpu|host|off
-  // NCCLWATCH_SAMPLE=N: GPU timestamps for the first 4 launches of each op shape on a comm, then
+  // NCCLWATCH_SAMPLE=N: GPU timestamps for the first 16 launches of each op shape on a comm, then
   // one in N, and at least one per stream each millisecond (gpu_timer.cc). A timestamped launch
   // costs three driver calls (capture check, two event records): 32 keeps timestamps under 0.1
   // driver calls per collective in a tight loop.

@@ -32,6 +32,7 @@ enum class Notice {
   kOpTotalsFailed,
   kGpuTimingFailed,
   kGraphsLost,
+  kStacksLost,
   kStallReportFailed,
   kCallSiteFailed,
   kCount

@@ -10,6 +10,9 @@
 
 namespace ncclwatch::python {
 
+// PyThreadState starts with `prev` and `next` (the interpreter's list of threads) in 3.9 to 3.13.
+inline constexpr uint32_t kThreadStateNext = 8;
+
 struct Layout {
   int minor = 0;                 // 3.<minor>
   // The thread's innermost frame: *(tstate + thread_frame), then, when cframe_current_frame >= 0

@@ -35,6 +35,9 @@ struct Interpreter {
   int (*is_initialized)() = nullptr;
   int (*is_finalizing)() = nullptr;
   void* (*this_thread_state)() = nullptr;
+  // Every thread's state, for stacks (optional: without them only the calling thread is read).
+  void* (*main_interpreter)() = nullptr;
+  void* (*thread_head)(void* interpreter) = nullptr;
   int (*address_to_line)(void* code, int byte_offset) = nullptr;
   uint64_t code_type = 0;
   uint64_t unicode_type = 0;
@@ -97,6 +100,8 @@ void resolve() noexcept {
   py.is_finalizing = find<int (*)()>("Py_IsFinalizing");
   if (!py.is_finalizing) py.is_finalizing = find<int (*)()>("_Py_IsFinalizing");
   py.this_thread_state = find<void* (*)()>("PyGILState_GetThisThreadState");
+  py.main_interpreter = find<void* (*)()>("PyInterpreterState_Main");
+  py.thread_head = find<void* (*)(void*)>("PyInterpreterState_ThreadHead");
   py.address_to_line = find<int (*)(void*, int)>("PyCode_Addr2Line");
   py.code_type = reinterpret_cast<uint64_t>(find<void*>("PyCode_Type"));
   py.unicode_type = reinterpret_cast<uint64_t>(find<void*>("PyUnicode_Type"));
@@ -259,8 +264,9 @@ void read_process_group_names(MemoryReader& memory, const Interpreter& py, uint6
 
 enum class Walk { kDone, kLayoutMismatch, kUnreadable };
 
-Walk walk_frames(const Interpreter& py, void* thread_state, FrameText& user, FrameText& library,
-                 ProcessGroupNames& group) {
+// Calls on_frame(memory, frame, code_bytes, path, line, function) for each Python frame of
+// `thread_state`, innermost first, until it returns false.
+template <class OnFrame> Walk walk_frames(const Interpreter& py, void* thread_state, OnFrame&& on_frame) {
   const Layout& l = py.layout;
   MemoryReader memory;
   uint64_t frame = 0;
@@ -269,7 +275,7 @@ Walk walk_frames(const Interpreter& py, void* thread_state, FrameText& user, Fra
   if (l.cframe_current_frame >= 0 && frame && !memory.read_at(frame, frame + static_cast<uint32_t>(l.cframe_current_frame)))
     return Walk::kLayoutMismatch;
   constexpr int kMaxDepth = 1024;  // a cycle would mean a layout we got wrong
-  for (int depth = 0; frame && depth < kMaxDepth && user.count < kMaxPythonFrames; ++depth) {
+  for (int depth = 0; frame && depth < kMaxDepth; ++depth) {
     unsigned char f[python::kMaxFrameBytes] = {};
     if (!memory.read(f, frame, l.frame_size)) return Walk::kLayoutMismatch;
     if (l.frame_objects && field<uint64_t>(f, python::kObjectType) != py.frame_type) return Walk::kLayoutMismatch;
@@ -297,13 +303,48 @@ Walk walk_frames(const Interpreter& py, void* thread_state, FrameText& user, Fra
     if (!read_string(memory, py, field<uint64_t>(c, l.code_filename), path, sizeof(path)) ||
         !read_string(memory, py, field<uint64_t>(c, l.code_name), function, sizeof(function)))
       return Walk::kLayoutMismatch;
-    bool in_library = is_library_path(path);
-    (in_library ? library : user).add(path, line, function);
-    if (in_library && !group.found() && std::strcmp(function, kProcessGroupHelper) == 0)
-      read_process_group_names(memory, py, frame, c, group);
+    if (!on_frame(memory, frame, c, path, line, function)) break;
     frame = previous;
   }
   return Walk::kDone;
+}
+
+// The program's own frames (up to kMaxPythonFrames) and the libraries' of the calling thread, and
+// the process group a frame of PyTorch's is making.
+Walk walk_site_frames(const Interpreter& py, void* thread_state, FrameText& user, FrameText& library,
+                      ProcessGroupNames& group) {
+  return walk_frames(py, thread_state,
+                     [&](MemoryReader& memory, uint64_t frame, const unsigned char* code, const char* path, int line,
+                         const char* function) {
+                       bool in_library = is_library_path(path);
+                       (in_library ? library : user).add(path, line, function);
+                       if (in_library && !group.found() && std::strcmp(function, kProcessGroupHelper) == 0)
+                         read_process_group_names(memory, py, frame, code, group);
+                       return user.count < kMaxPythonFrames;
+                     });
+}
+
+// Why the Python reader gives up after a walk that did not finish.
+void give_up_after(Walk walk, const Interpreter& py) {
+  if (walk == Walk::kUnreadable)
+    return give_up("this process cannot read its own memory (process_vm_readv and /proc/self/mem refused)");
+  char why[128];
+  std::snprintf(why, sizeof(why), "the Python stack does not have CPython 3.%d's layout (a debug or free-threaded build?)",
+                py.layout.minor);
+  give_up(why);
+}
+
+// The interpreter, once ready to be read (found, initialized, not finalizing), else nullptr.
+const Interpreter* ready_interpreter() noexcept {
+  Availability availability = g_availability.load(std::memory_order_acquire);
+  if (availability == Availability::kNoPythonYet) {
+    resolve();
+    availability = g_availability.load(std::memory_order_acquire);
+  }
+  if (availability != Availability::kReady) return nullptr;
+  const Interpreter& py = g_interpreter;
+  // A finalizing interpreter frees other threads' states.
+  return py.is_initialized() && !py.is_finalizing() ? &py : nullptr;
 }
 
 }  // namespace
@@ -311,29 +352,15 @@ Walk walk_frames(const Interpreter& py, void* thread_state, FrameText& user, Fra
 void capture_python_site(char* out, size_t size) noexcept {
   if (size) out[0] = '\0';
   if (size < 2) return;
-  Availability availability = g_availability.load(std::memory_order_acquire);
-  if (availability == Availability::kNoPythonYet) {
-    resolve();
-    availability = g_availability.load(std::memory_order_acquire);
-  }
-  if (availability != Availability::kReady) return;
-  const Interpreter& py = g_interpreter;
-  // A finalizing interpreter frees other threads' states; a thread Python never saw has none.
-  if (!py.is_initialized() || py.is_finalizing()) return;
+  const Interpreter* ready = ready_interpreter();
+  if (!ready) return;
+  const Interpreter& py = *ready;
   void* thread_state = py.this_thread_state();
-  if (!thread_state) return;
+  if (!thread_state) return;  // a thread Python never saw
   FrameText user, library;
   ProcessGroupNames group;
-  switch (walk_frames(py, thread_state, user, library, group)) {
-    case Walk::kDone: break;
-    case Walk::kUnreadable: return give_up("this process cannot read its own memory (process_vm_readv and /proc/self/mem refused)");
-    case Walk::kLayoutMismatch: {
-      char why[128];
-      std::snprintf(why, sizeof(why), "the Python stack does not have CPython 3.%d's layout (a debug or free-threaded build?)",
-                    py.layout.minor);
-      return give_up(why);
-    }
-  }
+  if (Walk walk = walk_site_frames(py, thread_state, user, library, group); walk != Walk::kDone)
+    return give_up_after(walk, py);
   const FrameText& shown = user.count ? user : library;
   size_t used = 0;
   for (int i = 0; i < shown.count; ++i) {
@@ -346,6 +373,42 @@ void capture_python_site(char* out, size_t size) noexcept {
     used += static_cast<size_t>(std::max(0, std::snprintf(out + used, size - used, "%s%s\t%s\n", trace::kProcessGroupLine,
                                                           group.name, group.desc)));
   out[std::min(used, size - 1)] = '\0';
+}
+
+size_t capture_python_stacks(char* out, size_t size) noexcept {
+  if (size) out[0] = '\0';
+  const Interpreter* ready = ready_interpreter();
+  if (!ready || size < 2 || !ready->main_interpreter || !ready->thread_head) return 0;
+  const Interpreter& py = *ready;
+  void* interpreter = py.main_interpreter();
+  void* thread = interpreter ? py.thread_head(interpreter) : nullptr;
+  size_t used = 0, threads = 0;
+  auto append = [&](const char* text) {
+    size_t n = std::strlen(text);
+    if (used + n >= size) return false;
+    std::memcpy(out + used, text, n);
+    used += n;
+    return true;
+  };
+  MemoryReader memory;
+  for (; thread && threads < kMaxStackThreads; ++threads) {
+    int frames = 0;
+    bool room = true;
+    Walk walk = walk_frames(py, thread, [&](MemoryReader&, uint64_t, const unsigned char*, const char* path, int line,
+                                            const char* function) {
+      char text[704];
+      std::snprintf(text, sizeof(text), "%s\t%d\t%s\n", path, line, function);
+      room = append(text);
+      return room && ++frames < kMaxStackFrames;
+    });
+    // A thread that was running Python while read may show a torn frame: its stack ends there.
+    if (walk == Walk::kUnreadable || !room || !append("\n")) break;
+    uint64_t next = 0;
+    if (!memory.read_at(next, reinterpret_cast<uint64_t>(thread) + python::kThreadStateNext)) break;
+    thread = reinterpret_cast<void*>(next);
+  }
+  out[std::min(used, size - 1)] = '\0';
+  return threads;
 }
 
 void python_site_after_fork_in_child() noexcept {

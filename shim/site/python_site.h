@@ -18,6 +18,15 @@ inline constexpr int kMaxPythonFrames = 3;
 // trace::kProcessGroupLine follows with the group's name and description.
 void capture_python_site(char* out, size_t size) noexcept;
 
+// Every Python thread's stack, for a hang (the watchdog, a request for stacks): per thread, its
+// frames innermost first ("path\tline\tfunction\n", up to kMaxStackFrames, the libraries' too),
+// then an empty line; newest thread first, as CPython lists them, up to kMaxStackThreads. Reads
+// other threads' frames without stopping them: a thread running Python meanwhile may show fewer
+// frames; one blocked (in NCCL, a sleep, a lock) shows where it waits. Returns the threads read.
+inline constexpr int kMaxStackFrames = 32;
+inline constexpr size_t kMaxStackThreads = 16;
+size_t capture_python_stacks(char* out, size_t size) noexcept;
+
 // A child forked while another thread was looking for the interpreter must not inherit its lock.
 void python_site_after_fork_in_child() noexcept;
 

@@ -4,10 +4,13 @@
 // Python stack without the GIL (python_site.h), through per-version layouts of CPython's structs
 // (python_layouts.h).
 //
-// May include: process/, resolve/ (real_dlsym, is_inside_shim), trace/ (kModule records).
+// May include: process/, resolve/ (real_dlsym, is_inside_shim), trace/ (kModule and Stacks records).
 //
-// Front door: callsite.h, python_site.h. Inside: python_layouts.h.
+// Every Python thread's stack when a hang is suspected (stack_requests.h).
+//
+// Front door: callsite.h, python_site.h, stack_requests.h. Inside: python_layouts.h.
 #pragma once
 
 #include "site/callsite.h"
 #include "site/python_site.h"
+#include "site/stack_requests.h"

@@ -144,7 +144,7 @@ ReplayedOps record_replayed_ops(const GraphOps& graph, CUstream stream, uint64_t
 using LaunchFn = CUresult (*)(CUgraphExec, CUstream);
 
 CUresult launch_replay(LaunchFn real, CUgraphExec exec, CUstream stream) noexcept {
-  std::shared_ptr<const GraphOps> graph = graph_ops_of_exec(reinterpret_cast<uint64_t>(exec));
+  const GraphOps* graph = graph_ops_of_exec(reinterpret_cast<uint64_t>(exec));
   if (!graph || graph->ops.empty() || !recording()) return real(exec, stream);
   int64_t begin_ns = monotonic_ns();
   uint64_t launch_id = new_launch_id();

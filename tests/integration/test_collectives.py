@@ -121,9 +121,10 @@ def gpu_time_comes_from_events():
 
 
 def sampling_times_the_first_launches_of_each_shape():
-    # NCCLWATCH_SAMPLE=8: the first 4 launches of each op shape on a comm get timestamps, then one
-    # in 8 (the 5th, 13th, ...): all-reduce x1024 20 launches -> 6, x7 3 -> 3, broadcast 10 -> 5,
-    # the group of two 6 -> 5.
+    # NCCLWATCH_SAMPLE=8: the first 16 launches of each op shape on a comm get timestamps, then one
+    # in 8 (the 17th, 25th, ...): all-reduce x1024 20 launches -> 17, x7 3 -> 3, broadcast 10 -> 10,
+    # the group of two 6 -> 6. At least: a launch a millisecond or more after the stream's last
+    # timed one is timed too (a loaded machine may space them so).
     job = Job([app("collectives_app"), "shapes"], nranks=2, env={"NCCLWATCH_SAMPLE": "8"})
     for rank, r in enumerate(job.run()):
         check(r.returncode == 0, f"rank {rank}: {r.returncode} {r.stderr}")
@@ -133,7 +134,9 @@ def sampling_times_the_first_launches_of_each_shape():
             return sum(1 for o in ops if o["op"] == op and o["count"] == count and o["flags"] & 2)
         got = (timed("ncclAllReduce", 1024), timed("ncclAllReduce", 7), timed("ncclBroadcast", 1024),
                sum(1 for o in ops if o["op"] == "ncclGroupEnd" and o["flags"] & 2))
-        check(got == (6, 3, 5, 5), f"rank {rank}: timed launches per shape {got}, expected (6, 3, 5, 5)")
+        first_sixteen = [o for o in ops if o["op"] == "ncclAllReduce" and o["count"] == 1024][:17]
+        check(all(o["flags"] & 2 for o in first_sixteen) and got[0] <= 20 and got[1:] == (3, 10, 6),
+              f"rank {rank}: timed launches per shape {got}, expected (17 or more, 3, 10, 6)")
         timed_ids = {o["launch_id"] for o in ops if o["flags"] & 2}
         check(timed_ids == set(data["timings"]), f"rank {rank}: {len(timed_ids)} timed launches, "
               f"{len(data['timings'])} GPU timings")
