@@ -16,7 +16,7 @@ using namespace ncclwatch::report;
 
 namespace {
 
-const std::vector<std::string> kReports = {"summary", "leaks", "latency", "hang", "timeline", "html", "metrics", "dump"};
+const std::vector<std::string> kReports = {"summary", "leaks", "latency", "hang", "timeline", "html", "metrics", "dump", "watch"};
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -47,11 +47,35 @@ bool refuse_unknown_report(int argc, char** argv) {
     if (size_t d = edit_distance(word, r); d < best) best = d, closest = r;
   say("'{}' is neither a report nor an existing file or folder{}", word,
       closest.empty() ? "" : " (did you mean '" + closest + "'?)");
-  say_line("reports: summary, leaks, latency, hang, timeline, html, metrics, dump; see ncclwatch-report --help");
+  say_line("reports: summary, leaks, latency, hang, timeline, html, metrics, dump, watch; see ncclwatch-report --help");
   return true;
 }
 
 }  // namespace
+
+// --json and latency's --csv are older spellings of --format json|csv. Two that disagree are
+// refused: honouring either would silently ignore what the other asked for.
+bool settle_output_format(Options& options) {
+  std::vector<std::string> asked;
+  std::set<std::string> formats;
+  auto ask = [&](bool given, const std::string& spelling, const std::string& format) {
+    if (!given) return;
+    asked.push_back(spelling);
+    formats.insert(format);
+  };
+  ask(options.json, "--json", "json");
+  ask(options.csv, "--csv", "csv");
+  ask(!options.format.empty(), "--format " + options.format, options.format);
+  if (formats.size() > 1) {
+    std::string list;
+    for (size_t i = 0; i < asked.size(); ++i) list += (i == 0 ? "" : i + 1 == asked.size() ? " and " : ", ") + asked[i];
+    say("{} ask for different output formats; give one", list);
+    return false;
+  }
+  options.json = formats.count("json") > 0;
+  options.csv = formats.count("csv") > 0;
+  return true;
+}
 
 int main(int argc, char** argv) {
   if (refuse_unknown_report(argc, argv)) return 2;
@@ -116,6 +140,12 @@ int main(int argc, char** argv) {
   metrics->add_option("paths", options.inputs, "trace files or job folders (default: ./ncclwatch)");
   metrics->add_flag("--all", options.all_jobs, "a launcher folder: read every job in it, not only the newest");
   metrics->add_option("-o,--output", options.output, "the file to write, replaced in one step (default: standard output)");
+  CLI::App* watch = app.add_subcommand("watch", "while the job runs: the hang verdict within seconds of a stall, on stderr and in verdict.json");
+  watch->add_option("paths", options.inputs, "the job's trace folders (default: ./ncclwatch)");
+  double watch_interval_s = 0.5;
+  int watch_pid = 0;
+  watch->add_option("--interval", watch_interval_s, "seconds between looks at the folders (default 0.5)")->check(CLI::Range(0.05, 60.0));
+  watch->add_option("--pid", watch_pid, "stop when this process exits (default: run until interrupted)");
   CLI::App* dump = app.add_subcommand("dump", "every record of trace files as JSON Lines (a file_header line first for each)");
   dump->add_option("paths", options.inputs, "trace files or a job folder")->required();
   dump->add_flag("--json", options.json, "accepted for symmetry: the output is JSON Lines");
@@ -126,26 +156,7 @@ int main(int argc, char** argv) {
     int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
-  // --json and latency's --csv are older spellings of --format json|csv. Two that disagree are
-  // refused: honouring either would silently ignore what the other asked for.
-  std::vector<std::string> asked;
-  std::set<std::string> formats;
-  auto ask = [&](bool given, const std::string& spelling, const std::string& format) {
-    if (!given) return;
-    asked.push_back(spelling);
-    formats.insert(format);
-  };
-  ask(options.json, "--json", "json");
-  ask(options.csv, "--csv", "csv");
-  ask(!options.format.empty(), "--format " + options.format, options.format);
-  if (formats.size() > 1) {
-    std::string list;
-    for (size_t i = 0; i < asked.size(); ++i) list += (i == 0 ? "" : i + 1 == asked.size() ? " and " : ", ") + asked[i];
-    say("{} ask for different output formats; give one", list);
-    return 2;
-  }
-  options.json = formats.count("json") > 0;
-  options.csv = formats.count("csv") > 0;
+  if (!settle_output_format(options)) return 2;
   // The summary is one screen of counts, lists and sentences, not a table: a key,value flattening of
   // its nested parts would be a format of our own for scripts to parse, and --json already serves
   // them. Its tables are the other reports'.
@@ -160,6 +171,7 @@ int main(int argc, char** argv) {
   options.inputs = resolve_job_folders(options.inputs, options.all_jobs, notes);
   for (const std::string& note : notes) say("{}", note);
 
+  if (watch->parsed()) return run_watch(options, watch_interval_s, watch_pid);
   if (leaks->parsed()) return run_leaks(options);
   if (latency->parsed()) return run_latency(options);
   if (hang->parsed()) return run_hang(options);

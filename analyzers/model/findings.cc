@@ -69,4 +69,6 @@ std::string graph_replay_note(const CommHang& c, uint64_t seq) {
                   : fmt::format(" (a replay of CUDA graph {})", g.graph);
 }
 
+std::string where_note(const RankProgress& r) { return r.where.empty() ? "" : " at " + r.where; }
+
 }  // namespace ncclwatch::model

@@ -63,7 +63,15 @@ struct RankProgress {
   int pid = 0;
   uint64_t last_seq = 0, completed_seq = 0;
   bool process_ended = false;
+  // Where its Python was when the stacks were last written (a stall, a watcher's request): the
+  // main thread's stack, innermost first, and its program line ("train.py:88 (step)"); empty
+  // without a Stacks record.
+  std::vector<PythonFrame> python_stack;
+  std::string where;
+  std::string stacks_reason;  // why they were written: "stall" or "requested"
 };
+// " at train.py:88 (step)" for a rank whose stacks were written, else "".
+std::string where_note(const RankProgress& r);
 using MissingRank = RankProgress;  // a rank that never issued last_seq + 1, which a peer issued
 struct GraphReplay {
   uint32_t graph = 0;   // graph_record::kIndex

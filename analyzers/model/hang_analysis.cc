@@ -185,6 +185,22 @@ class ProcessIndex {
   std::vector<std::vector<const RankComm*>> unfinished_;
 };
 
+// "; its Python is at loader.py:212 (load); rank(s) 0,2 wait at train.py:88 (step)": where the ranks
+// that stopped short and the ranks waiting for them were, as far as their stacks say.
+std::string python_lines_note(const CommHang& c, const std::vector<int32_t>& short_ranks) {
+  std::string stopped, waiting;
+  std::map<std::string, std::vector<int32_t>> waiting_at;
+  for (const RankProgress& r : c.per_rank) {
+    if (r.where.empty()) continue;
+    bool is_short = std::find(short_ranks.begin(), short_ranks.end(), r.rank) != short_ranks.end();
+    if (is_short && stopped.empty()) stopped = fmt::format("; rank {}'s Python is at {}", r.rank, r.where);
+    if (!is_short) waiting_at[r.where].push_back(r.rank);
+  }
+  for (const auto& [where, ranks] : waiting_at)
+    waiting += fmt::format("; rank(s) {} wait at {}", ranks_text(ranks), where);
+  return stopped + waiting;
+}
+
 // The most telling finding about communicator `c`, in words. `present`: rank -> process;
 // `lowest_issued`: the last seq of the rank that issued fewest.
 CommVerdict comm_verdict(const JobAnalysis& a, const ProcessIndex& index, const CommHang& c,
@@ -239,6 +255,7 @@ CommVerdict comm_verdict(const JobAnalysis& a, const ProcessIndex& index, const 
       if (const RankComm* other = index.waits_in(process, c.comm_id))
         why += fmt::format("; it waits in comm {} seq {}", comm_label(other->comm_id, names), other->completed_seq() + 1);
     }
+    why += python_lines_note(c, lowest);
     set(kMissing, fmt::format("comm {}: rank(s) {} never issued seq {}{} that {} peer(s) issued (they reached seq {}){}",
                               label, ranks_text(lowest), lowest_issued + 1, graph_replay_note(c, lowest_issued + 1),
                               present.size() - c.missing.size(), c.last_seq_issued, why));
@@ -344,6 +361,20 @@ Membership membership(const JobFacts& job, const CommOps* ops, CommHang& c) {
   return m;
 }
 
+// Where the process's main Python thread was, from its latest Stacks record (CPython lists the
+// main thread last: the oldest).
+void note_where(const ProcessTrace& p, RankProgress& progress) {
+  if (!p.stacks) return;
+  for (auto thread = p.stacks->threads.rbegin(); thread != p.stacks->threads.rend(); ++thread) {
+    if (const PythonFrame* frame = program_frame(*thread)) {
+      progress.python_stack = *thread;
+      progress.where = frame->describe_short();
+      progress.stacks_reason = p.stacks->reason;
+      return;
+    }
+  }
+}
+
 // How far each present rank issued and completed, the ranks that stopped short and the ops never
 // completed. Returns the last seq of the rank that issued fewest.
 uint64_t note_progress(const JobAnalysis& a, const Membership& m, CommHang& c) {
@@ -354,7 +385,14 @@ uint64_t note_progress(const JobAnalysis& a, const Membership& m, CommHang& c) {
     uint64_t last = rc ? rc->max_seq : 0, done = rc ? rc->completed_seq() : 0;
     done_by_all = std::min(done_by_all, done);
     const ProcessTrace& p = a.job.processes[process];
-    RankProgress progress{rank, p.host(), p.pid(), last, done, p.process_end.has_value()};
+    RankProgress progress;
+    progress.rank = rank;
+    progress.host = p.host();
+    progress.pid = p.pid();
+    progress.last_seq = last;
+    progress.completed_seq = done;
+    progress.process_ended = p.process_end.has_value();
+    note_where(p, progress);
     c.per_rank.push_back(progress);
     if (last < c.last_seq_issued) {
       c.missing.push_back(progress);

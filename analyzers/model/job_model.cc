@@ -33,6 +33,7 @@ std::map<std::string, std::string> parse_strings(const RecordView& r) {
 // begin record's call site, so an oversized one would be multiplied by the records that follow. The
 // shim writes at most 64 frames (shim/callsite.h); names and call-site summaries are short.
 constexpr size_t kMaxFramesKept = 64;
+
 constexpr size_t kMaxTextKept = 1024;  // bytes of a name or call-site summary
 constexpr size_t kMaxPythonKept = 4096;  // bytes of Python frames (the shim writes at most 3)
 
@@ -107,6 +108,7 @@ class ProcessBuilder {
         if (auto it = s.find(std::string(notice_record::kText)); it != s.end()) p_.notices.push_back(it->second);
         break;
       }
+      case RecordType::kStacks: on_stacks(r); break;
       case RecordType::kModule: on_module(r); break;
       case RecordType::kCallBegin:
         if (const auto* e = r.as<ApiEvent>()) on_begin(r, *e);
@@ -149,6 +151,13 @@ class ProcessBuilder {
   }
 
  private:
+  // The latest record wins: a later request, or the stall, says where the threads are now.
+  void on_stacks(const RecordView& r) {
+    const auto* rec = r.as<StringsRecord>();
+    if (!rec || sizeof(StringsRecord) + rec->bytes > r.size) return;
+    p_.stacks = parse_python_stacks(record_text(r.data + sizeof(StringsRecord), rec->bytes), rec->time_ns);
+  }
+
   // The event with a rank and size no job has taken as unknown (and named once per file).
   ApiEvent plausible(const ApiEvent& e, const RecordView& r) {
     ApiEvent checked = e;
@@ -583,17 +592,6 @@ Job load_job(const std::vector<std::string>& inputs) {
     if (usable[i]) job.processes.push_back(std::move(loaded[i]));
   }
   return job;
-}
-
-std::string signal_name(int sig) {
-  const char* abbrev = sig > 0 ? sigabbrev_np(sig) : nullptr;
-  return abbrev ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
-}
-
-std::string trace_end_text(const ProcessTrace& p) {
-  if (!p.process_end) return "the trace ends (the process was killed)";
-  if (p.process_end->reason == static_cast<uint32_t>(ExitReason::kSignal)) return signal_name(p.process_end->signal);
-  return "the process exited";
 }
 
 }  // namespace ncclwatch::model

@@ -124,6 +124,7 @@ struct ProcessTrace {
   std::map<std::string, std::string> strings;  // kProcess record: host, pid, cmdline, env.*
   std::vector<NcclLibrary> libraries;          // kLibrary records, in the order written
   std::vector<std::string> notices;
+  std::optional<PythonStacks> stacks;          // the latest Stacks record
   std::vector<Module> modules;
   std::vector<CommInstance> comms;
   std::vector<ResourceInstance> resources;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include <algorithm>
 #include <iterator>
 #include <limits>
@@ -210,6 +212,18 @@ LifecycleFindings lifecycle_findings(const Job& job) {
     out.pile_ups.push_back(std::move(pile));
   }
   return out;
+}
+
+// (job_model.h) How a trace ends, in words.
+std::string signal_name(int sig) {
+  const char* abbrev = sig > 0 ? sigabbrev_np(sig) : nullptr;
+  return abbrev ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
+}
+
+std::string trace_end_text(const ProcessTrace& p) {
+  if (!p.process_end) return "the trace ends (the process was killed)";
+  if (p.process_end->reason == static_cast<uint32_t>(trace::ExitReason::kSignal)) return signal_name(p.process_end->signal);
+  return "the process exited";
 }
 
 }  // namespace ncclwatch::model

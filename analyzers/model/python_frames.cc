@@ -1,4 +1,6 @@
 #include "model/python_frames.h"
+
+#include <ncclwatch/trace_strings.h>
 #include "model/trace_text.h"
 
 #include <ncclwatch/trace_format.h>
@@ -52,6 +54,33 @@ std::vector<PythonFrame> parse_python_site(std::string_view text) {
     frames.push_back(std::move(frame));
   }
   return frames;
+}
+
+bool is_library_frame(const PythonFrame& frame) {
+  const std::string& path = frame.file;
+  if (path.rfind("<frozen ", 0) == 0) return true;
+  if (path.find("/torch/") != std::string::npos || path.find("/deep_ep/") != std::string::npos) return true;
+  return path.find("/lib/python3") != std::string::npos && path.find("-packages/") == std::string::npos;
+}
+
+const PythonFrame* program_frame(const std::vector<PythonFrame>& stack) {
+  for (const PythonFrame& frame : stack)
+    if (!is_library_frame(frame)) return &frame;
+  return stack.empty() ? nullptr : &stack.front();
+}
+
+PythonStacks parse_python_stacks(std::string_view record_body, int64_t time_ns) {
+  constexpr size_t kMaxThreads = 64, kMaxFrames = 64;  // the shim writes at most 16 of 32
+  PythonStacks stacks;
+  stacks.time_ns = time_ns;
+  trace::for_each_string(record_body, [&](std::string_view key, std::string_view value) {
+    if (key == trace::stacks_record::kReason) stacks.reason = value;
+    if (key != trace::stacks_record::kThread || stacks.threads.size() >= kMaxThreads) return;
+    std::vector<PythonFrame> frames = parse_python_site(value);
+    if (frames.size() > kMaxFrames) frames.resize(kMaxFrames);
+    stacks.threads.push_back(std::move(frames));
+  });
+  return stacks;
 }
 
 }  // namespace ncclwatch::model

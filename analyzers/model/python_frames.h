@@ -2,6 +2,7 @@
 // and the PyTorch process group a communicator was made for.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,5 +33,22 @@ struct ProcessGroupName {
   std::string describe() const;
 };
 ProcessGroupName parse_process_group(std::string_view python_site_text);
+
+// Where every Python thread of a process was, as a Stacks record says (trace_strings.h
+// stacks_record): at most 64 threads of 64 frames are kept.
+struct PythonStacks {
+  std::string reason;  // trace::stacks_record::kStall or kRequested
+  int64_t time_ns = 0;
+  std::vector<std::vector<PythonFrame>> threads;  // each innermost first; newest thread first
+};
+PythonStacks parse_python_stacks(std::string_view record_body, int64_t time_ns);
+
+// A frame of PyTorch's, DeepEP's or the standard library's (as the shim tells them apart): a user
+// wants the line of theirs that led there.
+bool is_library_frame(const PythonFrame& frame);
+
+// Where a thread is, for a person: its innermost frame of the program's own code (else its
+// innermost frame); nullptr for an empty stack.
+const PythonFrame* program_frame(const std::vector<PythonFrame>& stack);
 
 }  // namespace ncclwatch::model

@@ -94,15 +94,28 @@ json to_json(const CommHang& c) {
     }
     return e;
   };
+  // Where a rank's Python was: "where" (its program line), "python_stack" (the main thread's frames).
+  auto with_where = [](json e, const RankProgress& r) {
+    if (r.where.empty()) return e;
+    e["where"] = r.where;
+    e["stacks_reason"] = r.stacks_reason;
+    json frames = json::array();
+    for (const PythonFrame& f : r.python_stack) frames.push_back({{"file", f.file}, {"line", f.line}, {"function", f.function}});
+    e["python_stack"] = std::move(frames);
+    return e;
+  };
   for (const MissingRank& m : c.missing)
-    j["missing"].push_back(with_replay({{"rank", m.rank}, {"first_missing_seq", m.last_seq + 1}, {"last_seq", m.last_seq},
-                                        {"host", m.host}, {"pid", m.pid}, {"process_ended", m.process_ended}},
-                                       m.last_seq + 1));
+    j["missing"].push_back(with_where(with_replay({{"rank", m.rank}, {"first_missing_seq", m.last_seq + 1},
+                                                   {"last_seq", m.last_seq}, {"host", m.host}, {"pid", m.pid},
+                                                   {"process_ended", m.process_ended}},
+                                                  m.last_seq + 1),
+                                      m));
   for (const IncompleteRank& r : c.incomplete)
     j["incomplete"].push_back(with_replay({{"rank", r.rank}, {"from_seq", r.from_seq}, {"to_seq", r.to_seq}}, r.from_seq));
   for (const RankProgress& r : c.per_rank)
-    j["per_rank"].push_back({{"rank", r.rank}, {"host", r.host}, {"pid", r.pid}, {"last_seq", r.last_seq},
-                             {"completed_seq", r.completed_seq}, {"process_ended", r.process_ended}});
+    j["per_rank"].push_back(with_where({{"rank", r.rank}, {"host", r.host}, {"pid", r.pid}, {"last_seq", r.last_seq},
+                                        {"completed_seq", r.completed_seq}, {"process_ended", r.process_ended}},
+                                       r));
   for (const ArgumentMismatch& m : c.mismatches) j["mismatches"].push_back(to_json(m));
   if (c.mismatches_not_detailed) j["mismatches_not_detailed"] = c.mismatches_not_detailed;
   for (const StallSeen& s : c.stalls)
@@ -189,10 +202,12 @@ void print_hang_text(const HangReport& report) {
     if (!c.init_never_returned.empty())
       fmt::print("  creation never returned: rank(s) {}\n", ranks_text(c.init_never_returned));
     for (const MissingRank& m : c.missing)
-      fmt::print("  missing: rank {} never issued seq {}{} (last issued {}{})\n", m.rank, m.last_seq + 1,
-                 graph_replay_note(c, m.last_seq + 1), m.last_seq, m.process_ended ? ", process exited" : "");
+      fmt::print("  missing: rank {} never issued seq {}{} (last issued {}{}){}\n", m.rank, m.last_seq + 1,
+                 graph_replay_note(c, m.last_seq + 1), m.last_seq, m.process_ended ? ", process exited" : "", where_note(m));
     for (const IncompleteRank& r : c.incomplete)
       fmt::print("  never completed: rank {} seqs {}..{}{}\n", r.rank, r.from_seq, r.to_seq, graph_replay_note(c, r.from_seq));
+    for (const RankProgress& r : c.per_rank)
+      if (!r.where.empty()) fmt::print("  python: rank {} at {} (stacks written at a {})\n", r.rank, r.where, r.stacks_reason);
     size_t shown = 0;
     for (const ArgumentMismatch& m : c.mismatches) {
       if (shown++ == kMaxMismatchesShown) {

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sys/types.h>
+
 #include <functional>
 #include <map>
 #include <optional>
@@ -52,6 +54,9 @@ int run_hang(const Options& options);
 int run_timeline(const Options& options);
 int run_html(const Options& options);  // one self-contained page to options.output
 int run_metrics(const Options& options);
+// Watches the job's folders until `until_pid` exits (forever when 0), polling every `interval_s`:
+// the hang verdict on stderr and in verdict.json within seconds of a stall (report_watch.cc).
+int run_watch(const Options& options, double interval_s, pid_t until_pid);
 
 // An array of a JSON report, made entry by entry as it is written (see write_json_streamed).
 struct StreamedArray {

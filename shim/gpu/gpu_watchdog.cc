@@ -109,3 +109,17 @@ void report_stall(const LaunchName& first, uint64_t stream, trace::StallState st
 }
 
 }  // namespace ncclwatch::gpu
+
+namespace ncclwatch {
+
+void clear_stall_marker() noexcept {
+  const char* trace = trace_path_c();
+  char marker[4096 + 16];
+  size_t n = std::strlen(trace);
+  if (n == 0 || n + sizeof(".stalled") > sizeof(marker)) return;
+  std::memcpy(marker, trace, n);
+  std::memcpy(marker + n, ".stalled", sizeof(".stalled"));
+  unlink(marker);
+}
+
+}  // namespace ncclwatch

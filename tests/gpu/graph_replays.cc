@@ -89,7 +89,9 @@ int rank_main(int rank, int replays, ncclUniqueId id, const char* out) {
     std::printf("replays %d, own events: median %.1f us\n", replays, median(us));
   }
   CK(cudaGraphExecDestroy(exec));
-  CK(ncclCommDestroy(comm));
+  // No ncclCommDestroy: with two ranks on one GPU over sockets, after graph replays, NCCL 2.28.9's
+  // teardown hangs with or without the shim (torch_teardown_hang.sh); the exit alert names the
+  // communicator as leaked instead.
   return 0;
 }
 
