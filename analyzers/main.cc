@@ -146,6 +146,8 @@ int main(int argc, char** argv) {
   int watch_pid = 0;
   watch->add_option("--interval", watch_interval_s, "seconds between looks at the folders (default 0.5)")->check(CLI::Range(0.05, 60.0));
   watch->add_option("--pid", watch_pid, "stop when this process exits (default: run until interrupted)");
+  std::string watch_metrics;
+  watch->add_option("--metrics-file", watch_metrics, "also write the verdict there as ncclwatch_hang_suspected (Prometheus textfile)");
   CLI::App* dump = app.add_subcommand("dump", "every record of trace files as JSON Lines (a file_header line first for each)");
   dump->add_option("paths", options.inputs, "trace files or a job folder")->required();
   dump->add_flag("--json", options.json, "accepted for symmetry: the output is JSON Lines");
@@ -171,7 +173,7 @@ int main(int argc, char** argv) {
   options.inputs = resolve_job_folders(options.inputs, options.all_jobs, notes);
   for (const std::string& note : notes) say("{}", note);
 
-  if (watch->parsed()) return run_watch(options, watch_interval_s, watch_pid);
+  if (watch->parsed()) return run_watch(options, watch_interval_s, watch_pid, watch_metrics);
   if (leaks->parsed()) return run_leaks(options);
   if (latency->parsed()) return run_latency(options);
   if (hang->parsed()) return run_hang(options);

@@ -90,19 +90,41 @@ void write_verdict(const std::vector<std::string>& folders, const nlohmann::json
     write_output_atomically((fs::path(folder) / "verdict.json").string(), verdict.dump(2) + "\n");
 }
 
+// The verdict as Prometheus series (node-exporter's textfile format), for an alert rule: one
+// ncclwatch_hang_suspected per communicator with a rank that stopped short (1), or none (0) once
+// every stall resolved.
+void write_metrics(const std::string& path, const nlohmann::json* verdict) {
+  if (path.empty()) return;
+  std::string text =
+      "# HELP ncclwatch_hang_suspected 1 while ncclwatch-report watch sees a stall: the communicator, the first "
+      "rank that stopped short and the seq it never issued\n# TYPE ncclwatch_hang_suspected gauge\n";
+  bool any = false;
+  for (const nlohmann::json& c : verdict ? (*verdict)["comms"] : nlohmann::json::array()) {
+    if (c["missing"].empty()) continue;
+    const nlohmann::json& m = c["missing"][0];
+    text += fmt::format("ncclwatch_hang_suspected{{comm=\"{}\",rank=\"{}\",seq=\"{}\"}} 1\n", c["comm"].get<std::string>(),
+                        m["rank"].get<int>(), m["first_missing_seq"].get<uint64_t>());
+    any = true;
+  }
+  if (!any) text += "ncclwatch_hang_suspected 0\n";
+  write_output_atomically(path, text);
+}
+
 }  // namespace
 
-int run_watch(const Options& options, double interval_s, pid_t until_pid) {
+int run_watch(const Options& options, double interval_s, pid_t until_pid, const std::string& metrics_file) {
   std::vector<std::string> folders = folders_of(options.inputs);
   auto interval = std::chrono::duration<double>(std::max(0.05, interval_s));
   std::map<std::string, std::string> seen;  // the markers of the last verdict
   std::string said;                         // the verdict last printed
+  write_metrics(metrics_file, nullptr);
   while (alive(until_pid)) {
     std::map<std::string, std::string> stalled = stall_markers(folders);
     if (stalled != seen) {
       bool new_stall = std::any_of(stalled.begin(), stalled.end(), [&](const auto& m) { return !seen.count(m.first); });
       if (stalled.empty()) {
         say_line("ncclwatch: every stall resolved; the job goes on");
+        write_metrics(metrics_file, nullptr);
         said.clear();
       } else {
         if (new_stall) {
@@ -114,6 +136,7 @@ int run_watch(const Options& options, double interval_s, pid_t until_pid) {
           say_line(fmt::format("ncclwatch: HANG SUSPECTED ({} process(es) stalled: {})\n{}", stalled.size(),
                                stalled.begin()->second, v->text));
           write_verdict(folders, v->json);
+          write_metrics(metrics_file, &v->json);
           said = v->text;
         }
       }

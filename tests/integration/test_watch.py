@@ -71,8 +71,9 @@ class WatchedJob:
         open(self.script, "w").write(JOB)
         env = dict(os.environ, LD_PRELOAD=PRELOAD, NCCLWATCH_DIR=self.traces, NCCLWATCH_STALL_SEC=str(stall_s),
                    LD_LIBRARY_PATH=HOSTNCCL_DIR + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
-        self.watcher = subprocess.Popen([REPORT, "watch", self.traces, "--interval", "0.2"], stderr=subprocess.PIPE,
-                                        text=True)
+        self.metrics = os.path.join(self.tmp, "hang.prom")
+        self.watcher = subprocess.Popen([REPORT, "watch", self.traces, "--interval", "0.2", "--metrics-file", self.metrics],
+                                        stderr=subprocess.PIPE, text=True)
         self.ranks = [subprocess.Popen([sys.executable, self.script, str(r), self.tmp, str(pause_s)], env=env,
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in (0, 1)]
 
@@ -105,7 +106,10 @@ def stalled_job_gets_its_verdict_live():
     check(verdict_file is not None, "the watcher writes verdict.json")
     delay = os.stat(verdict_file).st_mtime - stalled_at
     live = json.load(open(verdict_file))
+    series = open(job.metrics).read()
     outs, said = job.finish(kill=True)
+    check('ncclwatch_hang_suspected{comm="' + live["comms"][0]["comm"] + '",rank="1",seq="2"} 1' in series,
+          f"the verdict as a series: {series}")
     check(SANITIZED or delay <= 2.0, f"the verdict {delay:.2f} s after the stall")
     world = live["comms"][0]
     check([m["rank"] for m in world["missing"]] == [1] and world["missing"][0]["first_missing_seq"] == 2,
@@ -130,6 +134,7 @@ def slow_job_gets_no_verdict_and_a_resolved_stall_is_said_once():
     check(said.count("HANG SUSPECTED") == 1 and said.count("every stall resolved") == 1,
           f"a stall, and its resolution, are said once: {said}")
     check(not any(f.endswith(".stalled") for f in os.listdir(job.traces)), "no marker is left")
+    check("ncclwatch_hang_suspected 0" in open(job.metrics).read(), "the series says 0 once resolved")
     quiet = WatchedJob(pause_s=0.2, stall_s=5)
     outs, said = quiet.finish(linger_s=1.0)
     check(said == "" and not os.path.exists(os.path.join(quiet.traces, "verdict.json")),
