@@ -9,6 +9,7 @@ int main() {
     auto show = [](const char* name, long value) { std::printf("%s %ld\n", name, value); };
     show("minor", l.minor);
     show("thread_frame", l.thread_frame);
+    show("thread_next", kThreadStateNext);
     show("cframe_current_frame", l.cframe_current_frame);
     show("frame_objects", l.frame_objects);
     show("frame_previous", l.frame_previous);

@@ -26,6 +26,7 @@
 
 int main(void) {
   printf("minor %d\n", PY_MINOR_VERSION);
+  SHOW("thread_next", offsetof(PyThreadState, next));
 #if PY_VERSION_HEX < 0x030B0000
   SHOW("thread_frame", offsetof(PyThreadState, frame));
   SHOW("cframe_current_frame", -1);
