@@ -348,7 +348,6 @@ void attach_process() noexcept {
       python_hook_registered = true;
     }
     print_setting_problems();
-    watch_stack_requests();
     detail::g_process_attached.store(true, std::memory_order_release);
   } catch (...) {
     notice_once(Notice::kAttachFailed,

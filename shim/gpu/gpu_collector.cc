@@ -11,6 +11,7 @@
 #include "gpu/gpu_timer.h"
 #include "gpu/gpu_watchdog.h"
 #include "process/process.h"
+#include "site/site.h"
 #include "trace/trace.h"
 
 #include <algorithm>
@@ -44,6 +45,7 @@ class Collector {
       }
       g_idle.store(!busy, std::memory_order_release);
       g_cycles.fetch_add(1, std::memory_order_acq_rel);
+      answer_stack_request();  // a watcher's request for Python stacks (site/stack_requests.h)
       std::this_thread::sleep_for(std::chrono::microseconds(g_hurry.load(std::memory_order_relaxed) ? 100 : busy ? 500 : 2000));
     }
   }

@@ -8,18 +8,18 @@
 
 #include <sys/stat.h>
 
-#include <atomic>
-#include <chrono>
+#include <algorithm>
 #include <memory>
 #include <string>
-#include <thread>
 
 namespace ncclwatch {
 namespace {
 
 namespace keys = trace::stacks_record;
 
-std::atomic<bool> g_watching{false};
+// Only the GPU-timing thread reads and writes these.
+int64_t g_next_look_ns = 0;
+int64_t g_answered_ns = 0;  // the request file's time last answered (0: not looked yet)
 
 // The request file's modification time, in ns since the epoch; 0 when there is none.
 int64_t request_time(const std::string& path) {
@@ -52,32 +52,29 @@ void write_python_stacks(std::string_view reason) noexcept {
   }
 }
 
-void watch_stack_requests() noexcept {
-  if (g_watching.exchange(true)) return;
+void answer_stack_request() noexcept {
   try {
-    std::string path = config().trace_dir + "/" + std::string(keys::kRequestFile);
-    // Requests made before this process started are not its to answer.
-    int64_t answered = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                           std::chrono::system_clock::now().time_since_epoch())
-                           .count();
-    start_background_thread("ncclwatch-ask", [path, answered]() mutable {
-      for (;;) {
-        std::this_thread::sleep_for(std::chrono::seconds(1));
-        if (!g_watching.load(std::memory_order_relaxed)) return;
-        int64_t asked = request_time(path);
-        if (asked <= answered) continue;
-        answered = asked;
-        write_python_stacks(keys::kRequested);
-      }
-    });
+    int64_t now = monotonic_ns();
+    if (g_next_look_ns && now < g_next_look_ns) return;
+    g_next_look_ns = now + 1'000'000'000;
+    static const std::string path = config().trace_dir + "/" + std::string(keys::kRequestFile);
+    int64_t asked = request_time(path);
+    if (g_answered_ns == 0) {
+      // The first look: what is there already was asked of processes before this one.
+      g_answered_ns = std::max<int64_t>(asked, 1);
+      return;
+    }
+    if (asked <= g_answered_ns) return;
+    g_answered_ns = asked;
+    write_python_stacks(keys::kRequested);
   } catch (...) {
-    notice_once(Notice::kStacksLost, "ncclwatch: could not start the thread that answers requests for Python stacks");
+    notice_once(Notice::kStacksLost, "ncclwatch: an internal error while answering a request for Python stacks");
   }
 }
 
 void stack_requests_after_fork_in_child() noexcept {
-  // The thread is not in the child; it starts again when the child attaches.
-  g_watching.store(false, std::memory_order_relaxed);
+  g_next_look_ns = 0;
+  g_answered_ns = 0;
 }
 
 }  // namespace ncclwatch
