@@ -174,6 +174,21 @@ def test_real_teardown_hang_is_looked_at_first():
           "(5.1 s until SIGTERM)" in s["first_look"], s["first_look"])
 
 
+def test_real_graph_replays_name_the_missing_replay():
+    # Real NCCL 2.28.9 on one H200, two ranks sharing it (tests/gpu/graph_replays.sh): 3 eager
+    # all-reduces, a 4th captured in torch.cuda.graph, 10 replays on rank 0 and 9 on rank 1.
+    d = os.path.join(REAL, "graph_replays")
+    rc, hang, _ = report_json("hang", d)
+    world = max(hang["comms"], key=lambda c: c["last_seq_issued"])
+    missing = world["missing"]
+    check(rc == 1 and len(missing) == 1 and missing[0]["rank"] == 1 and missing[0]["first_missing_seq"] == 13 and
+          missing[0]["graph"] == 1 and missing[0]["replay"] == 10, missing)
+    check("replay 10 of CUDA graph 1" in hang["verdict"], hang["verdict"])
+    rc, latency, _ = report_json("latency", d)
+    replays = [r for r in latency["rows"] if r["timing"] == "gpu_graph_replay"]
+    check(len(replays) == 1 and replays[0]["op"] == "ncclAllReduce" and replays[0]["bytes"] == 4 << 20, replays)
+
+
 def test_real_torch_ring_counts_the_whole_run():
     # Format 4 from PyTorch 2.11 on one H200 (tests/gpu/torch_ring.sh, paths replaced): 3 cycles of
     # 4 new_group()s 1.2 s apart, never destroyed, then 20,000 all-reduces of 64 B and 1 MiB in a
