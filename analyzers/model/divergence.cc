@@ -192,8 +192,10 @@ std::string comm_label(uint64_t id, const std::map<uint64_t, std::string>& names
 // an opposite jump after it. Host enqueue times cannot do this: a host runs ahead of its GPU by
 // an amount that grows with every op. Every seq of the stretch must be timed on both ranks, or an
 // untimed seq could hide the real jump; 0 when anything is missing. (Seqs that one of the two
-// never issued, at the end of a hung job, hold no jump.)
-uint64_t gpu_skew_jump(const CallOrder& r, const CallOrder& q, uint64_t comm, uint64_t from, uint64_t to, int64_t* jump_ns) {
+// never issued, at the end of a hung job, hold no jump; nor does a seq the watchdog saw stalled on
+// either rank: its start there waited on the hang itself, which may come seqs after the departure.)
+uint64_t gpu_skew_jump(const CallOrder& r, const CallOrder& q, uint64_t comm, uint64_t from, uint64_t to,
+                       const std::set<uint64_t>& stalled, int64_t* jump_ns) {
   std::unordered_map<uint64_t, int64_t> begin_r, begin_q;  // seq -> GPU start, kUnknown if untimed
   for (size_t i = 0; i < r.comm.size(); ++i)
     if (r.comm[i] == comm) begin_r[r.seq[i]] = r.gpu_begin[i];
@@ -236,6 +238,7 @@ uint64_t gpu_skew_jump(const CallOrder& r, const CallOrder& q, uint64_t comm, ui
       bool rebound = k == i + 1 && (inside[k].second < 0) != (inside[i].second < 0);
       if (size_of(inside[k].second) >= threshold && !rebound) return 0;
     }
+    if (stalled.count(inside[i].first)) return 0;
     *jump_ns = inside[i].second;
     return inside[i].first;
   }
@@ -446,15 +449,25 @@ std::string stretch_reason(const Found& found, uint64_t comm, const std::map<uin
 
 // The seq itself, where the stretch is one seq or a GPU start jump singles one out (a pass over
 // both ranks' ops of the communicator).
-void single_out_seq(const CallOrder& ro, const CallOrder& qo, uint64_t comm, Divergence& div) {
+void single_out_seq(const CallOrder& ro, const CallOrder& qo, uint64_t comm, const std::set<uint64_t>& stalled,
+                    Divergence& div) {
   int64_t jump = 0;
   if (div.from_seq == div.to_seq) {
     div.likely_seq = div.from_seq;  // the stretch is one seq: nothing more to single out
-  } else if ((div.likely_seq = gpu_skew_jump(ro, qo, comm, div.from_seq, div.to_seq, &jump))) {
+  } else if ((div.likely_seq = gpu_skew_jump(ro, qo, comm, div.from_seq, div.to_seq, stalled, &jump))) {
     div.reason += fmt::format("; likely at seq {}: there, and only there in the stretch, its GPU start relative to "
                               "rank {} jumped by {:+.3f} ms",
                               div.likely_seq, div.reference_rank, jump / 1e6);
   }
+}
+
+// The seqs of the pair's communicator that the watchdog saw stalled on either of the two ranks.
+std::set<uint64_t> stalled_seqs(const JobAnalysis& a, const Pair& p) {
+  std::set<uint64_t> seqs;
+  for (size_t process : {p.r.process, p.q.process})
+    for (const StallEvent& stall : a.ops[process].stalls)
+      if (stall.stalled && stall.comm_id == p.comm) seqs.insert(stall.seq);
+  return seqs;
 }
 
 }  // namespace
@@ -478,7 +491,7 @@ std::map<uint64_t, std::vector<Divergence>> find_divergences(const JobAnalysis& 
     if (!found) continue;
     Divergence& div = found->divergence;
     div.reason = stretch_reason(*found, p.comm, names);
-    single_out_seq(ro, qo, p.comm, div);
+    single_out_seq(ro, qo, p.comm, stalled_seqs(a, p), div);
     out[p.comm].push_back(div);
   }
   return out;

@@ -91,9 +91,9 @@ bool check_capturing(const CudaDriver& cu, StreamSlot& slot, bool& failed) {
   return slot.capturing;
 }
 
-bool timestamp_turn(LaunchThread& thread, CommTrack* track, uint64_t shape) {
+bool timestamp_turn(LaunchThread& thread, CommTrack* track, uint64_t shape, uint32_t sample_scale) {
   uint32_t n = track ? track->count_launch_of_shape(shape) : thread.untracked_launches++;
-  return n < kFirstTimedPerShape || (n - kFirstTimedPerShape) % config().sample == 0;
+  return n < kFirstTimedPerShape || (n - kFirstTimedPerShape) % (uint64_t{config().sample} * sample_scale) == 0;
 }
 
 LaunchEvents* take_events(LaunchThread& thread, const CudaDriver& cu, CUcontext ctx, bool timed) {
@@ -170,7 +170,8 @@ uint64_t stream_capture_id(uint64_t stream) noexcept {
   return cu ? capture_id_of(*cu, stream) : 0;
 }
 
-TimedLaunch begin_gpu_timed_launch(uint64_t stream, CommTrack* track, uint64_t shape, bool& captured) noexcept {
+TimedLaunch begin_gpu_timed_replay(uint64_t stream, CommTrack* track, uint64_t shape, bool& captured,
+                                   uint32_t sample_scale) noexcept {
   if (gpu::g_stop.load(std::memory_order_relaxed)) return {};
   try {
     LaunchThread& thread = this_thread();
@@ -178,7 +179,7 @@ TimedLaunch begin_gpu_timed_launch(uint64_t stream, CommTrack* track, uint64_t s
     StreamSlot* slot = stream_slot(thread, cu, stream);
     if (!slot) return {};
     int64_t now = monotonic_ns();
-    bool timed = timestamp_turn(thread, track, shape) || now - slot->last_timed_ns >= kTimestampEveryNs;
+    bool timed = timestamp_turn(thread, track, shape, sample_scale) || now - slot->last_timed_ns >= kTimestampEveryNs;
     bool starts_burst = now - slot->last_return_ns >= kBurstGapNs;
     if (!timed && !starts_burst && !slot->capturing && slot->unevented_run + 1 < kMaxUneventedRun)
       return TimedLaunch{nullptr, slot, false};  // no driver call: a later event covers it
@@ -207,6 +208,10 @@ TimedLaunch begin_gpu_timed_launch(uint64_t stream, CommTrack* track, uint64_t s
     say_timing_failed();
     return {};
   }
+}
+
+TimedLaunch begin_gpu_timed_launch(uint64_t stream, CommTrack* track, uint64_t shape, bool& captured) noexcept {
+  return begin_gpu_timed_replay(stream, track, shape, captured, 1);
 }
 
 void end_timed_launch(TimedLaunch launch, uint64_t stream, uint64_t launch_id, CommTrack* track, uint64_t seq,

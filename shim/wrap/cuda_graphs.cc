@@ -110,6 +110,12 @@ bool following_graphs() noexcept { return config().record && !another_shim_copy_
 
 // ----------------------------------------------------------------------------------- replays
 
+// Past its graph's first replays, a replay is timestamped by the time budget (one per ms of host
+// time: every step of a decode loop of 1 ms or more) and otherwise one in 32 x NCCLWATCH_SAMPLE:
+// a graph launch costs the host ~2 us, and on an H200 a timed pair of events around a tight loop
+// of replays cost ~8 us each (timing 1 replay in 32 added ~0.25 us a launch).
+constexpr uint32_t kReplaySampleScale = 32;
+
 uint64_t replay_shape(const GraphOps& graph) {
   return op_shape(Api::kGroupEnd, graph.capture_id, 0xff);  // its own timestamp schedule per graph
 }
@@ -149,7 +155,8 @@ CUresult launch_replay(LaunchFn real, CUgraphExec exec, CUstream stream) noexcep
   int64_t begin_ns = monotonic_ns();
   uint64_t launch_id = new_launch_id();
   bool into_capture = false;  // launched into another capture: it runs when that graph does
-  TimedLaunch timed = begin_timed_launch(as_u64(stream), graph->ops.front().track, replay_shape(*graph), into_capture);
+  TimedLaunch timed = begin_timed_replay(as_u64(stream), graph->ops.front().track, replay_shape(*graph), into_capture,
+                                         kReplaySampleScale);
   CUresult result = real(exec, stream);
   int64_t end_ns = monotonic_ns();
   if (result != CUDA_SUCCESS || into_capture) {

@@ -2,10 +2,11 @@
 unlike timings): the calling thread's instructions inside one call, with the shim preloaded
 (NCCLWATCH_TIMING=host, so no CUDA calls) minus without it, on the CPU stand-in for NCCL, whose
 own collective is left out of both counts.
-  hot_path_instructions.py BUDGET [premul]
+  hot_path_instructions.py BUDGET [premul|graph]
 With `premul`, the same for one ncclRedOpCreatePreMulSum + ncclRedOpDestroy pair made 64 frames
 down (PyTorch makes one around each collective that uses it): its call site must not cost more
-for a deep caller.
+for a deep caller. With `graph`, one cuGraphLaunch of a graph holding one all-reduce: a replay,
+whose op record and seq the shim writes (the stand-in's own launch left out of both counts).
 Prints the figure; exits 1 above the budget given as the first argument."""
 import os
 import re
@@ -14,9 +15,11 @@ import sys
 import tempfile
 
 budget = int(sys.argv[1]) if len(sys.argv) > 1 else 400
-premul = len(sys.argv) > 2 and sys.argv[2] == "premul"
-scenario, counted, label = (("bench-premul", "*bench_one_premul*", "ncclRedOpCreatePreMulSum + ncclRedOpDestroy") if premul
-                            else ("bench", "*bench_one_allreduce*", "ncclAllReduce"))
+variant = sys.argv[2] if len(sys.argv) > 2 else ""
+scenario, counted, label = {
+    "premul": ("bench-premul", "*bench_one_premul*", "ncclRedOpCreatePreMulSum + ncclRedOpDestroy"),
+    "graph": ("bench-graph", "*bench_one_graph_launch*", "cuGraphLaunch of a graph holding an ncclAllReduce"),
+}.get(variant, ("bench", "*bench_one_allreduce*", "ncclAllReduce"))
 build = os.environ["NCCLWATCH_BUILD_DIR"]
 app = os.path.join(build, "tests", "integration", "collectives_app")
 shim = os.path.join(build, "shim", "libncclwatch.so")
@@ -36,6 +39,8 @@ def instructions(preload, timing="host"):
     cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", f"--toggle-collect={counted}",
            "--toggle-collect=(anonymous namespace)::collective*", "--toggle-collect=*resample_tsc_clock*",
            "--separate-threads=no"]
+    if variant == "graph":
+        cmd.append("--toggle-collect=hostcuda::launch*")  # the stand-in's replay of the graph (toggles are flips: not nested in a collective's)
     if preload:
         env["LD_PRELOAD"] = shim
     proc = subprocess.run(cmd + [app, scenario, str(calls)], env=env, capture_output=True, text=True, timeout=600)

@@ -6,16 +6,18 @@
 //                                 the graph and launch it N times, each launch between CUDA events
 //                                 of the program's own; rank 0 writes those times (us) to OUT.
 //   graph_replays ab ROUNDS       one process, a communicator of one rank: blocks of launches of a
-//                                 graph holding an 8 B all-reduce, alternately through
-//                                 cudaGraphLaunch (the shim's when preloaded) and through the
-//                                 driver's own cuGraphLaunch, found in libcuda's symbol table; and
-//                                 the same for a graph without NCCL ops. Prints the added us per
-//                                 launch (median over rounds, 25th-75th percentile).
+//                                 graph holding an 8 B all-reduce, in turn through cuGraphLaunch
+//                                 (the shim's when preloaded), cudaGraphLaunch (the runtime, which
+//                                 reaches the shim too) and the driver's own cuGraphLaunch, found in
+//                                 libcuda's symbol table; and the same for a graph without NCCL
+//                                 ops. Prints the added us per launch against the driver's (median
+//                                 over rounds, 25th-75th percentile).
 // Build: nvcc -O2 -o graph_replays graph_replays.cc -lnccl
 #include "cuda_check.h"
 
 #include <cuda.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
 #include <nccl.h>
@@ -167,24 +169,31 @@ template <class Launch> double block(Launch&& launch, cudaStream_t stream, int k
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / k;
 }
 
-void ab(const char* what, cudaGraphExec_t exec, cudaStream_t stream, LaunchFn driver, int rounds) {
+// Three ways to launch, in rotating order each round: through the CUDA runtime (cudaGraphLaunch,
+// which reaches the shim's wrapper through cuGetProcAddress), through `cuGraphLaunch` as the
+// process resolves it (the shim's wrapper when preloaded, else the driver's) and through the
+// driver's own entry. The shim's cost is the second against the third: the first also carries the
+// runtime's own cost, which the shim does not add.
+void ab(const char* what, cudaGraphExec_t exec, cudaStream_t stream, LaunchFn driver, LaunchFn entry, int rounds) {
   const int k = 200;
-  std::vector<double> added;
+  std::vector<double> by_runtime, by_entry;
+  auto cu_exec = reinterpret_cast<CUgraphExec>(exec);
+  auto cu_stream = reinterpret_cast<CUstream>(stream);
   for (int round = 0; round < rounds; ++round) {
-    auto wrapped = [&] { CK(cudaGraphLaunch(exec, stream)); };
-    auto direct = [&] { CK(driver(reinterpret_cast<CUgraphExec>(exec), reinterpret_cast<CUstream>(stream))); };
-    double a, b;
-    if (round % 2) {
-      a = block(wrapped, stream, k);
-      b = block(direct, stream, k);
-    } else {
-      b = block(direct, stream, k);
-      a = block(wrapped, stream, k);
+    double seconds[3] = {};
+    for (int i = 0; i < 3; ++i) {
+      int way = (round + i) % 3;
+      if (way == 0) seconds[0] = block([&] { CK(cudaGraphLaunch(exec, stream)); }, stream, k);
+      if (way == 1) seconds[1] = block([&] { CK(entry(cu_exec, cu_stream)); }, stream, k);
+      if (way == 2) seconds[2] = block([&] { CK(driver(cu_exec, cu_stream)); }, stream, k);
     }
-    added.push_back((a - b) * 1e6);
+    by_runtime.push_back((seconds[0] - seconds[2]) * 1e6);
+    by_entry.push_back((seconds[1] - seconds[2]) * 1e6);
   }
-  std::printf("%s: added %.3f us per launch (25-75%%: %.3f..%.3f) over %d rounds of %d launches each way\n", what,
-              median(added), percentile(added, 0.25), percentile(added, 0.75), rounds, k);
+  std::printf("%s: added %.3f us per launch (25-75%%: %.3f..%.3f) through cuGraphLaunch; through the runtime's "
+              "cudaGraphLaunch %.3f us (25-75%%: %.3f..%.3f); over %d rounds of %d launches each way\n",
+              what, median(by_entry), percentile(by_entry, 0.25), percentile(by_entry, 0.75), median(by_runtime),
+              percentile(by_runtime, 0.25), percentile(by_runtime, 0.75), rounds, k);
 }
 
 int ab_main(int rounds) {
@@ -202,11 +211,13 @@ int ab_main(int rounds) {
     std::printf("cuGraphLaunch not found in libcuda's symbol table\n");
     return 4;
   }
+  auto entry = reinterpret_cast<LaunchFn>(dlsym(RTLD_DEFAULT, "cuGraphLaunch"));
+  if (!entry) entry = driver;  // libcuda loaded privately and no shim: both ways are the driver's
   cudaGraphExec_t with_nccl = capture(stream, buf, 2, comm);
   cudaGraphExec_t without = capture(stream, buf, 2, nullptr);
   for (int i = 0; i < 100; ++i) CK(cudaGraphLaunch(with_nccl, stream));  // warm up
-  ab("graph with an NCCL all-reduce", with_nccl, stream, driver, rounds);
-  ab("graph without NCCL ops", without, stream, driver, rounds);
+  ab("graph with an NCCL all-reduce", with_nccl, stream, driver, entry, rounds);
+  ab("graph without NCCL ops", without, stream, driver, entry, rounds);
   CK(cudaStreamSynchronize(stream));
   CK(ncclCommDestroy(comm));
   return 0;

@@ -1,7 +1,7 @@
 // A multi-process NCCL program issuing collectives, groups and point-to-point calls, run under
 // the preloaded shim by tests/integration/test_collectives.py.
 //   collectives_app mixed|skip|skip-burst|shapes|newer-api|capture|capture-while-polled|late-peer|
-//                   graph-replays [REPLAYS [RANK1_REPLAYS [runtime]]]|graph-hostile|straggler-short|bench N|bench-driver-calls N|count-mismatch|skip-interleaved|straggler|straggler-async|
+//                   graph-replays [REPLAYS [RANK1_REPLAYS [runtime]]]|graph-hostile|bench-graph N|straggler-short|bench N|bench-driver-calls N|count-mismatch|skip-interleaved|straggler|straggler-async|
 //                   one-process-two-ranks|config-variants|soak N
 #include "hostcuda.h"
 #include "check.h"
@@ -455,6 +455,30 @@ int bench_premul(int n) {
   return failed;
 }
 
+// One graph launch, not inlined: the instruction-count benchmark counts what happens inside it.
+__attribute__((noinline)) CUresult bench_one_graph_launch(CUgraphExec exec, CUstream stream) {
+  return cuGraphLaunch(exec, stream);
+}
+
+// A graph holding one one-element all-reduce, launched N times (a decode loop without its work).
+int bench_graph(int n) {
+  ncclComm_t world = init_world("world");
+  CUstream stream = nullptr;
+  cuStreamCreate(&stream, 0);
+  static float data[1];
+  CHECK_CU(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CHECK(ncclAllReduce(data, data, 1, ncclFloat, ncclSum, world, stream));
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  CHECK_CU(cuStreamEndCapture(stream, &graph));
+  CHECK_CU(cuGraphInstantiate(&exec, graph, 0));
+  for (int i = 0; i < n; ++i) CHECK_CU(bench_one_graph_launch(exec, stream));
+  settle(stream);
+  cuGraphExecDestroy(exec);
+  CHECK(ncclCommDestroy(world));
+  return 0;
+}
+
 // N one-element all-reduces: the instruction-count benchmark runs this under callgrind.
 int bench(int n) {
   ncclComm_t world = init_world("world");
@@ -549,6 +573,7 @@ int main(int argc, char** argv) {
                          argc > 4 && std::string(argv[4]) == "runtime");
   if (scenario == "soak") return soak(argc > 2 ? std::atol(argv[2]) : 1000000);
   if (scenario == "bench") return bench(argc > 2 ? std::atoi(argv[2]) : 1000);
+  if (scenario == "bench-graph") return bench_graph(argc > 2 ? std::atoi(argv[2]) : 1000);
   if (scenario == "bench-premul") return bench_premul(argc > 2 ? std::atoi(argv[2]) : 1000);
   if (scenario == "bench-driver-calls") return bench_driver_calls(argc > 2 ? std::atoi(argv[2]) : 10000);
   if (scenario == "count-mismatch") return count_mismatch();
