@@ -92,12 +92,16 @@ else
   echo "SKIP: no PyTorch for the torch.cuda.graph job"
 fi
 
-LD_PRELOAD="$SHIM" NCCLWATCH_DIR="$dir/ab" timeout 300 "$dir/graph_replays" ab 40 | tee "$dir/ab.txt"
-expect "A/B: a launch of a graph holding NCCL ops costs at most 0.3 us more through the shim" \
+# Three runs (the figure moves by ~0.1 us from run to run): their median.
+for run in 1 2 3; do
+  LD_PRELOAD="$SHIM" NCCLWATCH_DIR="$dir/ab" timeout 300 "$dir/graph_replays" ab 40
+done | tee "$dir/ab.txt"
+expect "A/B: a launch of a graph holding NCCL ops costs at most 0.3 us more through the shim (median of 3 runs)" \
   python3 - "$dir/ab.txt" <<'PY'
-import re, sys
+import re, statistics, sys
 text = open(sys.argv[1]).read()
-nccl = float(re.search(r"with an NCCL all-reduce: added (-?[\d.]+) us", text)[1])
-assert nccl <= 0.3, nccl
+runs = [float(x) for x in re.findall(r"with an NCCL all-reduce: added (-?[\d.]+) us", text)]
+print("added per launch:", runs)
+assert len(runs) == 3 and statistics.median(runs) <= 0.3, runs
 PY
 finish
