@@ -69,6 +69,11 @@ struct RankProgress {
   std::vector<PythonFrame> python_stack;
   std::string where;
   std::string stacks_reason;  // why they were written: "stall" or "requested"
+  // The native stack of the thread that issued the stalled op (or, on a request, the first thread
+  // that launched NCCL work), symbolized, innermost first; or why it could not be read.
+  int native_tid = 0;
+  std::vector<std::string> native_stack;
+  std::string native_unread;
 };
 // " at train.py:88 (step)" for a rank whose stacks were written, else "".
 std::string where_note(const RankProgress& r);

@@ -4,6 +4,7 @@
 // report_hang.cc writes the result out.
 #include "model/divergence.h"
 #include "model/findings.h"
+#include "model/rank_where.h"
 
 #include <fmt/format.h>
 
@@ -304,13 +305,15 @@ std::map<uint64_t, Created> creations(const JobAnalysis& a) {
 // What the analysis of every communicator reads, worked out once for the job.
 struct JobFacts {
   explicit JobFacts(const JobAnalysis& analysis)
-      : a(analysis), names(comm_names(a.job)), divergences(find_divergences(a, names)), index(a), created(creations(a)) {}
+      : a(analysis), names(comm_names(a.job)), divergences(find_divergences(a, names)), index(a), created(creations(a)),
+        native(symbolize_native_stacks(a)) {}
 
   const JobAnalysis& a;
   std::map<uint64_t, std::string> names;
   std::map<uint64_t, std::vector<Divergence>> divergences;
   ProcessIndex index;
   std::map<uint64_t, Created> created;
+  NativeStacks native;
 
   // Every communicator that ran ops or was created, by identity.
   std::set<uint64_t> comm_ids() const {
@@ -361,23 +364,9 @@ Membership membership(const JobFacts& job, const CommOps* ops, CommHang& c) {
   return m;
 }
 
-// Where the process's main Python thread was, from its latest Stacks record (CPython lists the
-// main thread last: the oldest).
-void note_where(const ProcessTrace& p, RankProgress& progress) {
-  if (!p.stacks) return;
-  for (auto thread = p.stacks->threads.rbegin(); thread != p.stacks->threads.rend(); ++thread) {
-    if (const PythonFrame* frame = program_frame(*thread)) {
-      progress.python_stack = *thread;
-      progress.where = frame->describe_short();
-      progress.stacks_reason = p.stacks->reason;
-      return;
-    }
-  }
-}
-
 // How far each present rank issued and completed, the ranks that stopped short and the ops never
 // completed. Returns the last seq of the rank that issued fewest.
-uint64_t note_progress(const JobAnalysis& a, const Membership& m, CommHang& c) {
+uint64_t note_progress(const JobAnalysis& a, const NativeStacks& native, const Membership& m, CommHang& c) {
   uint64_t done_by_all = c.last_seq_issued, lowest_issued = c.last_seq_issued;
   for (const auto& [rank, process] : m.present) {
     auto it = m.by_rank.find(rank);
@@ -392,7 +381,8 @@ uint64_t note_progress(const JobAnalysis& a, const Membership& m, CommHang& c) {
     progress.last_seq = last;
     progress.completed_seq = done;
     progress.process_ended = p.process_end.has_value();
-    note_where(p, progress);
+    auto stack = native.find(process);
+    note_where(p, stack == native.end() ? nullptr : &stack->second, progress);
     c.per_rank.push_back(progress);
     if (last < c.last_seq_issued) {
       c.missing.push_back(progress);
@@ -471,7 +461,7 @@ std::optional<CommHang> analyze_comm(const JobFacts& job, uint64_t id, CommVerdi
   if (!m.collective_ops && c.absent.empty() && c.init_never_returned.empty()) return std::nullopt;
   for (const auto& [r, p] : m.present) c.ranks.push_back(r);
   if (auto n = job.names.find(id); n != job.names.end()) c.name = n->second;
-  uint64_t lowest_issued = note_progress(a, m, c);
+  uint64_t lowest_issued = note_progress(a, job.native, m, c);
   note_mismatches(a, ops, c);
   note_stalls(a, m, c);
   note_graph_replays(ops, c);

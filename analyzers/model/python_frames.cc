@@ -1,13 +1,14 @@
 #include "model/python_frames.h"
 
-#include <ncclwatch/trace_strings.h>
 #include "model/trace_text.h"
 
 #include <ncclwatch/trace_format.h>
+#include <ncclwatch/trace_strings.h>
 
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cstdlib>
 
 namespace ncclwatch::model {
 
@@ -69,12 +70,39 @@ const PythonFrame* program_frame(const std::vector<PythonFrame>& stack) {
   return stack.empty() ? nullptr : &stack.front();
 }
 
+namespace {
+
+// "tid addr addr ..." (hex) for kNative, "tid why" for kNativeUnread.
+void parse_native_stack(std::string_view key, std::string_view value, PythonStacks& stacks) {
+  constexpr size_t kMaxNativeFrames = 64;  // the shim writes at most 32
+  std::string text(value);
+  char* p = text.data();
+  char* end = nullptr;
+  long tid = std::strtol(p, &end, 10);
+  if (end == p || tid <= 0 || tid > (1L << 30)) return;
+  stacks.native_tid = static_cast<int>(tid);
+  if (key == trace::stacks_record::kNativeUnread) {
+    stacks.native_unread = std::string(end).substr(end[0] == ' ' ? 1 : 0);
+    return;
+  }
+  for (p = end; *p && stacks.native_frames.size() < kMaxNativeFrames;) {
+    uint64_t address = std::strtoull(p, &end, 16);
+    if (end == p) break;
+    stacks.native_frames.push_back(address);
+    p = end;
+  }
+}
+
+}  // namespace
+
 PythonStacks parse_python_stacks(std::string_view record_body, int64_t time_ns) {
   constexpr size_t kMaxThreads = 64, kMaxFrames = 64;  // the shim writes at most 16 of 32
   PythonStacks stacks;
   stacks.time_ns = time_ns;
   trace::for_each_string(record_body, [&](std::string_view key, std::string_view value) {
     if (key == trace::stacks_record::kReason) stacks.reason = value;
+    if (key == trace::stacks_record::kNative || key == trace::stacks_record::kNativeUnread)
+      parse_native_stack(key, value, stacks);
     if (key != trace::stacks_record::kThread || stacks.threads.size() >= kMaxThreads) return;
     std::vector<PythonFrame> frames = parse_python_site(value);
     if (frames.size() > kMaxFrames) frames.resize(kMaxFrames);

@@ -35,11 +35,15 @@ struct ProcessGroupName {
 ProcessGroupName parse_process_group(std::string_view python_site_text);
 
 // Where every Python thread of a process was, as a Stacks record says (trace_strings.h
-// stacks_record): at most 64 threads of 64 frames are kept.
+// stacks_record): at most 64 threads of 64 frames are kept; and the native stack of one thread
+// (the stalled op's issuer), as raw addresses for the symbolizer.
 struct PythonStacks {
   std::string reason;  // trace::stacks_record::kStall or kRequested
   int64_t time_ns = 0;
   std::vector<std::vector<PythonFrame>> threads;  // each innermost first; newest thread first
+  int native_tid = 0;
+  std::vector<uint64_t> native_frames;  // innermost first (the program counter, then return addresses)
+  std::string native_unread;            // why the native stack is not there, when the shim said
 };
 PythonStacks parse_python_stacks(std::string_view record_body, int64_t time_ns);
 

@@ -11,6 +11,23 @@
 namespace ncclwatch::report {
 namespace {
 
+// The native stack of a rank's thread that issued the stalled op: its innermost frames.
+void print_native_stack(const RankProgress& r) {
+  constexpr size_t kFramesShown = 12;
+  if (!r.native_tid) return;
+  if (r.native_stack.empty()) {
+    fmt::print("  native: rank {} thread {}: not read ({})\n", r.rank, r.native_tid, r.native_unread);
+    return;
+  }
+  fmt::print("  native: rank {} thread {} (stacks written at a {}; scanned, not unwound: a stale frame may show):\n",
+             r.rank, r.native_tid, r.stacks_reason);
+  for (size_t i = 0; i < r.native_stack.size() && i < kFramesShown; ++i)
+    fmt::print("    #{} {}\n", i, r.native_stack[i]);
+  if (r.native_stack.size() > kFramesShown)
+    fmt::print("    ... {} more frame(s) (see --json)\n", r.native_stack.size() - kFramesShown);
+}
+
+
 using nlohmann::json;
 
 constexpr size_t kMaxMismatchesShown = 20;  // in text output; JSON lists them all
@@ -96,6 +113,12 @@ json to_json(const CommHang& c) {
   };
   // Where a rank's Python was: "where" (its program line), "python_stack" (the main thread's frames).
   auto with_where = [](json e, const RankProgress& r) {
+    if (r.native_tid) {
+      e["native_tid"] = r.native_tid;
+      if (!r.native_stack.empty()) e["native_stack"] = r.native_stack;
+      if (!r.native_unread.empty()) e["native_unread"] = r.native_unread;
+      e["stacks_reason"] = r.stacks_reason;
+    }
     if (r.where.empty()) return e;
     e["where"] = r.where;
     e["stacks_reason"] = r.stacks_reason;
@@ -208,6 +231,7 @@ void print_hang_text(const HangReport& report) {
       fmt::print("  never completed: rank {} seqs {}..{}{}\n", r.rank, r.from_seq, r.to_seq, graph_replay_note(c, r.from_seq));
     for (const RankProgress& r : c.per_rank)
       if (!r.where.empty()) fmt::print("  python: rank {} at {} (stacks written at a {})\n", r.rank, r.where, r.stacks_reason);
+    for (const RankProgress& r : c.per_rank) print_native_stack(r);
     size_t shown = 0;
     for (const ArgumentMismatch& m : c.mismatches) {
       if (shown++ == kMaxMismatchesShown) {

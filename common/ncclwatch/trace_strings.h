@@ -69,6 +69,12 @@ namespace stacks_record {
 inline constexpr std::string_view kReason = "reason";  // kStall or kRequested
 inline constexpr std::string_view kThread = "thread";  // once per thread: its frames, innermost first,
                                                        // "path\tline\tfunction\n" each
+// The native stack of the thread that issued the stalled op (on a request: the first thread that
+// launched NCCL work), scanned without stopping it (shim/site/native_stack.h): "tid addr addr ...",
+// hex addresses innermost first (the program counter, then return addresses); or, when it could
+// not be read, kNativeUnread: "tid why".
+inline constexpr std::string_view kNative = "native";
+inline constexpr std::string_view kNativeUnread = "native_unread";
 inline constexpr std::string_view kStall = "stall";
 inline constexpr std::string_view kRequested = "requested";
 inline constexpr std::string_view kRequestFile = "dump-now";  // in the trace folder

@@ -27,6 +27,16 @@ namespace {
 
 using trace::StallState;
 
+// The thread that issued a launch (its native stack goes with a stall report).
+pid_t issuer(const Launch& launch) { return launch.events && launch.events->owner ? launch.events->owner->tid : 0; }
+
+// The first application thread that launched NCCL work: usually the main one (a watcher's request
+// for stacks reads its native stack).
+pid_t first_launching_thread() {
+  std::vector<LaunchThread*> threads = launch_threads();
+  return threads.empty() ? 0 : threads.front()->tid;
+}
+
 class Collector {
  public:
   void run() {
@@ -45,7 +55,7 @@ class Collector {
       }
       g_idle.store(!busy, std::memory_order_release);
       g_cycles.fetch_add(1, std::memory_order_acq_rel);
-      answer_stack_request();  // a watcher's request for Python stacks (site/stack_requests.h)
+      answer_stack_request(first_launching_thread);  // a watcher's request for stacks (site/stack_requests.h)
       std::this_thread::sleep_for(std::chrono::microseconds(g_hurry.load(std::memory_order_relaxed) ? 100 : busy ? 500 : 2000));
     }
   }
@@ -72,7 +82,7 @@ class Collector {
           const LaunchName& first = front.first_covered();
           int64_t waiting_since = std::max(first.enqueued_ns, last_progress_[stream]);
           if (!stall_reported_.count(first.launch_id) && monotonic_ns() - waiting_since > stall_ns) {
-            report_stall(first, stream, StallState::kStalled, unconfirmed(queue));
+            report_stall(first, stream, StallState::kStalled, unconfirmed(queue), issuer(front));
             stall_reported_.insert(first.launch_id);
           }
           break;
@@ -84,7 +94,7 @@ class Collector {
           if (front.events->timed) write_timing(cu, front);
         }
         const LaunchName& first = front.first_covered();
-        if (stall_reported_.erase(first.launch_id)) report_stall(first, stream, StallState::kResolved, 1);
+        if (stall_reported_.erase(first.launch_id)) report_stall(first, stream, StallState::kResolved, 1, 0);
         give_back(front.events);
         queue.pop_front();
       }

@@ -76,6 +76,7 @@ struct LaunchThread {
   StreamSlot streams[kStreams];
   uint32_t next_replaced = 0;
   uint32_t untracked_launches = 0;  // timestamp turns for launches on comms the shim never saw made
+  pid_t tid = 0;                    // the application thread (a stall report reads its native stack)
 };
 
 // Every LaunchThread so far (a copy: threads register rarely, under a lock). In gpu_timer.cc,

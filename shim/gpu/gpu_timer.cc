@@ -53,6 +53,7 @@ std::vector<LaunchThread*>* g_threads = nullptr;
 LaunchThread& this_thread() {
   if (t_thread.gpu) return *t_thread.gpu;
   auto* state = new LaunchThread();
+  state->tid = gettid();
   std::lock_guard lock(g_threads_mutex);
   if (!g_threads) g_threads = new std::vector<LaunchThread*>();
   g_threads->push_back(state);

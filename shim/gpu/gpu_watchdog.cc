@@ -84,7 +84,8 @@ void print_stall_line(const LaunchName& first, uint64_t stream, size_t unconfirm
 
 }  // namespace
 
-void report_stall(const LaunchName& first, uint64_t stream, trace::StallState state, size_t unconfirmed) noexcept {
+void report_stall(const LaunchName& first, uint64_t stream, trace::StallState state, size_t unconfirmed,
+                  pid_t issuer_tid) noexcept {
   try {
     if (CommTrack* track = first.track; track && state == trace::StallState::kStalled) {
       track->stalls.fetch_add(1, std::memory_order_relaxed);
@@ -97,7 +98,7 @@ void report_stall(const LaunchName& first, uint64_t stream, trace::StallState st
     write_stall_record(first, state);
     if (state == trace::StallState::kStalled) {
       print_stall_line(first, stream, unconfirmed);
-      write_python_stacks(trace::stacks_record::kStall);
+      write_stacks(trace::stacks_record::kStall, issuer_tid);
     } else {
       unmark_stalled();
     }

@@ -12,6 +12,7 @@ namespace ncclwatch::gpu {
 
 // `first` is the oldest launch on `stream` not known complete; `unconfirmed` counts the launches
 // on the stream from it on (more than one: `first` is the earliest that may be the stuck one).
-void report_stall(const LaunchName& first, uint64_t stream, trace::StallState state, size_t unconfirmed) noexcept;
+void report_stall(const LaunchName& first, uint64_t stream, trace::StallState state, size_t unconfirmed,
+                  pid_t issuer_tid) noexcept;
 
 }  // namespace ncclwatch::gpu

@@ -167,6 +167,17 @@ void capture_call_site(CallSite& site, int max_frames, bool python) noexcept {
   if (python) capture_python_site(site.python, sizeof(site.python));
 }
 
+void describe_modules_of(const uint64_t* addresses, int n) noexcept {
+  try {
+    for (int i = 0; i < n; ++i) {
+      Dl_info info{};
+      if (dladdr(reinterpret_cast<void*>(addresses[i]), &info)) note_module(info);
+    }
+  } catch (...) {
+    notice_once(Notice::kCallSiteFailed, "ncclwatch: an internal error while naming the modules of a native stack");
+  }
+}
+
 void callsite_after_fork_in_child() noexcept {
   g_modules_lock.reset();
   g_seen_bases = nullptr;  // the child writes a new file, so it describes modules again

@@ -24,6 +24,10 @@ struct CallSite {
 // not seen before; with `python`, the Python lines too (python_site.h). Never throws.
 void capture_call_site(CallSite& site, int max_frames, bool python = true) noexcept;
 
+// Writes kModule records for the modules of `addresses` not described yet (so that the analyzers
+// can symbolize them). Never from a signal handler.
+void describe_modules_of(const uint64_t* addresses, int n) noexcept;
+
 void callsite_after_fork_in_child() noexcept;
 
 }  // namespace ncclwatch

@@ -6,9 +6,11 @@
 //
 // May include: process/, resolve/ (real_dlsym, is_inside_shim), trace/ (kModule and Stacks records).
 //
-// Every Python thread's stack when a hang is suspected (stack_requests.h).
+// Every Python thread's stack, and the native stack of the thread that issued the stalled op
+// (native_stack.h: scanned from /proc without stopping it), when a hang is suspected
+// (stack_requests.h).
 //
-// Front door: callsite.h, python_site.h, stack_requests.h. Inside: python_layouts.h.
+// Front door: callsite.h, python_site.h, stack_requests.h. Inside: python_layouts.h, native_stack.h.
 #pragma once
 
 #include "site/callsite.h"

@@ -6,18 +6,22 @@
 // process, for this, was one too many), no signal (the application may own them all).
 #pragma once
 
+#include <sys/types.h>
+
 #include <string_view>
 
 namespace ncclwatch {
 
-// Writes a Stacks record (nothing in a process without Python). `reason`: stacks_record::kStall or
-// kRequested. Never from a signal handler.
-void write_python_stacks(std::string_view reason) noexcept;
+// Writes a Stacks record: every Python thread's stack (none in a process without Python) and the
+// native stack of thread `native_tid` (0: none). `reason`: stacks_record::kStall or kRequested.
+// Never from a signal handler, nor from thread `native_tid` itself.
+void write_stacks(std::string_view reason, pid_t native_tid) noexcept;
 
 // Answers a request for stacks made since the last one answered; looks at most once a second (a
-// stat()). Called by the GPU-timing thread on its rounds. Requests made before the first look are
-// not this process's to answer.
-void answer_stack_request() noexcept;
+// stat()). Called by the GPU-timing thread on its rounds; `native_thread()` names the thread whose
+// native stack to read (asked only when there is a request). Requests made before the first look
+// are not this process's to answer.
+void answer_stack_request(pid_t (*native_thread)()) noexcept;
 void stack_requests_after_fork_in_child() noexcept;
 
 }  // namespace ncclwatch

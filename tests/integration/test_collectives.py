@@ -366,6 +366,13 @@ def rank_replaying_once_less_is_named():
           f"rank 1 is missing seq 13 (the 10th replay): {comm['missing']}")
     text = report(job, "hang").stdout
     check("replay 10 of CUDA graph 1" in text, f"the missing seq is named as the graph's replay:\n{text}")
+    # The watchdog read the native stack of the thread that issued the stalled replay (rank 0's
+    # main thread, asleep before its SIGTERM), without stopping it: symbolized by the report.
+    rank0 = next(r for r in json.loads(hang.stdout)["comms"][0]["per_rank"] if r["rank"] == 0)
+    stack = rank0.get("native_stack", [])
+    check(rank0.get("native_tid", 0) > 0 and any("nanosleep" in f for f in stack[:3])
+          and any("collectives_app.cc" in f for f in stack), f"rank 0's native stack at the stall: {rank0}")
+    check("native: rank 0 thread" in text, f"hang prints it:\n{text}")
 
 
 def graphs_the_shim_cannot_follow_are_said_and_harmless():
