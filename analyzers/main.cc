@@ -143,10 +143,17 @@ int main(int argc, char** argv) {
   CLI::App* watch = app.add_subcommand("watch", "while the job runs: the hang verdict within seconds of a stall, on stderr and in verdict.json");
   watch->add_option("paths", options.inputs, "the job's trace folders (default: ./ncclwatch)");
   double watch_interval_s = 0.5;
+  double watch_lag_s = 20;
   int watch_pid = 0;
   watch->add_option("--interval", watch_interval_s, "seconds between looks at the folders (default 0.5)")->check(CLI::Range(0.05, 60.0));
   watch->add_option("--pid", watch_pid, "stop when this process exits (default: run until interrupted)");
   std::string watch_metrics;
+  watch->add_option("--lag", watch_lag_s,
+                    "seconds a rank may stay behind a peer in collectives issued (its host stuck: a data loader, a "
+                    "deadlock) before a hang is suspected, ahead of any watchdog; 0: off (default 20, or "
+                    "NCCLWATCH_LAG_SEC)")
+      ->envname("NCCLWATCH_LAG_SEC")
+      ->check(CLI::Range(0.0, 86400.0));
   watch->add_option("--metrics-file", watch_metrics, "also write the verdict there as ncclwatch_hang_suspected (Prometheus textfile)");
   CLI::App* dump = app.add_subcommand("dump", "every record of trace files as JSON Lines (a file_header line first for each)");
   dump->add_option("paths", options.inputs, "trace files or a job folder")->required();
@@ -173,7 +180,7 @@ int main(int argc, char** argv) {
   options.inputs = resolve_job_folders(options.inputs, options.all_jobs, notes);
   for (const std::string& note : notes) say("{}", note);
 
-  if (watch->parsed()) return run_watch(options, watch_interval_s, watch_pid, watch_metrics);
+  if (watch->parsed()) return run_watch(options, watch_interval_s, watch_pid, watch_metrics, watch_lag_s);
   if (leaks->parsed()) return run_leaks(options);
   if (latency->parsed()) return run_latency(options);
   if (hang->parsed()) return run_hang(options);

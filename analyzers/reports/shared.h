@@ -55,9 +55,11 @@ int run_timeline(const Options& options);
 int run_html(const Options& options);  // one self-contained page to options.output
 int run_metrics(const Options& options);
 // Watches the job's folders until `until_pid` exits (forever when 0), polling every `interval_s`:
-// the hang verdict on stderr and in verdict.json within seconds of a stall, and in
+// the hang verdict on stderr and in verdict.json within seconds of a stall or of a rank staying
+// behind its peers' collectives for `lag_s` (0: never), and in
 // `metrics_file` as ncclwatch_hang_suspected when one is given (report_watch.cc).
-int run_watch(const Options& options, double interval_s, pid_t until_pid, const std::string& metrics_file);
+int run_watch(const Options& options, double interval_s, pid_t until_pid, const std::string& metrics_file,
+              double lag_s);
 
 // An array of a JSON report, made entry by entry as it is written (see write_json_streamed).
 struct StreamedArray {

@@ -80,6 +80,16 @@ inline constexpr std::string_view kRequested = "requested";
 inline constexpr std::string_view kRequestFile = "dump-now";  // in the trace folder
 }  // namespace stacks_record
 
+// Beside a trace, for a watcher of its folder (shim/gpu/progress_file.h): "<trace>.progress",
+// kHeader then "comm <id hex> <rank> <nranks> <collectives issued>" per line, while the folder
+// holds kWatchingFile; "<trace>.stalled" while the watchdog sees a stall.
+namespace progress_file {
+inline constexpr std::string_view kSuffix = ".progress";
+inline constexpr std::string_view kHeader = "ncclwatch-progress 1";
+inline constexpr std::string_view kWatchingFile = "watching";
+inline constexpr std::string_view kStalledSuffix = ".stalled";
+}  // namespace progress_file
+
 // Appends one "key=value\0" entry.
 inline void append_string(std::string& blob, std::string_view key, std::string_view value) {
   blob.append(key);

@@ -220,7 +220,7 @@ bool finish_process(ExitReason reason, int signal, bool wait) {
   AlertCounts counts = build_alert(text, wait);
   write_live_at_exit_record(counts.complete && g_live_listed == counts.comms);
   write_exit_record(trace::RecordType::kProcessEnd, reason, signal, counts.comms, counts.resources);
-  clear_stall_marker();
+  clear_watcher_files();
   bool leaked = counts.leaked_comms + counts.resources > 0 || !counts.complete;
   if (leaked && config().on_leak != LeakPolicy::kOff) print(text);
   return leaked;

@@ -10,6 +10,7 @@
 #include "gpu/gpu_state.h"
 #include "gpu/gpu_timer.h"
 #include "gpu/gpu_watchdog.h"
+#include "gpu/progress_file.h"
 #include "process/process.h"
 #include "site/site.h"
 #include "trace/trace.h"
@@ -56,6 +57,7 @@ class Collector {
       g_idle.store(!busy, std::memory_order_release);
       g_cycles.fetch_add(1, std::memory_order_acq_rel);
       answer_stack_request(first_launching_thread);  // a watcher's request for stacks (site/stack_requests.h)
+      publish_progress_for_watchers();
       std::this_thread::sleep_for(std::chrono::microseconds(g_hurry.load(std::memory_order_relaxed) ? 100 : busy ? 500 : 2000));
     }
   }

@@ -89,9 +89,10 @@ void end_timed_launch(TimedLaunch launch, uint64_t stream, uint64_t launch_id, C
 inline constexpr int kExitQuietMs = 250;
 inline constexpr int kExitDrainMs = 2000;
 void stop_gpu_timer(bool let_running_finish = false) noexcept;
-// Removes `<trace>.stalled` (the watchdog's mark for watchers) as the process ends: a process that
-// is gone is not stalled. Async-signal-safe.
-void clear_stall_marker() noexcept;
+// Removes the files beside the trace that watchers read, `<trace>.stalled` (the watchdog's mark)
+// and `<trace>.progress` (progress_file.h), as the process ends: a process that is gone is neither
+// stalled nor behind its peers. Async-signal-safe.
+void clear_watcher_files() noexcept;
 void gpu_timer_after_fork_in_child() noexcept;
 
 }  // namespace ncclwatch

@@ -47,7 +47,7 @@ void write_stall_record(const LaunchName& first, trace::StallState state) {
 void mark_stalled(const char* line) {
   const char* trace = trace_path_c();
   if (!*trace) return;
-  std::string marker = std::string(trace) + ".stalled";
+  std::string marker = std::string(trace) + std::string(trace::progress_file::kStalledSuffix);
   int fd = open(marker.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return;
   ssize_t ignored = ::write(fd, line, std::strlen(line));
@@ -58,7 +58,7 @@ void mark_stalled(const char* line) {
 void unmark_stalled() {
   uint32_t open_stalls = 0;
   for_each_comm([&](const CommTrack& t) { open_stalls += t.unresolved_stalls.load(std::memory_order_relaxed); });
-  if (const char* trace = trace_path_c(); *trace && open_stalls == 0) unlink((std::string(trace) + ".stalled").c_str());
+  if (const char* trace = trace_path_c(); *trace && open_stalls == 0) unlink((std::string(trace) + std::string(trace::progress_file::kStalledSuffix)).c_str());
 }
 
 void print_stall_line(const LaunchName& first, uint64_t stream, size_t unconfirmed) {
@@ -113,14 +113,17 @@ void report_stall(const LaunchName& first, uint64_t stream, trace::StallState st
 
 namespace ncclwatch {
 
-void clear_stall_marker() noexcept {
+void clear_watcher_files() noexcept {
   const char* trace = trace_path_c();
-  char marker[4096 + 16];
+  char path[4096 + 16];
   size_t n = std::strlen(trace);
-  if (n == 0 || n + sizeof(".stalled") > sizeof(marker)) return;
-  std::memcpy(marker, trace, n);
-  std::memcpy(marker + n, ".stalled", sizeof(".stalled"));
-  unlink(marker);
+  if (n == 0 || n + 16 > sizeof(path)) return;
+  std::memcpy(path, trace, n);
+  for (std::string_view suffix : {trace::progress_file::kStalledSuffix, trace::progress_file::kSuffix}) {
+    std::memcpy(path + n, suffix.data(), suffix.size());
+    path[n + suffix.size()] = '\0';
+    unlink(path);
+  }
 }
 
 }  // namespace ncclwatch

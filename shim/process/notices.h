@@ -33,6 +33,7 @@ enum class Notice {
   kGpuTimingFailed,
   kGraphsLost,
   kStacksLost,
+  kProgressLost,
   kStallReportFailed,
   kCallSiteFailed,
   kCount

@@ -4,7 +4,11 @@
 #   - torch_sleeping_rank.py: rank 1 stops in time.sleep before its 7th all-reduce: the launcher
 #     prints, within 2 s of the first stall record, that rank 1 never issued seq 7, with rank 1's
 #     sleep line and rank 0's wait line; verdict.json agrees with `hang` run afterwards;
-#   - examples/torch_hang.py: rank 1 skips an all-reduce: the verdict before PyTorch's timeout.
+#   - examples/torch_hang.py: rank 1 skips an all-reduce: the verdict before PyTorch's timeout;
+#   - torch_sleeping_rank.py again with the watchdog at its default (60 s) and NCCLWATCH_LAG_SEC=3:
+#     the job-level rule (rank 1 behind rank 0 in collectives issued) gives the verdict before any
+#     stall record, with the same lines.
+# The stall's native stack of rank 0's issuing thread is printed from the first job.
 source "$(dirname "$0")/common.sh"
 if [ "$(gpu_count)" -lt 1 ]; then echo "SKIP: needs a GPU"; exit 0; fi
 python3 -c 'import torch' 2>/dev/null || { echo "SKIP: no PyTorch"; exit 0; }
@@ -13,7 +17,7 @@ export PATH="$BUILD/analyzers:$PATH" LD_LIBRARY_PATH="$BUILD/analyzers/lib:${LD_
 
 live_job() {  # live_job NAME KILL_AFTER_S SCRIPT: ncclwatch run, stopped KILL_AFTER_S after its verdict
   local name=$1 kill_after=$2 script=$3
-  NCCLWATCH_STALL_SEC=5 "$ROOT/scripts/ncclwatch" run --dir "$dir/$name" -- \
+  NCCLWATCH_STALL_SEC=${STALL_SEC:-5} "$ROOT/scripts/ncclwatch" run --dir "$dir/$name" -- \
     torchrun --nproc-per-node 2 --master-port 29611 "$script" >"$dir/$name.out" 2>"$dir/$name.err" &
   local job=$!
   for _ in $(seq 1 240); do [ -f "$dir/$name/verdict.json" ] && break; kill -0 $job 2>/dev/null || break; sleep 0.5; done
@@ -54,6 +58,16 @@ later = max(after["comms"], key=lambda c: c["last_seq_issued"])
 assert later["missing"][0]["rank"] == 1 and later["missing"][0]["first_missing_seq"] == 7, later["missing"]
 PY
 expect "sleeping rank: the launcher printed the verdict" grep -q "HANG SUSPECTED" "$dir/sleeping.err"
+expect "sleeping rank: the stall's native stack of rank 0's issuing thread, read without stopping it" \
+  python3 - "$dir/sleeping.hang.json" <<'PY'
+import json, sys
+world = max(json.load(open(sys.argv[1]))["comms"], key=lambda c: c["last_seq_issued"])
+rank0 = next(r for r in world["per_rank"] if r["rank"] == 0)
+print("rank 0 thread", rank0.get("native_tid"), rank0.get("native_unread", ""))
+for frame in rank0.get("native_stack", [])[:16]:
+    print("   ", frame)
+assert rank0.get("native_tid") and len(rank0.get("native_stack", [])) >= 3, rank0
+PY
 
 live_job skipped 1 "$ROOT/examples/torch_hang.py"
 expect "skipped all-reduce: the launcher printed a verdict naming rank 1 before PyTorch's timeout" \
@@ -62,5 +76,21 @@ import json, os, sys
 live = json.load(open(os.path.join(sys.argv[1], "verdict.json")))
 print("live verdict:", live["verdict"])
 assert "rank(s) 1" in live["verdict"] or "rank 1" in live["verdict"], live["verdict"]
+PY
+STALL_SEC=60 NCCLWATCH_LAG_SEC=3 live_job lagging 1 "$ROOT/tests/gpu/torch_sleeping_rank.py"
+expect "host-stuck rank: the job-level rule's verdict before any watchdog, naming rank 1 at its sleep" \
+  python3 - "$dir/lagging" "$dir/lagging.dump" "$dir/lagging.err" <<'PY'
+import json, os, sys
+folder, dump, err = sys.argv[1], sys.argv[2], open(sys.argv[3]).read()
+live = json.load(open(os.path.join(folder, "verdict.json")))
+stalls = [r for r in map(json.loads, open(dump)) if r["type"] == "stall"]
+print("live verdict:", live["verdict"])
+print([l for l in err.splitlines() if "HANG SUSPECTED" in l])
+world = max(live["comms"], key=lambda c: c["last_seq_issued"])
+assert not stalls, stalls
+assert "has not issued collective" in err, err[-2000:]
+assert world["missing"][0]["rank"] == 1 and world["missing"][0]["first_missing_seq"] == 7, world["missing"]
+where = {r["rank"]: r.get("where", "") for r in world["per_rank"]}
+assert "(load_batch)" in where[1], where
 PY
 finish

@@ -1,6 +1,7 @@
 """The hang verdict while the job still runs (ncclwatch-report watch), with where each rank's Python
 is, on the CPU stand-in: a Python job of two ranks (ctypes, as PyTorch's C++ would call NCCL) in
-which rank 1 stops in a sleep before the second all-reduce."""
+which rank 1 stops in a sleep before the second all-reduce. The ranks may run as two hosts (each
+in a UTS namespace of its own, named node-a and node-b) writing into one shared folder."""
 import json
 import os
 import signal
@@ -63,7 +64,7 @@ def line_of(marker):
 class WatchedJob:
     """The two ranks and a watcher over their trace folder."""
 
-    def __init__(self, pause_s, stall_s):
+    def __init__(self, pause_s, stall_s, lag_s=None, hosts=None):
         self.tmp = tempfile.mkdtemp(prefix="ncclwatch-watch-")
         self.traces = os.path.join(self.tmp, "traces")
         os.makedirs(self.traces)
@@ -72,10 +73,20 @@ class WatchedJob:
         env = dict(os.environ, LD_PRELOAD=PRELOAD, NCCLWATCH_DIR=self.traces, NCCLWATCH_STALL_SEC=str(stall_s),
                    LD_LIBRARY_PATH=HOSTNCCL_DIR + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
         self.metrics = os.path.join(self.tmp, "hang.prom")
-        self.watcher = subprocess.Popen([REPORT, "watch", self.traces, "--interval", "0.2", "--metrics-file", self.metrics],
-                                        stderr=subprocess.PIPE, text=True)
-        self.ranks = [subprocess.Popen([sys.executable, self.script, str(r), self.tmp, str(pause_s)], env=env,
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+        lag = ["--lag", str(lag_s)] if lag_s is not None else []
+        self.watcher = subprocess.Popen([REPORT, "watch", self.traces, "--interval", "0.2", "--metrics-file", self.metrics,
+                                         *lag], stderr=subprocess.PIPE, text=True)
+        self.started = time.time()
+
+        def command(rank):
+            argv = [sys.executable, self.script, str(rank), self.tmp, str(pause_s)]
+            if not hosts:
+                return argv
+            # A host of its own: a UTS namespace (in a user namespace when not root) named hosts[rank].
+            user = [] if os.geteuid() == 0 else ["-r"]
+            return ["unshare", *user, "-u", "sh", "-c", f'hostname {hosts[rank]} && exec "$@"', "sh", *argv]
+        self.ranks = [subprocess.Popen(command(r), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                      for r in (0, 1)]
 
     def wait_for(self, name, timeout):
         deadline = time.time() + timeout
@@ -141,6 +152,42 @@ def slow_job_gets_no_verdict_and_a_resolved_stall_is_said_once():
           f"a slow but well job gets nothing: {said!r}")
 
 
+def can_name_hosts():
+    probe = subprocess.run(["unshare", *([] if os.geteuid() == 0 else ["-r"]), "-u", "sh", "-c", "hostname node-a"],
+                           capture_output=True)
+    return probe.returncode == 0
+
+
+def host_stuck_rank_on_another_host_named_before_the_watchdog():
+    # Two hosts, one shared folder, one watcher; the watchdog is far off (60 s): the job-level rule
+    # (rank 1 behind rank 0 in collectives issued for 1 s) gives the verdict.
+    hosts = ("node-a", "node-b") if can_name_hosts() else None
+    if not hosts:
+        print("note: no UTS namespace here (unshare -u); the two ranks run as one host")
+    job = WatchedJob(pause_s=60, stall_s=60, lag_s=1, hosts=hosts)
+    verdict_file = job.wait_for("verdict.json", 20)
+    seconds = time.time() - job.started
+    check(verdict_file is not None, "the watcher writes verdict.json")
+    stalled = [f for f in os.listdir(job.traces) if f.endswith(".stalled")]
+    live = json.load(open(verdict_file))
+    outs, said = job.finish(kill=True)
+    check(not stalled, f"no watchdog had fired: {stalled}")
+    check(SANITIZED or seconds <= 8, f"the verdict {seconds:.1f} s after the job started (lag 1 s)")
+    world = live["comms"][0]
+    missing = world["missing"]
+    check([m["rank"] for m in missing] == [1] and missing[0]["first_missing_seq"] == 2, f"rank 1 never issued seq 2: {missing}")
+    load = f"job.py:{line_of('LOAD_LINE')} (load_batch)"
+    check(missing[0].get("where") == load, f"rank 1's Python line: {missing[0]}")
+    check("HANG SUSPECTED (rank 1 of comm" in said and "has not issued collective 2" in said,
+          f"the watcher says why it suspects a hang: {said}")
+    if hosts:
+        by_rank = {r["rank"]: r["host"] for r in world["per_rank"]}
+        check(by_rank == {0: "node-a", 1: "node-b"}, f"each rank on its host: {by_rank}")
+    check(not any(f.endswith(".progress") for f in os.listdir(job.traces)), "the progress files went with the processes")
+    check(not os.path.exists(os.path.join(job.traces, "watching")), "the watcher's mark went with it")
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in [stalled_job_gets_its_verdict_live,
-                                  slow_job_gets_no_verdict_and_a_resolved_stall_is_said_once]})
+                                  slow_job_gets_no_verdict_and_a_resolved_stall_is_said_once,
+                                  host_stuck_rank_on_another_host_named_before_the_watchdog]})
