@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
       "  ncclwatch-report metrics -o /var/lib/prometheus/node-exporter/ncclwatch.prom ncclwatch/job-1234");
   app.set_version_flag("--version", std::string("ncclwatch-report ") + NCCLWATCH_VERSION + " (trace format " +
                                         std::to_string(ncclwatch::trace::kVersion) + ", reads formats " +
-                                        std::to_string(ncclwatch::trace::kMinReadableVersion) + " to " +
+                                        std::to_string(ncclwatch::trace::kOldestReadableFormat) + " to " +
                                         std::to_string(ncclwatch::trace::kVersion) + ")");
   app.require_subcommand(0, 1);
   Options options;

@@ -2,6 +2,7 @@
 what each report says, its exit status, and what it names on stderr. The hostile-input cases at
 the end use traces crafted byte by byte (craft_trace.py)."""
 import csv
+import glob
 import io
 import json
 import os
@@ -252,6 +253,21 @@ def test_unknown_report_is_refused():
     check(p.returncode == 2 and p.stdout == "" and "did you mean 'leaks'" in p.stderr, (p.returncode, p.stdout, p.stderr))
     p = report("--version")
     check(p.returncode == 0 and "trace format" in p.stdout, p.stdout)
+    # What --version says it reads is what it reads: every corpus file of a format in that range is
+    # read, and each older one is refused, naming its format.
+    oldest, newest = map(int, re.search(r"reads formats (\d+) to (\d+)", p.stdout).groups())
+    check(f"trace format {newest}," in p.stdout, p.stdout)
+    seen = set()
+    for path in glob.glob(os.path.join(CORPUS, "*.nwt")) + glob.glob(os.path.join(REAL, "*", "*.nwt")):
+        version = struct.unpack_from("<I", open(path, "rb").read(16), 8)[0]
+        d = report("dump", path)
+        if version < oldest:
+            check(d.returncode == 2 and f"trace format {version}, older than this reader reads ({oldest} to {newest})" in d.stderr,
+                  (path, d.returncode, d.stderr))
+        elif version <= newest:
+            check("trace format" not in d.stderr, (path, version, d.returncode, d.stderr[-300:]))
+        seen.add(version)
+    check({oldest - 1, newest} <= seen, f"the corpus holds a file on each side of the range: {sorted(seen)}")
     p = report("--help")
     check(p.returncode == 0 and "Examples" in p.stdout and "Exit status" in p.stdout, p.stdout)
     # Every report takes --json; dump takes a job folder as well as files.
