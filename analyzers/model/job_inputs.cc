@@ -23,13 +23,19 @@ std::vector<std::string> own_trace_files(const std::string& dir) {
   return found;
 }
 
-// `ncclwatch run`'s job folders directly under `dir`, oldest first (by when they last changed).
-std::vector<std::string> job_folders(const std::string& dir) {
+// `ncclwatch run`'s job folders directly under `dir` that hold traces, oldest first (by when they
+// last changed). A job none of whose processes called NCCL left no trace: it is not "the newest job"
+// (it would hide the last one that has traces); `skipped` counts those.
+std::vector<std::string> job_folders(const std::string& dir, size_t& skipped) {
   std::vector<std::pair<fs::file_time_type, std::string>> jobs;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, fs::directory_options::skip_permission_denied, ec)) {
     std::string name = entry.path().filename().string();
     if (name.rfind("job-", 0) != 0 || !entry.is_directory(ec)) continue;
+    if (own_trace_files(entry.path().string()).empty()) {
+      ++skipped;
+      continue;
+    }
     jobs.emplace_back(fs::last_write_time(entry.path(), ec), entry.path().string());
   }
   std::sort(jobs.begin(), jobs.end());
@@ -49,7 +55,11 @@ std::vector<std::string> resolve_job_folders(const std::vector<std::string>& inp
       out.push_back(input);
       continue;
     }
-    std::vector<std::string> jobs = job_folders(input);
+    size_t without_traces = 0;
+    std::vector<std::string> jobs = job_folders(input, without_traces);
+    if (without_traces && !jobs.empty())
+      notes.push_back(fmt::format("passed over {} job folder(s) in {} without traces (no process of theirs called NCCL)",
+                                  without_traces, valid_utf8(input)));
     if (jobs.empty()) {
       out.push_back(input);  // expand_inputs names it
     } else if (all_jobs) {

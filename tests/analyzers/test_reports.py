@@ -290,6 +290,11 @@ def test_launcher_folder_reads_its_newest_job():
     check(s["traces"] == 4 and "job-200, the newest of 2 jobs" in err, (s["traces"], err))
     rc, s, err = report_json("summary", "--all", root)
     check(s["traces"] == 6 and "all 2 jobs" in err, (s["traces"], err))
+    # A later job none of whose processes called NCCL (an empty folder) never hides the real one.
+    os.makedirs(os.path.join(root, "job-300"))
+    rc, s, err = report_json("summary", root)
+    check(rc == 0 and s["traces"] == 4 and "job-200, the newest of 2 jobs" in err and "1 job folder(s)" in err,
+          (rc, s.get("traces"), err))
     # Any other tree is not swept: a folder's own trace files only.
     tree = tempdir()
     subprocess.run([GEN, "clean", os.path.join(tree, "somewhere", "deep")], check=True, stdout=subprocess.DEVNULL)

@@ -243,6 +243,11 @@ def launcher_runs_a_job_and_keeps_its_status():
     failing = subprocess.run(cmd[:4] + ["--on-leak", "fail"] + cmd[4:], env=env, capture_output=True, text=True,
                              timeout=120)
     check(failing.returncode != 0, "--on-leak fail makes the leaky job fail")
+    # A job none of whose processes called NCCL leaves no folder behind (it would read as the newest job).
+    empty_dir = os.path.join(job.tmp, "no-nccl")
+    nothing = subprocess.run(cmd[:2] + ["--dir", empty_dir, "--", "true"], env=env, capture_output=True, text=True, timeout=60)
+    check(nothing.returncode == 0 and "no process of this job called NCCL" in nothing.stderr and not os.path.exists(empty_dir),
+          f"no empty job folder: {nothing.returncode} {nothing.stderr} {os.path.exists(empty_dir)}")
 
 
 
