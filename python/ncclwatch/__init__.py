@@ -9,7 +9,11 @@ import os
 
 from .loader import Job, load, trace_files  # noqa: F401
 
-__all__ = ["Job", "load", "trace_files", "shim_path", "report_path"]
+__all__ = ["Job", "load", "trace_files", "shim_path", "report_path", "__version__"]
+
+# The project's version (meson.build, pyproject.toml, the launcher and the report tool say the same:
+# the wheel's test checks it).
+__version__ = "0.1.0"
 
 
 def _find(env, installed, in_build):

@@ -1,5 +1,6 @@
-"""The `ncclwatch` command of the Python package: the launcher (scripts/ncclwatch) installed inside
-the package, run with the package's shim and report tool."""
+"""The commands of the Python package: `ncclwatch`, the launcher (scripts/ncclwatch) installed
+inside the package, run with the package's shim and report tool; `ncclwatch-report`, the report
+tool installed inside the package."""
 import os
 import sys
 
@@ -18,6 +19,15 @@ def main():
         print(f"ncclwatch: {e}", file=sys.stderr)
         return 2
     os.execve(launcher, [launcher] + sys.argv[1:], env)
+
+
+def report_main():
+    try:
+        report = report_path()
+    except FileNotFoundError as e:
+        print(f"ncclwatch-report: {e}", file=sys.stderr)
+        return 2
+    os.execv(report, [report] + sys.argv[1:])
 
 
 if __name__ == "__main__":

@@ -50,6 +50,11 @@ def main():
         version = run([os.path.join(bin_dir, "ncclwatch"), "--version"]).stdout
         assert "ncclwatch" in version, version
         assert run([python, "-m", "ncclwatch", "--version"]).stdout == version
+        # Both commands on PATH, and one version everywhere.
+        report_version = run([os.path.join(bin_dir, "ncclwatch-report"), "--version"]).stdout
+        package_version = run([python, "-c", "import ncclwatch; print(ncclwatch.__version__)"], cwd=tmp).stdout.strip()
+        assert version.split()[-1] == package_version and report_version.split()[1] == package_version, \
+            (version, report_version, package_version)
 
         # The installed launcher on a stand-in job (the main build's example and stand-in NCCL).
         traces = os.path.join(tmp, "traces")
@@ -60,6 +65,8 @@ def main():
         assert "1 communicator(s) never destroyed" in job.stderr and "ncclwatch summary" in job.stderr, job.stderr[-2000:]
         files = sorted(os.path.join(traces, f) for f in os.listdir(traces) if f.endswith(".nwt"))
         assert len(files) == 2, files
+        leaks = subprocess.run(["ncclwatch-report", "leaks", traces], env=env, cwd=tmp, capture_output=True, text=True)
+        assert leaks.returncode == 1 and "leaked" in leaks.stdout, (leaks.returncode, leaks.stdout, leaks.stderr)
         dumped = 0
         for f in files:
             records = [json.loads(line) for line in run([report, "dump", f]).stdout.splitlines()]
