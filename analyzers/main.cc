@@ -1,5 +1,6 @@
 // ncclwatch-report: reads the trace files of a job and answers what leaked, how fast each
 // collective was, who hung where and why, and draws a timeline.
+#include <ncclwatch_version.h>
 #include "reports/reports.h"
 
 #include <CLI/CLI.hpp>

@@ -27,6 +27,16 @@ class LatencyHistogram {
   double mean() const { return count_ ? sum_ / static_cast<double>(count_) : 0.0; }
   int64_t percentile(double p) const;  // p in [0, 100]; the bucket's midpoint, clamped to [min, max]
 
+  // Calls f(bucket, count) for each bucket holding samples, in order.
+  template <class F> void for_each_bucket(F&& f) const {
+    if (dense_.empty()) {
+      for (const auto& [bucket, n] : sparse_) f(static_cast<size_t>(bucket), uint64_t{n});
+      return;
+    }
+    for (size_t b = 0; b < dense_.size(); ++b)
+      if (dense_[b]) f(b, uint64_t{dense_[b]});
+  }
+
   static size_t bucket_of(uint64_t ns);
   static uint64_t bucket_low(size_t bucket);
   static uint64_t bucket_width(size_t bucket);

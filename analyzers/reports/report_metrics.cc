@@ -4,9 +4,14 @@
 // families are those of common/ncclwatch/metrics_text.h, which the shim's live file shares.
 #include "reports/shared.h"
 
+#include <ncclwatch_version.h>
+
 #include <ncclwatch/metrics_text.h>
 
+#include <array>
 #include <cstdio>
+#include <cstdlib>
+#include <set>
 #include <map>
 #include <string>
 #include <tuple>
@@ -104,22 +109,46 @@ void write_communicators(const JobAnalysis& a, m::TextWriter& out) {
   each_rank(m::kStalled, [](const RankCounts& r) { return r.stalled ? 1 : 0; });
 }
 
+// The steady state of each (communicator, op, size) as a histogram, in the half-octave buckets of
+// the trace's op totals (trace::totals_bucket): every rank's calls add up, so series can be summed
+// and histogram_quantile() taken over any of them. A bucket of the analysis' finer histogram
+// (1.6 %) counts under the half-octave edge its lower end falls under. Buckets are written from
+// the first that holds a call to the first that holds them all, then +Inf.
+void write_latency_histograms(const JobAnalysis& a, m::TextWriter& out) {
+  out.family(m::kOpLatency);
+  for (const LatencyBucket& row : a.latency) {
+    const LatencyHistogram& h = row.hist;
+    if (!h.count()) continue;
+    std::array<uint64_t, trace::kTotalsBuckets> counts{};
+    h.for_each_bucket([&](size_t bucket, uint64_t n) {
+      counts[static_cast<size_t>(trace::totals_bucket(LatencyHistogram::bucket_low(bucket)))] += n;
+    });
+    std::string comm = hex_id(row.key.comm_id), op(trace::api_name(static_cast<trace::Api>(row.key.api))), bytes = std::to_string(row.key.bytes);
+    std::string timing(timing_name(row.key.timing));
+    uint64_t below = 0;
+    char le[32];
+    for (int b = 0; b + 1 < trace::kTotalsBuckets && below < h.count(); ++b) {
+      below += counts[static_cast<size_t>(b)];
+      if (!below) continue;
+      std::snprintf(le, sizeof le, "%.9g", trace::totals_bucket_floor_ns(b + 1) / 1e9);
+      out.sample({{"comm", comm}, {"op", op}, {"bytes", bytes}, {"timing", timing}, {"le", le}}, static_cast<double>(below),
+                 "_bucket");
+    }
+    out.sample({{"comm", comm}, {"op", op}, {"bytes", bytes}, {"timing", timing}, {"le", "+Inf"}},
+               static_cast<double>(h.count()), "_bucket");
+    out.sample({{"comm", comm}, {"op", op}, {"bytes", bytes}, {"timing", timing}}, h.mean() * static_cast<double>(h.count()) / 1e9,
+               "_sum");
+    out.sample({{"comm", comm}, {"op", op}, {"bytes", bytes}, {"timing", timing}}, static_cast<double>(h.count()), "_count");
+  }
+}
+
 void write_latency(const JobAnalysis& a, m::TextWriter& out) {
   LatencyTable table = latency_table(a);
   auto labels_of = [](const LatencyRow& r) {
     return std::tuple{hex_id(r.comm_id), std::string(trace::api_name(r.api)), std::to_string(r.bytes),
                       std::string(timing_name(r.timing))};
   };
-  out.family(m::kOpLatency);
-  for (const LatencyRow& r : table.rows) {
-    if (!r.p50_us) continue;  // only first calls: no steady state
-    auto [comm, op, bytes, timing] = labels_of(r);
-    for (auto [quantile, value] : {std::pair{"0.5", *r.p50_us}, {"0.9", *r.p90_us}, {"0.99", *r.p99_us}})
-      out.sample({{"comm", comm}, {"op", op}, {"bytes", bytes}, {"timing", timing}, {"quantile", quantile}}, value / 1e6);
-    double samples = static_cast<double>(r.samples);
-    out.sample({{"comm", comm}, {"op", op}, {"bytes", bytes}, {"timing", timing}}, *r.mean_us * samples / 1e6, "_sum");
-    out.sample({{"comm", comm}, {"op", op}, {"bytes", bytes}, {"timing", timing}}, samples, "_count");
-  }
+  write_latency_histograms(a, out);
   out.family(m::kOpBusBandwidth);
   for (const LatencyRow& r : table.rows) {
     if (!r.busbw_gbps) continue;
@@ -134,6 +163,29 @@ void write_latency(const JobAnalysis& a, m::TextWriter& out) {
   }
 }
 
+// The job's id: what its processes' environment said (the traces record NCCLWATCH_*, SLURM_JOB*
+// and TORCHELASTIC_RUN_ID), else this tool's own environment.
+std::string job_id_of(const Job& job) {
+  for (const ProcessTrace& p : job.processes) {
+    std::string id = m::job_id_from_env([&](const char* name) -> const char* {
+      auto it = p.strings.find(std::string(trace::process_record::kEnvPrefix) + name);
+      return it == p.strings.end() ? nullptr : it->second.c_str();
+    });
+    if (!id.empty()) return id;
+  }
+  return m::job_id_from_env([](const char* name) { return std::getenv(name); });
+}
+
+void write_build_info(const Job& job, m::TextWriter& out) {
+  std::set<std::string> versions;
+  for (const ProcessTrace& p : job.processes)
+    if (std::string v = p.nccl_version(); !v.empty()) versions.insert(nccl_version_text(v));
+  std::string nccl;
+  for (const std::string& v : versions) nccl += (nccl.empty() ? "" : ",") + v;
+  out.family(m::kBuildInfo);
+  out.sample({{"version", NCCLWATCH_VERSION}, {"trace_format", std::to_string(trace::kVersion)}, {"nccl", nccl}}, 1);
+}
+
 }  // namespace
 
 int run_metrics(const Options& options) {
@@ -142,6 +194,8 @@ int run_metrics(const Options& options) {
   std::optional<JobAnalysis> analysis = load_job_or_explain(options.inputs, ao);
   if (!analysis) return kNoUsableInput;
   m::TextWriter out;
+  out.set_job_id(job_id_of(analysis->job));
+  write_build_info(analysis->job, out);
   write_lifecycles(analysis->job, out);
   write_communicators(*analysis, out);
   write_latency(*analysis, out);

@@ -5,11 +5,14 @@
 // labels per family: per process {host, pid}, per communicator rank {comm, rank}. A rank of a
 // communicator lives in one process, so the live files of a job's processes never write the same
 // series; a report of that job writes the series they wrote, so the two belong in different
-// textfile folders (README: "Prometheus metrics").
+// textfile folders (README: "Prometheus metrics"). Every sample of both also carries the job's id
+// as `job_id` when one is known (job_id_from_env): Prometheus' own `job` label names the scrape.
 #pragma once
 
 #include <charconv>
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -19,7 +22,7 @@ namespace ncclwatch::metrics {
 
 struct Family {
   const char* name;
-  const char* type;  // gauge | counter | summary
+  const char* type;  // gauge | counter | histogram
   const char* help;
 };
 
@@ -44,14 +47,17 @@ inline constexpr Family kStalled{"ncclwatch_stalled", "gauge",
                                  "1 while a communicator rank's last stall is unresolved"};
 inline constexpr Family kLostRecords{"ncclwatch_trace_lost_records_total", "counter",
                                      "Trace records lost (trace size limit or a write error)"};
+inline constexpr Family kBuildInfo{"ncclwatch_build_info", "gauge",
+                                   "1: the ncclwatch version and trace format that wrote these series, and the NCCL "
+                                   "version(s) traced"};
 // The report only: it needs every rank's records.
 inline constexpr Family kProcesses{"ncclwatch_trace_processes", "gauge", "Process trace files read"};
 inline constexpr Family kCommunicatorInfo{"ncclwatch_communicator_info", "gauge",
                                           "1 per communicator: its size and the name the application gave it"};
 inline constexpr Family kOpLatency{
-    "ncclwatch_op_latency_seconds", "summary",
-    "Steady-state op time per communicator, op and size (each rank's first call left out); timing=gpu is GPU "
-    "execution, timing=host is the enqueue time only"};
+    "ncclwatch_op_latency_seconds", "histogram",
+    "Steady-state op time per communicator, op and size, every rank's calls counted (each rank's first call left "
+    "out), in half-octave buckets; timing=gpu is GPU execution, timing=host is the enqueue time only"};
 inline constexpr Family kOpBusBandwidth{
     "ncclwatch_op_bus_bandwidth_bytes_per_second", "gauge",
     "nccl-tests' bus bandwidth from the median GPU time, per communicator, op and size (GPU-timed rows only)"};
@@ -73,6 +79,26 @@ inline std::string escape_label(std::string_view value) {
 
 using Labels = std::initializer_list<std::pair<std::string_view, std::string_view>>;
 
+// The job's id as the environment names it: NCCLWATCH_JOB, else SLURM_JOB_ID, else
+// TORCHELASTIC_RUN_ID; "" when none is set. `get` looks a name up (getenv, or a trace's record).
+template <class Get> std::string job_id_from_env(Get&& get) {
+  for (const char* name : {"NCCLWATCH_JOB", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"})
+    if (const char* value = get(name); value && *value) return value;
+  return {};
+}
+
+// A value as the text format wants it, rounded: integers whole (counters up to 2^53 exact), other
+// values to 9 significant digits (0.039274696, not 0.039274696000000005).
+inline void append_value(std::string& text, double value) {
+  char number[32];
+  std::to_chars_result r;
+  if (std::isfinite(value) && value == std::floor(value) && std::fabs(value) < 9.007199254740992e15)
+    r = std::to_chars(number, number + sizeof number, static_cast<long long>(value));
+  else
+    r = std::to_chars(number, number + sizeof number, value, std::chars_format::general, 9);
+  text.append(number, r.ec == std::errc() ? r.ptr : number);
+}
+
 class TextWriter {
  public:
   // Starts a family: its HELP and TYPE lines. Every sample of it must follow before the next.
@@ -88,13 +114,21 @@ class TextWriter {
     text_ += f.type;
     text_ += '\n';
   }
-  // A sample of the current family; `suffix` is "" or a summary's "_sum"/"_count".
+  // Labels every sample gets first (the job's id), "" values left out.
+  void set_job_id(std::string job_id) { job_id_ = std::move(job_id); }
+  // A sample of the current family; `suffix` is "" or a histogram's "_bucket"/"_sum"/"_count".
   void sample(Labels labels, double value, std::string_view suffix = {}) {
     text_ += family_;
     text_ += suffix;
-    if (labels.size()) {
+    if (labels.size() || !job_id_.empty()) {
       text_ += '{';
       bool first = true;
+      if (!job_id_.empty()) {
+        text_ += "job_id=\"";
+        text_ += escape_label(job_id_);
+        text_ += '"';
+        first = false;
+      }
       for (const auto& [key, label_value] : labels) {
         if (!first) text_ += ',';
         first = false;
@@ -106,9 +140,7 @@ class TextWriter {
       text_ += '}';
     }
     text_ += ' ';
-    char number[32];
-    auto [end, ec] = std::to_chars(number, number + sizeof number, value);
-    text_.append(number, ec == std::errc() ? end : number);
+    append_value(text_, value);
     text_ += '\n';
   }
   void sample(double value) { sample({}, value); }
@@ -117,6 +149,7 @@ class TextWriter {
  private:
   std::string text_;
   std::string family_;
+  std::string job_id_;
 };
 
 }  // namespace ncclwatch::metrics

@@ -5,6 +5,8 @@
 #include "process/process.h"
 #include "trace/trace.h"
 
+#include <ncclwatch_version.h>
+
 #include <ncclwatch/metrics_text.h>
 
 #include <fcntl.h>
@@ -12,6 +14,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstdlib>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -91,6 +94,10 @@ std::string metrics_text(bool exiting) {
   if (tally.aborted) states["aborted"] += tally.aborted;
 
   m::TextWriter out;
+  static const std::string job_id = m::job_id_from_env([](const char* name) { return std::getenv(name); });
+  out.set_job_id(job_id);
+  out.family(m::kBuildInfo);
+  out.sample({{"version", NCCLWATCH_VERSION}, {"trace_format", std::to_string(trace::kVersion)}}, 1);
   out.family(m::kCommunicators);
   for (const auto& [state, n] : states) out.sample({{"host", me.host}, {"pid", pid}, {"state", state}}, static_cast<double>(n));
   out.family(m::kCommunicatorsCreated);

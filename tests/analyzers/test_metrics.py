@@ -39,15 +39,16 @@ def parse(text):
         m = SAMPLE.match(line)
         check(m, f"unparsable sample line: {line!r}")
         name, _, labels, value = m.groups()
-        family = re.sub(r"_(sum|count)$", "", name)
+        family = re.sub(r"_(sum|count|bucket)$", "", name)
         check(name in typed or family in typed, f"{name} before its TYPE line")
         pairs = frozenset((k, v.encode().decode("unicode_escape")) for k, v in LABEL.findall(labels or ""))
         samples[(name, pairs)] = float(value)
     return samples
 
 
-def metrics_of(path):
-    p = report("metrics", path)
+def metrics_of(path, env=None):
+    p = subprocess.run([os.environ["NCCLWATCH_REPORT"], "metrics", path], capture_output=True, text=True, env=env) if env \
+        else report("metrics", path)
     check(p.returncode == 0, (p.returncode, p.stderr))
     promtool_accepts(p.stdout, path)
     return p.stdout, parse(p.stdout)
@@ -60,21 +61,39 @@ def value(samples, metric, **labels):
 
 
 def test_metrics_agree_with_latency_and_hang():
-    for path in (job("straggler"), os.path.join(REAL, "straggler")):
-        _, samples = metrics_of(path)
+    # The real traces' processes ran under torchrun, whose run id (TORCHELASTIC_RUN_ID) is "none"
+    # unless given; the synthetic ones recorded no environment: the tool's own NCCLWATCH_JOB names it.
+    for path, job_id in ((job("straggler"), "job-42"), (os.path.join(REAL, "straggler"), "none")):
+        text, samples = metrics_of(path, env=dict(os.environ, NCCLWATCH_JOB="job-42"))
+        # Every sample carries the job's id, values are rounded, and the build is named.
+        lines = [line for line in text.splitlines() if not line.startswith("#")]
+        check(all(f'job_id="{job_id}"' in line for line in lines), [l for l in lines if job_id not in l][:3])
+        check(all(len(re.sub(r"[^0-9]", "", line.rsplit(" ", 1)[1].split("e")[0]).lstrip("0")) <= 9 for line in lines),
+              [l for l in lines if len(l.rsplit(" ", 1)[1]) > 12][:3])
+        info = [k for k in samples if k[0] == "ncclwatch_build_info"]
+        check(len(info) == 1 and dict(info[0][1])["trace_format"] == "6" and dict(info[0][1])["version"], info)
         latency = json.loads(report("latency", "--json", path).stdout)
         gpu_rows = [r for r in latency["rows"] if r["busbw_gbps"] is not None]
         check(gpu_rows, latency["rows"])
         for r in latency["rows"]:
             if r["p50_us"] is None:
                 continue
-            labels = dict(comm=r["comm"], op=r["op"], bytes=str(r["bytes"]), timing=r["timing"])
-            check(abs(value(samples, "ncclwatch_op_latency_seconds", quantile="0.5", **labels) - r["p50_us"] / 1e6) < 1e-9,
-                  r)
+            labels = dict(comm=r["comm"], op=r["op"], bytes=str(r["bytes"]), timing=r["timing"], job_id=job_id)
             check(value(samples, "ncclwatch_op_latency_seconds_count", **labels) == r["samples"], r)
+            check(value(samples, "ncclwatch_op_latency_seconds_bucket", le="+Inf", **labels) == r["samples"], r)
+            # The half-octave bucket where the cumulative count first reaches half holds latency's p50
+            # (to the finer histogram's 1.6 %), as histogram_quantile() would find it.
+            buckets = sorted((float(dict(k[1])["le"]), v) for k, v in samples.items()
+                             if k[0] == "ncclwatch_op_latency_seconds_bucket" and dict(k[1])["le"] != "+Inf"
+                             and all(dict(k[1]).get(n) == labels[n] for n in labels))
+            check(all(a[1] <= b[1] for a, b in zip(buckets, buckets[1:])), f"cumulative: {buckets}")
+            edge = next(i for i, (le, n) in enumerate(buckets) if n >= r["samples"] / 2)
+            p50 = r["p50_us"] / 1e6
+            low = buckets[edge - 1][0] if edge else 0.0
+            check(low * 0.98 <= p50 <= buckets[edge][0] * 1.02, (p50, low, buckets[edge], r))
         for r in gpu_rows:
             bw = value(samples, "ncclwatch_op_bus_bandwidth_bytes_per_second", comm=r["comm"], op=r["op"],
-                       bytes=str(r["bytes"]))
+                       bytes=str(r["bytes"]), job_id=job_id)
             check(abs(bw - r["busbw_gbps"] * 1e9) <= 1e-6 * bw, (bw, r))
         # Ops issued per rank: what dump's op records count.
         issued = {k: v for k, v in samples.items() if k[0] == "ncclwatch_ops_issued_total"}
@@ -88,8 +107,8 @@ def test_metrics_agree_with_latency_and_hang():
                     ops[key] = ops.get(key, 0) + 1
         check(len(issued) == len(ops), (issued, ops))
         for (comm_id, rank), n in ops.items():
-            check(value(samples, "ncclwatch_ops_issued_total", comm=comm_id, rank=rank) == n, (comm_id, rank, n))
-        check(value(samples, "ncclwatch_trace_processes") == len(files), files)
+            check(value(samples, "ncclwatch_ops_issued_total", comm=comm_id, rank=rank, job_id=job_id) == n, (comm_id, rank, n))
+        check(value(samples, "ncclwatch_trace_processes", job_id=job_id) == len(files), files)
 
 
 def test_metrics_count_leaks_like_leaks():
@@ -126,7 +145,7 @@ def test_metrics_file_replaced_in_one_step():
     check(p.returncode == 0 and p.stdout == "", (p.returncode, p.stdout, p.stderr))
     check(os.listdir(out) == ["ncclwatch.prom"], os.listdir(out))  # no temporary file left beside it
     text = open(target).read()
-    check(text.startswith("# HELP ncclwatch_trace_processes") and "old" not in text, text[:200])
+    check(text.startswith("# HELP ncclwatch_build_info") and "old" not in text, text[:200])
     promtool_accepts(text, target)
     # A folder it may not write to: named, exit 2, nothing left behind.
     if os.geteuid() != 0:
