@@ -358,12 +358,17 @@ def load(paths, symbolize=True):
     """Reads trace files (or job folders) into a Job with these DataFrames:
 
     ops        one row per collective, point-to-point or one-sided call (group ends left out):
-               file, host, pid, comm_id (16 hex digits, as the reports print it), rank, nranks, seq,
-               op, count, datatype, redop, bytes (nccl-tests' size), peer, stream, launch_id,
-               host_begin_ns, host_end_ns, group_depth, captured, timed, result, tid, and from the
-               launch's GPU timing on that stream: gpu_begin_ns, gpu_end_ns, gpu_us (NaN where none).
-               From format 4 on, only the ring's window: the newest ops of each process (see
-               processes.ring_*), oldest first
+               file, host, pid, world_rank (the process's rank in the job, as `leaks` names it;
+               <NA> when unknown), comm_id (16 hex digits, as the reports print it), comm_name
+               (the name the application gave it, else ""), rank, nranks, seq, op, count, datatype,
+               redop, bytes (nccl-tests' size), peer, stream, launch_id, host_begin_ns, host_end_ns
+               (CLOCK_MONOTONIC of the host), wall_begin_ns (the same instant on the host's wall
+               clock, CLOCK_REALTIME: comparable across hosts to NTP's precision), group_depth,
+               captured, replayed, graph, timed, result, tid, and from the launch's GPU timing on
+               that stream: gpu_begin_ns, gpu_end_ns (host monotonic ns; <NA> where none) and
+               gpu_us (NaN where none). The dtypes are OPS_DTYPES, whatever was timed, also for
+               an empty frame. From format 4 on, only the ring's window: the newest ops of each
+               process (see processes.ring_*), oldest first
     totals     format 4: one row per (communicator, op, count, datatype) a process called, counted
                over the whole run (group ends too: op ncclGroupEnd, count the ops it launched):
                file, host, pid, comm_id, rank, nranks, op, count, datatype,
@@ -433,13 +438,43 @@ def load(paths, symbolize=True):
         for offset in by_type.get(tf.RECORD_TYPE["process"], []):
             env.extend({"file": path, "key": k, "value": v} for k, v in _strings(data, offset).items())
     comms, leaks = _lifecycles([p["file"] for p in processes], symbolize)
-    return Job(ops=_ops_table(ops, timings), totals=_totals_table(totals), calls=_calls_table(calls),
-               stalls=_stalls_table(stalls), comms=comms, leaks=leaks,
-               processes=pd.DataFrame(processes, columns=["file", "host", "pid", "ppid", "start_wall_ns", "start_mono_ns",
-                                                         "ended", "signal", "lost_records", "ring_slots", "ring_written",
-                                                         "ring_kept"]),
+    process_table = pd.DataFrame(processes, columns=["file", "host", "pid", "ppid", "start_wall_ns", "start_mono_ns",
+                                                     "ended", "signal", "lost_records", "ring_slots", "ring_written",
+                                                     "ring_kept"])
+    return Job(ops=_with_names_and_wall_clock(_ops_table(ops, timings), comms, process_table), totals=_totals_table(totals),
+               calls=_calls_table(calls), stalls=_stalls_table(stalls), comms=comms, leaks=leaks,
+               processes=process_table,
                env=pd.DataFrame(env, columns=["file", "key", "value"]),
                problems=pd.DataFrame(problems, columns=["file", "problem"]))
+
+
+# The ops table's columns and dtypes: the same for every job (nullable Int64 where a value may be
+# missing, pandas' string dtype for text).
+OPS_DTYPES = {
+    "file": "string", "host": "string", "pid": "int64", "world_rank": "Int64", "comm_id": "string",
+    "comm_name": "string", "rank": "int32", "nranks": "int32", "seq": "uint64", "op": "string", "count": "uint64",
+    "datatype": "string", "redop": "string", "bytes": "uint64", "peer": "int32", "stream": "uint64",
+    "launch_id": "uint64", "host_begin_ns": "int64", "host_end_ns": "int64", "wall_begin_ns": "int64",
+    "group_depth": "uint8", "captured": "bool", "replayed": "bool", "graph": "uint32", "timed": "bool",
+    "result": "int16", "tid": "uint32", "gpu_begin_ns": "Int64", "gpu_end_ns": "Int64", "gpu_us": "float64",
+}
+
+
+def _with_names_and_wall_clock(ops, comms, processes):
+    """Adds world_rank and comm_name (from the report tool's communicators) and wall_begin_ns."""
+    if comms is not None and len(comms) and {"file", "comm_id", "name", "world_rank"} <= set(comms.columns):
+        names = comms[["file", "comm_id", "name"]].drop_duplicates(["file", "comm_id"]).rename(columns={"name": "comm_name"})
+        ops = ops.merge(names.astype({"file": "string", "comm_id": "string"}), on=["file", "comm_id"], how="left")
+        ranks = comms[["file", "world_rank"]].dropna().drop_duplicates("file")
+        ops = ops.merge(ranks.astype({"file": "string"}), on="file", how="left")
+    else:
+        ops = ops.assign(comm_name="", world_rank=pd.NA)
+    ops["comm_name"] = ops["comm_name"].fillna("")
+    starts = processes[["file", "start_wall_ns", "start_mono_ns"]].astype({"file": "string"})
+    ops = ops.merge(starts, on="file", how="left")
+    ops["wall_begin_ns"] = ops["host_begin_ns"] - ops["start_mono_ns"].fillna(0).astype("int64") + \
+        ops["start_wall_ns"].fillna(0).astype("int64")
+    return ops[list(OPS_DTYPES)].astype(OPS_DTYPES)
 
 
 def _lifecycles(files, symbolize):
@@ -520,11 +555,12 @@ def _ops_table(ops, timings):
     o["timed"] = (o["flags"] & tf.OP_TIMED) != 0
     columns = ["file", "launch_id", "stream", "gpu_begin_ns", "gpu_end_ns"]
     t = pd.concat(timings, ignore_index=True) if timings else pd.DataFrame(columns=columns + ["flags"])
+    t = t.astype({"launch_id": "uint64", "stream": "uint64", "gpu_begin_ns": "Int64", "gpu_end_ns": "Int64"})
     if len(t):
         t = t.drop_duplicates(["file", "launch_id", "stream"])
         t = t.assign(gpu_begin_ns=t["gpu_begin_ns"].where((t["flags"] & tf.TIMING_HAS_BEGIN) != 0))
     o = o.merge(t[columns], on=["file", "launch_id", "stream"], how="left")
-    o["gpu_us"] = (o["gpu_end_ns"] - o["gpu_begin_ns"]) / 1e3
+    o["gpu_us"] = ((o["gpu_end_ns"] - o["gpu_begin_ns"]) / 1e3).astype("float64")
     columns = ["file", "host", "pid", "comm_id", "rank", "nranks", "seq", "op", "count", "datatype", "redop", "bytes",
                "peer", "stream", "launch_id", "host_begin_ns", "host_end_ns", "group_depth", "captured", "replayed",
                "graph", "timed", "result", "tid", "gpu_begin_ns", "gpu_end_ns", "gpu_us"]
@@ -539,7 +575,7 @@ def _totals_table(totals):
 
 
 def _calls_table(calls):
-    c = pd.concat(calls, ignore_index=True)
+    c = pd.concat(calls, ignore_index=True) if calls else _frame(np.zeros(0, tf.API_EVENT)).assign(file="", event="")
     c["api"] = [tf.api_name(v) for v in c["api"].tolist()]
     c["comm_id"] = _hex(c["comm_id"].to_numpy())
     c["parent_id"] = _hex(c["parent_id"].to_numpy())
@@ -548,7 +584,7 @@ def _calls_table(calls):
 
 
 def _stalls_table(stalls):
-    s = pd.concat(stalls, ignore_index=True)
+    s = pd.concat(stalls, ignore_index=True) if stalls else _frame(np.zeros(0, tf.STALL_RECORD)).assign(file="")
     s["state"] = [tf.STALL_STATES.get(v, "unknown") for v in s["state"].tolist()]
     s["op"] = [tf.api_name(v) for v in s["api"].tolist()]
     s["comm_id"] = _hex(s["comm_id"].to_numpy())

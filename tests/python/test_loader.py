@@ -326,7 +326,38 @@ def bad_files_are_named_and_the_rest_read():
     check(len(loaded.processes) == 2 and len(loaded.ops) > 0, loaded)
 
 
+def ops_dtypes_are_the_same_with_and_without_gpu_timing():
+    # One job GPU-timed (events on every launch), one host-timed (no GPU column has a value), one
+    # folder with no readable trace (an empty frame): the ops table has OPS_DTYPES in each.
+    jobs = {}
+    for timing in ("gpu", "host"):
+        leaky = os.path.join(os.environ["NCCLWATCH_BUILD_DIR"], "examples", "leaky_nccl")
+        job = Job([leaky], nranks=2, env={"NCCLWATCH_TIMING": timing, "NCCLWATCH_SAMPLE": "1"})
+        for rank, r in enumerate(job.run()):
+            check(r.returncode == 0, f"{timing}, rank {rank}: {r.returncode} {r.stderr}")
+        jobs[timing] = ncclwatch.load(job.trace_dir)
+    empty = tempfile.mkdtemp(prefix="ncclwatch-empty-")
+    with open(os.path.join(empty, "bogus.nwt"), "wb") as f:
+        f.write(b"not a trace at all")
+    jobs["none"] = ncclwatch.load(empty)
+    expected = {name: str(pandas.Series(dtype=dtype).dtype) for name, dtype in ncclwatch.loader.OPS_DTYPES.items()}
+    for name, loaded in jobs.items():
+        got = {column: str(dtype) for column, dtype in loaded.ops.dtypes.items()}
+        check(got == expected, f"{name}: {[(c, got.get(c), d) for c, d in expected.items() if got.get(c) != d]}")
+    gpu, host = jobs["gpu"].ops, jobs["host"].ops
+    check(len(gpu) > 0 and gpu["gpu_end_ns"].notna().any() and len(host) > 0 and host["gpu_end_ns"].isna().all(),
+          (gpu["gpu_end_ns"].notna().sum(), host["gpu_end_ns"].notna().sum()))
+    # Each op carries its process's world rank and its communicator's name ("world" in the example),
+    # and a wall-clock time within the run.
+    for ops in (gpu, host):
+        check(sorted(ops["world_rank"].unique().tolist()) == [0, 1], ops["world_rank"].unique())
+        check("world" in set(ops["comm_name"]), set(ops["comm_name"]))
+        starts = jobs["gpu"].processes["start_wall_ns"].min() if ops is gpu else jobs["host"].processes["start_wall_ns"].min()
+        check(((ops["wall_begin_ns"] >= starts) & (ops["wall_begin_ns"] < starts + 600 * 10**9)).all(), ops["wall_begin_ns"])
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in [layout_matches_the_cpp_header, tables_match_dump, bad_files_are_named_and_the_rest_read,
                                   ring_window_of_a_real_job, crafted_ring_reads_as_the_cpp_reader_does,
-                                  older_formats_still_read, large_ring_chunks_are_read]})
+                                  older_formats_still_read, large_ring_chunks_are_read,
+                                  ops_dtypes_are_the_same_with_and_without_gpu_timing]})
