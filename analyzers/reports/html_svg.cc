@@ -62,6 +62,20 @@ Axis log2_bytes_axis(double lo, double hi) {
   return a;
 }
 
+Axis log10_us_axis(double lo, double hi, const std::string& title) {
+  Axis a;
+  a.title = title;
+  a.lo = std::floor(lo);
+  a.hi = std::ceil(hi);
+  if (a.hi - a.lo < 1) a.hi = a.lo + 1;
+  for (int e = static_cast<int>(a.lo); e <= static_cast<int>(a.hi); ++e) {
+    double us = std::pow(10.0, e);
+    a.ticks.emplace_back(e, us >= 1e6 ? fmt::format("{:g} s", us / 1e6) : us >= 1e3 ? fmt::format("{:g} ms", us / 1e3)
+                                                                                   : fmt::format("{:g} µs", us));
+  }
+  return a;
+}
+
 std::string line_chart(const std::vector<Series>& series, const Axis& x, const Axis& y, const std::string& aria) {
   constexpr double W = 700, H = 320, L = 64, R = 36, T = 14, B = 46;
   auto px = [&](double v) { return L + (x.hi > x.lo ? (v - x.lo) / (x.hi - x.lo) : 0.5) * (W - L - R); };

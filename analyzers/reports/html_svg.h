@@ -36,6 +36,8 @@ struct Axis {
 Axis linear_axis(double max_value, const std::string& title, int precision_hint = -1);
 // x in log2(bytes); ticks at powers of two, thinned to about a dozen labels.
 Axis log2_bytes_axis(double lo, double hi);
+// Values in log10 (of microseconds): ticks at 1, 10, 100 us, 1 ms, ...
+Axis log10_us_axis(double lo, double hi, const std::string& title);
 // One chart of `series`, with a legend; `aria` names it for screen readers.
 std::string line_chart(const std::vector<Series>& series, const Axis& x, const Axis& y, const std::string& aria);
 

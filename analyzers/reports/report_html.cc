@@ -10,11 +10,15 @@
 #include "reports/html_svg.h"
 #include "reports/shared.h"
 
+#include <ncclwatch/metrics_text.h>
+#include <ncclwatch_version.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <ctime>
 #include <cstdio>
 #include <limits>
 #include <map>
@@ -316,9 +320,22 @@ void communicators_section(Page& page, const LatencyTable& latency, const std::m
     page.add(fmt::format(R"(<h3 class="comm" data-comm="{}">Communicator {} · {} ranks</h3><div class="plots">)", hex_id(id),
                          comm_html(id, names), rows.front()->nranks));
     // One series per op: the GPU-timed sizes that have a bandwidth.
-    std::map<std::string, Series> series;
-    double lo = 1e300, hi = 0, top = 0;
+    std::map<std::string, Series> series, latency_series;
+    double lo = 1e300, hi = 0, top = 0, fastest = 1e300, slowest = -1e300;
     for (const LatencyRow* r : rows) {
+      if (r->p50_us && *r->p50_us > 0 && r->bytes) {
+        // The p50 of every row with a steady state (host-timed rows too: enqueue times), by op and timing.
+        std::string key = fmt::format("{} ({})", trace::api_name(r->api), timing_name(r->timing));
+        auto [colour, fresh] = op_colours.try_emplace(key, kSeriesColours[op_colours.size() % std::size(kSeriesColours)]);
+        Series& s = latency_series[key];
+        s.label = key;
+        s.colour = colour->second;
+        s.css_class = "latency";
+        double x = std::log2(static_cast<double>(r->bytes)), y = std::log10(*r->p50_us);
+        s.points.push_back({x, y, fmt::format("{} {}: p50 {} µs ({})", trace::api_name(r->api), bytes_text(r->bytes),
+                                              number(r->p50_us, 1), timing_name(r->timing))});
+        lo = std::min(lo, x), hi = std::max(hi, x), fastest = std::min(fastest, y), slowest = std::max(slowest, y);
+      }
       if (!r->busbw_gbps || !r->bytes) continue;
       std::string op = trace::api_name(r->api);
       double busbw = *r->busbw_gbps;
@@ -340,6 +357,15 @@ void communicators_section(Page& page, const LatencyTable& latency, const std::m
         list.push_back(s);
       }
       page.add(line_chart(list, log2_bytes_axis(lo, hi), linear_axis(top, "bus bandwidth (GB/s)"), "busbw versus size"));
+    }
+    if (!latency_series.empty()) {
+      std::vector<Series> list;
+      for (auto& [key, s] : latency_series) {
+        std::sort(s.points.begin(), s.points.end(), [](const Point& a, const Point& b) { return a.x < b.x; });
+        list.push_back(s);
+      }
+      page.add(line_chart(list, log2_bytes_axis(lo, hi), log10_us_axis(fastest, slowest, "p50 latency (log10 scale)"),
+                          "p50 latency versus size"));
     }
     page.add("<table class=\"latency\"><tr><th>op</th><th>size</th><th>calls</th><th>timing</th><th>p50 µs</th><th>p90 µs</th>"
              "<th>p99 µs</th><th>max µs</th><th>busbw GB/s</th><th>first calls</th><th>first call max µs</th></tr>");
@@ -397,6 +423,46 @@ void environment_section(Page& page, const std::vector<EnvironmentDifference>& e
 
 }  // namespace
 
+// What the job was: its id, when it started, the command, the hosts, and the versions (ncclwatch's,
+// NCCL's): the page names its job before it says anything about it.
+void header_section(Page& page, const Job& job, const std::set<std::string>& hosts) {
+  int64_t started = 0;
+  std::string command, job_id;
+  std::set<std::string> nccl;
+  for (const ProcessTrace& p : job.processes) {
+    if (!started || (p.header.start_wall_ns && p.header.start_wall_ns < started)) started = p.header.start_wall_ns;
+    if (auto c = p.strings.find(std::string(trace::process_record::kCmdline)); command.empty() && c != p.strings.end())
+      command = c->second;
+    if (std::string v = p.nccl_version(); !v.empty()) nccl.insert(nccl_version_text(v));
+    if (job_id.empty())
+      job_id = metrics::job_id_from_env([&](const char* name) -> const char* {
+        auto it = p.strings.find(std::string(trace::process_record::kEnvPrefix) + name);
+        return it == p.strings.end() ? nullptr : it->second.c_str();
+      });
+  }
+  std::time_t seconds = static_cast<std::time_t>(started / 1'000'000'000);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char when[40] = "unknown";
+  if (started > 0) std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &utc);
+  std::string host_list;
+  size_t shown = 0;
+  for (const std::string& h : hosts) {
+    if (shown++ == 8) {
+      host_list += fmt::format(" … and {} more", hosts.size() - 8);
+      break;
+    }
+    host_list += (host_list.empty() ? "" : ", ") + esc(h);
+  }
+  std::string versions;
+  for (const std::string& v : nccl) versions += (versions.empty() ? "" : ", ") + esc(v);
+  page.add(fmt::format("<table class=\"job\"><tr><th>job</th><td>{}</td></tr><tr><th>started</th><td>{}</td></tr>"
+                       "<tr><th>command</th><td><code>{}</code></td></tr><tr><th>hosts</th><td>{}</td></tr>"
+                       "<tr><th>versions</th><td>ncclwatch {} · NCCL {}</td></tr></table>",
+                       job_id.empty() ? "(no NCCLWATCH_JOB, SLURM_JOB_ID or TORCHELASTIC_RUN_ID)" : esc(job_id), when,
+                       esc(command), host_list, NCCLWATCH_VERSION, versions.empty() ? "unknown" : versions));
+}
+
 int run_html(const Options& options) {
   if (options.output.empty()) {
     say_in("html", "-o FILE is required");
@@ -423,6 +489,7 @@ int run_html(const Options& options) {
   page.add(fmt::format("<h1>ncclwatch report</h1><p class=\"sub\">{} process trace(s), {} rank(s) on {} host(s), {} communicator(s) "
                        "with ops</p>",
                        a.job.processes.size(), world_ranks.size(), hosts.size(), a.members.size()));
+  header_section(page, a.job, hosts);
   if (latency.window.partial()) page.add(fmt::format("<p class=\"note\">{}.</p>", esc(latency.window.text())));
   verdict_section(page, leaks, hang, names);
   std::map<std::string, std::string> op_colours;

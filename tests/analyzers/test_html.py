@@ -5,6 +5,7 @@ import collections
 import html.parser
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -161,6 +162,19 @@ def test_verdict_plots_heatmap_escaping():
         check((comm, a["data-series"]) not in got, f"two series for {comm} {a['data-series']}")
         got[(comm, a["data-series"])] = len(points)
     check(got == want, (got, want))
+    # Beside it, p50 latency versus size: one series per (comm, op, timing), a point per size
+    # with a steady state, whose values are latency's p50s (log10 of µs on the y axis).
+    want_latency = collections.Counter((r["comm"], f'{r["op"]} ({r["timing"]})') for r in latency["rows"] if r["p50_us"])
+    got_latency = collections.Counter()
+    for comm, a in page.polylines:
+        if a.get("class") == "latency":
+            got_latency[(comm, a["data-series"])] = int(a["data-points"])
+    check(got_latency == want_latency, (got_latency, want_latency))
+    # The page names its job first: when it started, the command, the hosts and the versions.
+    header = re.search(r'<table class="job">(.*?)</table>', text).group(1)
+    check(all(f"<th>{k}</th>" in header for k in ("job", "started", "command", "hosts", "versions")), header)
+    check(re.search(r"<th>started</th><td>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</td>", header) and "ncclwatch 0." in header,
+          header)
     check(want[("a11ce00000000001", "ncclAllReduce")] == 8 and want[("a11ce00000000001", "ncclAllGather")] == 3, want)
 
     # The heatmap of the busiest communicator: every rank, one column per seq (41 seqs), rank 5
@@ -354,9 +368,9 @@ def test_drawn_in_headless_chromium():
     d = job("html_demo")
     p, out, text, page = render(d)
     png = os.path.join(tempdir(), "shot.png")
-    screenshot(browser, out, png, 1400, 3200)
+    screenshot(browser, out, png, 1400, 5200)
     image = read_png(png)
-    check(image[0] == 1400 and image[1] == 3200, image[:3])
+    check(image[0] == 1400 and image[1] == 5200, image[:3])
     counts = colour_counts(image)
     # Every plotted series: its line and markers are drawn in its colour (markers alone: ~60 px each).
     series = collections.defaultdict(int)
@@ -373,7 +387,7 @@ def test_drawn_in_headless_chromium():
     for fill, pixels in area.items():
         check(counts[rgb(fill)] >= 0.9 * pixels, (fill, pixels, counts[rgb(fill)]))
     # The page's background is white and most of it (a blank screenshot fails above, a broken one here).
-    check(counts[(255, 255, 255)] > 0.3 * 1400 * 3200, counts.most_common(3))
+    check(counts[(255, 255, 255)] > 0.3 * 1400 * 5200, counts.most_common(3))
 
 
 if __name__ == "__main__":
