@@ -3,7 +3,7 @@
 # looks (meson install puts it in share/bash-completion/completions).
 
 # Words of a --help text: the subcommands (the "Subcommands:" block) or the options (--long and -s
-# forms of the "Options:" block, and any --word the text shows).
+# forms of the "Options:" block only: the notes below it name options of other subcommands).
 _ncclwatch_help_words() {
   local kind=$1; shift
   "$@" --help 2>/dev/null | awk -v kind="$kind" '
@@ -11,7 +11,7 @@ _ncclwatch_help_words() {
     /^Options:/ { block = "opt"; next }
     /^[^ ]/ { block = "" }
     kind == "sub" && block == "sub" && $1 ~ /^[a-z]/ { print $1 }
-    kind == "opt" { for (i = 1; i <= NF; i++) if ($i ~ /^-/) { n = split($i, forms, ","); for (k = 1; k <= n; k++) {
+    kind == "opt" && block == "opt" { for (i = 1; i <= NF; i++) if ($i ~ /^-/) { n = split($i, forms, ","); for (k = 1; k <= n; k++) {
                       w = forms[k]; sub(/[^-a-z0-9].*$/, "", w); if (w ~ /^--?[a-z]/) print w } } }' | sort -u
 }
 
@@ -20,6 +20,13 @@ _ncclwatch_report() {
   for ((i = 1; i < COMP_CWORD; i++)); do
     case ${COMP_WORDS[i]} in -*) ;; *) if _ncclwatch_help_words sub "$tool" | grep -qx -- "${COMP_WORDS[i]}"; then sub=${COMP_WORDS[i]}; break; fi ;; esac
   done
+  # An option's value: --format's three, a file after -o and --metrics-file, nothing to offer after
+  # the others that take one (numbers, ranks, a communicator).
+  case ${COMP_WORDS[COMP_CWORD-1]} in
+    --format) COMPREPLY=($(compgen -W "text json csv" -- "$cur")); return ;;
+    -o|--output|--metrics-file) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    --ranks|--comm|--from|--to|--interval|--pid|--lag) COMPREPLY=(); return ;;
+  esac
   if [[ $cur == -* ]]; then
     if [ -n "$sub" ]; then COMPREPLY=($(compgen -W "$(_ncclwatch_help_words opt "$tool" "$sub")" -- "$cur"))
     else COMPREPLY=($(compgen -W "$(_ncclwatch_help_words opt "$tool")" -- "$cur")); fi

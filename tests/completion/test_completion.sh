@@ -17,6 +17,13 @@ expect _ncclwatch_report "hang html" "$report" h
 expect _ncclwatch_report "--ranks" "$report" timeline --r
 expect _ncclwatch_report "--format" "$report" --fo
 expect _ncclwatch_report "--no-symbols" "$report" leaks --no
+# Only what each subcommand accepts (the help's notes name --format and --csv of others).
+expect _ncclwatch_report "" "$report" timeline --fo
+expect _ncclwatch_report "" "$report" metrics --cs
+# An option's values, not file names.
+expect _ncclwatch_report "csv" "$report" hang --format c
+expect _ncclwatch_report "csv json text" "$report" latency --format ""
+expect _ncclwatch_report "" "$report" timeline --ranks ""
 expect _ncclwatch_launcher "run" "$launcher" r
 expect _ncclwatch_launcher "fail" "$launcher" run --on-leak f
 expect _ncclwatch_launcher "--dir" "$launcher" run --d
