@@ -1,13 +1,16 @@
-"""pip install of a clean clone in a fresh virtual environment (a GCC release build, warnings as
-errors): the wheel holds the loader, the shim,
-the report tool and the launcher; its `ncclwatch run` traces a stand-in job, and ncclwatch.load
-reads exactly what its `ncclwatch-report dump` reads. Skipped (77) where PyPI cannot be reached."""
+"""scripts/wheel on a clean clone (a GCC release build, warnings as errors, repaired by auditwheel
+into a manylinux wheel), then pip install of that wheel in a fresh virtual environment: the wheel
+holds the loader, the shim, the report tool (with the libraries it links beyond the manylinux
+policy) and the launcher; both commands are on PATH; its `ncclwatch run` traces a stand-in job,
+and ncclwatch.load reads exactly what its `ncclwatch-report dump` reads. Skipped (77) where PyPI
+cannot be reached."""
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ["NCCLWATCH_BUILD_DIR"]
@@ -39,7 +42,13 @@ def main():
             raise SystemExit(77)
         # Warnings are errors here: this release build is what users install (scripts/test builds
         # no other GCC release build).
-        run(pip + ["install", "--config-settings=setup-args=-Dwerror=true", source], timeout=900)
+        built = run([os.path.join(source, "scripts", "wheel"), "--config-settings=setup-args=-Dwerror=true"], cwd=source,
+                    timeout=1200)
+        wheel = os.path.join(source, built.stdout.strip().splitlines()[-1])
+        assert "-py3-none-manylinux_" in os.path.basename(wheel) and os.path.exists(wheel), built.stdout[-2000:]
+        started = time.monotonic()
+        run(pip + ["install", wheel], timeout=600)
+        install_s = time.monotonic() - started
         bin_dir = os.path.join(venv, "bin")
         python = os.path.join(bin_dir, "python")
         where = json.loads(run([python, "-c", "import json, ncclwatch; print(json.dumps([ncclwatch.shim_path(), "
@@ -47,6 +56,12 @@ def main():
         site = os.path.join(venv, "lib")
         assert all(p.startswith(site) and os.path.exists(p) for p in where), f"installed inside the venv: {where}"
         shim, report = where
+        # The report tool finds elfutils inside the package (auditwheel's RPATH), not on the system.
+        linked = run(["ldd", report]).stdout
+        dw = [line for line in linked.splitlines() if "libdw" in line]
+        assert dw and site in dw[0] and "ncclwatch.libs" in dw[0], linked
+        needed = run(["readelf", "-d", shim]).stdout
+        assert "libstdc++" not in needed and "libgcc_s" not in needed, f"the shim needs only glibc: {needed}"
         version = run([os.path.join(bin_dir, "ncclwatch"), "--version"]).stdout
         assert "ncclwatch" in version, version
         assert run([python, "-m", "ncclwatch", "--version"]).stdout == version
@@ -75,7 +90,8 @@ def main():
                                                "print(json.dumps([len(j.ops), int(j.ops.gpu_us.notna().sum()), len(j.problems)]))",
                                  traces], cwd=tmp).stdout)
         assert loaded[0] == dumped > 0 and loaded[1] == dumped and loaded[2] == 0, (loaded, dumped)
-        print(f"wheel: installed, {len(files)} traces, {dumped} ops loaded, each GPU-timed")
+        print(f"wheel: {os.path.basename(wheel)} installed in {install_s:.1f} s, {len(files)} traces, {dumped} ops loaded, "
+              "each GPU-timed")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
