@@ -32,12 +32,13 @@ assert "ncclCommInitRankConfig" in exported and "ncclCommDestroy" in exported, e
 undefined = subprocess.run(["nm", "-D", "--undefined-only", shim], capture_output=True, text=True, check=True).stdout
 foreign = [s for s in undefined.split() if s.startswith(("_ZN3fmt", "_ZN4absl"))]
 assert not foreign, f"fmt/abseil must be header-only or static, found {foreign}"
-# It needs nothing beyond glibc (the C++ runtime is linked in), so that it preloads into a process
-# whatever libstdc++ that brings; sanitizer and clang builds (argv[3] "shared-runtime") keep theirs.
+# It needs nothing beyond glibc and the C++ runtime (what the manylinux policy guarantees), so that
+# it preloads into any process. (Linking the C++ runtime in, for glibc alone, cost 0.1-0.15 us per
+# graph launch on an H200: not done.) Sanitizer runtimes are the sanitizer builds' own.
 needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]",
                     subprocess.run(["readelf", "-d", shim], capture_output=True, text=True, check=True).stdout)
-if len(sys.argv) < 4 or sys.argv[3] != "shared-runtime":
-    glibc = {"libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1", "ld-linux-x86-64.so.2",
-             "ld-linux-aarch64.so.1"}
-    assert set(needed) <= glibc, f"the shim needs more than glibc: {sorted(set(needed) - glibc)}"
+allowed = {"libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1", "ld-linux-x86-64.so.2",
+           "ld-linux-aarch64.so.1", "libstdc++.so.6", "libgcc_s.so.1"}
+foreign_libs = [n for n in needed if n not in allowed and not n.startswith(("libasan", "libtsan", "libubsan", "libclang_rt"))]
+assert not foreign_libs, f"the shim needs more than glibc and the C++ runtime: {foreign_libs}"
 print(f"dlsym and {len(exported)} exported names, all NCCL API; needs {', '.join(needed)}")

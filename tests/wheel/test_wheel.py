@@ -61,7 +61,7 @@ def main():
         dw = [line for line in linked.splitlines() if "libdw" in line]
         assert dw and site in dw[0] and "ncclwatch.libs" in dw[0], linked
         needed = run(["readelf", "-d", shim]).stdout
-        assert "libstdc++" not in needed and "libgcc_s" not in needed, f"the shim needs only glibc: {needed}"
+        assert "libdw" not in needed and "libfmt" not in needed, f"the shim needs only glibc and the C++ runtime: {needed}"
         version = run([os.path.join(bin_dir, "ncclwatch"), "--version"]).stdout
         assert "ncclwatch" in version, version
         assert run([python, "-m", "ncclwatch", "--version"]).stdout == version
