@@ -34,7 +34,13 @@ fi
 sources="$(ls "$root"/analyzers/model/*.cc "$root"/analyzers/reports/*.cc) $here/fuzz_reader.cc"
 # fmt from its library (libfmt-dev), not header-only as in the main build: that halves the build
 # time, and fmt itself is not what is fuzzed. Line tables are all the crash reports need.
-flags="-std=c++20 -O1 -gline-tables-only -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -I$root/analyzers -I$root/common"
+# The header meson generates (common/meson.build), made here from meson.build's version.
+mkdir -p "$work/gen"
+version=$(sed -n "s/^ *version: '\([^']*\)',.*/\1/p" "$root/meson.build" | head -1)
+printf '#pragma once\n#define NCCLWATCH_VERSION "%s"\n' "${version:-unknown}" >"$work/gen/ncclwatch_version.h.new"
+cmp -s "$work/gen/ncclwatch_version.h.new" "$work/gen/ncclwatch_version.h" 2>/dev/null ||
+  mv "$work/gen/ncclwatch_version.h.new" "$work/gen/ncclwatch_version.h"
+flags="-std=c++20 -O1 -gline-tables-only -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -I$root/analyzers -I$root/common -I$work/gen"
 link="-fsanitize=fuzzer,address,undefined"
 libs="-lfmt -ldw -lelf -lz -lpthread"
 start=$(date +%s)
