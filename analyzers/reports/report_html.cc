@@ -10,7 +10,6 @@
 #include "reports/html_svg.h"
 #include "reports/shared.h"
 
-#include <ncclwatch/metrics_text.h>
 #include <ncclwatch_version.h>
 
 #include <fmt/format.h>
@@ -427,19 +426,13 @@ void environment_section(Page& page, const std::vector<EnvironmentDifference>& e
 // NCCL's): the page names its job before it says anything about it.
 void header_section(Page& page, const Job& job, const std::set<std::string>& hosts) {
   int64_t started = 0;
-  std::string command, job_id;
-  std::set<std::string> nccl;
+  std::string command;
   for (const ProcessTrace& p : job.processes) {
     if (!started || (p.header.start_wall_ns && p.header.start_wall_ns < started)) started = p.header.start_wall_ns;
     if (auto c = p.strings.find(std::string(trace::process_record::kCmdline)); command.empty() && c != p.strings.end())
       command = c->second;
-    if (std::string v = p.nccl_version(); !v.empty()) nccl.insert(nccl_version_text(v));
-    if (job_id.empty())
-      job_id = metrics::job_id_from_env([&](const char* name) -> const char* {
-        auto it = p.strings.find(std::string(trace::process_record::kEnvPrefix) + name);
-        return it == p.strings.end() ? nullptr : it->second.c_str();
-      });
   }
+  std::string job_id = job_id_of(job), versions = nccl_versions_of(job);
   std::time_t seconds = static_cast<std::time_t>(started / 1'000'000'000);
   std::tm utc{};
   gmtime_r(&seconds, &utc);
@@ -454,13 +447,11 @@ void header_section(Page& page, const Job& job, const std::set<std::string>& hos
     }
     host_list += (host_list.empty() ? "" : ", ") + esc(h);
   }
-  std::string versions;
-  for (const std::string& v : nccl) versions += (versions.empty() ? "" : ", ") + esc(v);
   page.add(fmt::format("<table class=\"job\"><tr><th>job</th><td>{}</td></tr><tr><th>started</th><td>{}</td></tr>"
                        "<tr><th>command</th><td><code>{}</code></td></tr><tr><th>hosts</th><td>{}</td></tr>"
                        "<tr><th>versions</th><td>ncclwatch {} · NCCL {}</td></tr></table>",
                        job_id.empty() ? "(no NCCLWATCH_JOB, SLURM_JOB_ID or TORCHELASTIC_RUN_ID)" : esc(job_id), when,
-                       esc(command), host_list, NCCLWATCH_VERSION, versions.empty() ? "unknown" : versions));
+                       esc(command), host_list, NCCLWATCH_VERSION, versions.empty() ? "unknown" : esc(versions)));
 }
 
 int run_html(const Options& options) {

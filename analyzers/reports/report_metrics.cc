@@ -163,8 +163,8 @@ void write_latency(const JobAnalysis& a, m::TextWriter& out) {
   }
 }
 
-// The job's id: what its processes' environment said (the traces record NCCLWATCH_*, SLURM_JOB*
-// and TORCHELASTIC_RUN_ID), else this tool's own environment.
+}  // namespace
+
 std::string job_id_of(const Job& job) {
   for (const ProcessTrace& p : job.processes) {
     std::string id = m::job_id_from_env([&](const char* name) -> const char* {
@@ -176,14 +176,21 @@ std::string job_id_of(const Job& job) {
   return m::job_id_from_env([](const char* name) { return std::getenv(name); });
 }
 
-void write_build_info(const Job& job, m::TextWriter& out) {
+std::string nccl_versions_of(const Job& job) {
   std::set<std::string> versions;
   for (const ProcessTrace& p : job.processes)
     if (std::string v = p.nccl_version(); !v.empty()) versions.insert(nccl_version_text(v));
-  std::string nccl;
-  for (const std::string& v : versions) nccl += (nccl.empty() ? "" : ",") + v;
+  std::string text;
+  for (const std::string& v : versions) text += (text.empty() ? "" : ",") + v;
+  return text;
+}
+
+namespace {
+
+void write_build_info(const Job& job, m::TextWriter& out) {
   out.family(m::kBuildInfo);
-  out.sample({{"version", NCCLWATCH_VERSION}, {"trace_format", std::to_string(trace::kVersion)}, {"nccl", nccl}}, 1);
+  out.sample({{"version", NCCLWATCH_VERSION}, {"trace_format", std::to_string(trace::kVersion)}, {"nccl", nccl_versions_of(job)}},
+             1);
 }
 
 }  // namespace

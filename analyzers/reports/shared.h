@@ -58,6 +58,12 @@ int run_metrics(const Options& options);
 // the hang verdict on stderr and in verdict.json within seconds of a stall or of a rank staying
 // behind its peers' collectives for `lag_s` (0: never), and in
 // `metrics_file` as ncclwatch_hang_suspected when one is given (report_watch.cc).
+// The job's id as its processes' environment named it (NCCLWATCH_JOB, else SLURM_JOB_ID, else
+// TORCHELASTIC_RUN_ID: the traces record them), else as this tool's own environment does; "" when
+// none (report_metrics.cc).
+std::string job_id_of(const Job& job);
+// The NCCL versions the job's processes attached, "2.28.9,2.27.7"; "" when none is known.
+std::string nccl_versions_of(const Job& job);
 int run_watch(const Options& options, double interval_s, pid_t until_pid, const std::string& metrics_file,
               double lag_s);
 

@@ -171,7 +171,7 @@ uint64_t stream_capture_id(uint64_t stream) noexcept {
   return cu ? capture_id_of(*cu, stream) : 0;
 }
 
-TimedLaunch begin_gpu_timed_replay(uint64_t stream, CommTrack* track, uint64_t shape, bool& captured,
+TimedLaunch begin_gpu_timed_launch(uint64_t stream, CommTrack* track, uint64_t shape, bool& captured,
                                    uint32_t sample_scale) noexcept {
   if (gpu::g_stop.load(std::memory_order_relaxed)) return {};
   try {
@@ -212,7 +212,7 @@ TimedLaunch begin_gpu_timed_replay(uint64_t stream, CommTrack* track, uint64_t s
 }
 
 TimedLaunch begin_gpu_timed_launch(uint64_t stream, CommTrack* track, uint64_t shape, bool& captured) noexcept {
-  return begin_gpu_timed_replay(stream, track, shape, captured, 1);
+  return begin_gpu_timed_launch(stream, track, shape, captured, 1);
 }
 
 void end_timed_launch(TimedLaunch launch, uint64_t stream, uint64_t launch_id, CommTrack* track, uint64_t seq,

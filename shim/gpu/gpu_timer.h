@@ -65,11 +65,11 @@ inline TimedLaunch begin_timed_launch(uint64_t stream, CommTrack* track, uint64_
 }
 // The same for a CUDA graph's replay: past the graph's first replays, one in NCCLWATCH_SAMPLE
 // times `sample_scale` is timestamped (the time budget still times one per ms).
-TimedLaunch begin_gpu_timed_replay(uint64_t stream, CommTrack* track, uint64_t shape, bool& captured,
+TimedLaunch begin_gpu_timed_launch(uint64_t stream, CommTrack* track, uint64_t shape, bool& captured,
                                    uint32_t sample_scale) noexcept;
 inline TimedLaunch begin_timed_replay(uint64_t stream, CommTrack* track, uint64_t shape, bool& captured,
                                       uint32_t sample_scale) noexcept {
-  return timing_mode() == TimingMode::kGpu ? begin_gpu_timed_replay(stream, track, shape, captured, sample_scale)
+  return timing_mode() == TimingMode::kGpu ? begin_gpu_timed_launch(stream, track, shape, captured, sample_scale)
                                            : TimedLaunch{};
 }
 

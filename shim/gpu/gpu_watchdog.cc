@@ -47,12 +47,8 @@ void write_stall_record(const LaunchName& first, trace::StallState state) {
 void mark_stalled(const char* line) {
   const char* trace = trace_path_c();
   if (!*trace) return;
-  std::string marker = std::string(trace) + std::string(trace::progress_file::kStalledSuffix);
-  int fd = open(marker.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return;
-  ssize_t ignored = ::write(fd, line, std::strlen(line));
-  (void)ignored;
-  close(fd);
+  std::string why;  // a marker that cannot be written leaves the watchers to the trace
+  replace_file(std::string(trace) + std::string(trace::progress_file::kStalledSuffix), line, why);
 }
 
 void unmark_stalled() {

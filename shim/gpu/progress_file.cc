@@ -6,9 +6,7 @@
 
 #include <ncclwatch/trace_strings.h>
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <string>
@@ -41,16 +39,6 @@ std::string progress_text() {
   return text;
 }
 
-void write_atomically(const std::string& path, const std::string& text) {
-  std::string partial = path + ".partial";
-  int fd = open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return;
-  bool whole = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  close(fd);
-  if (whole && rename(partial.c_str(), path.c_str()) == 0) return;
-  unlink(partial.c_str());
-}
-
 }  // namespace
 
 void publish_progress_for_watchers() noexcept {
@@ -62,7 +50,11 @@ void publish_progress_for_watchers() noexcept {
     if (!*trace || !watched()) return;
     std::string text = progress_text();
     if (text == g_written) return;
-    write_atomically(std::string(trace) + std::string(trace::progress_file::kSuffix), text);
+    std::string why;
+    if (replace_file(std::string(trace) + std::string(trace::progress_file::kSuffix), text, why) != FileReplaced::kYes) {
+      notice_once(Notice::kProgressLost, ("ncclwatch: the progress file for a watcher is not written: " + why).c_str());
+      return;
+    }
     g_written = std::move(text);
   } catch (...) {
     notice_once(Notice::kProgressLost,
