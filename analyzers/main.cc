@@ -17,7 +17,7 @@ using namespace ncclwatch::report;
 
 namespace {
 
-const std::vector<std::string> kReports = {"summary", "leaks", "latency", "hang", "timeline", "html", "metrics", "dump", "watch"};
+const std::vector<std::string> kReports = {"summary", "leaks", "latency", "hang", "timeline", "html", "metrics", "dump", "watch", "export"};
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -48,7 +48,7 @@ bool refuse_unknown_report(int argc, char** argv) {
     if (size_t d = edit_distance(word, r); d < best) best = d, closest = r;
   say("'{}' is neither a report nor an existing file or folder{}", word,
       closest.empty() ? "" : " (did you mean '" + closest + "'?)");
-  say_line("reports: summary, leaks, latency, hang, timeline, html, metrics, dump, watch; see ncclwatch-report --help");
+  say_line("reports: summary, leaks, latency, hang, timeline, html, metrics, dump, watch, export; see ncclwatch-report --help");
   return true;
 }
 
@@ -156,6 +156,13 @@ int main(int argc, char** argv) {
       ->envname("NCCLWATCH_LAG_SEC")
       ->check(CLI::Range(0.0, 86400.0));
   watch->add_option("--metrics-file", watch_metrics, "also write the verdict there as ncclwatch_hang_suspected (Prometheus textfile)");
+  CLI::App* export_tables = app.add_subcommand("export", "Parquet tables of the job (ops, comms, processes, ...) for SQL engines: DuckDB, Spark");
+  export_tables->add_option("paths", options.inputs, "trace files or job folders (default: ./ncclwatch)");
+  export_tables->add_flag("--all", options.all_jobs, "a launcher folder: read every job in it, not only the newest");
+  export_tables->add_option("-o,--output", options.output, "the folder to write the tables into (made if missing)")->required();
+  std::string export_job;
+  export_tables->add_option("--job", export_job, "the job's name in the tables (default: NCCLWATCH_JOB, SLURM_JOB_ID or TORCHELASTIC_RUN_ID as the traces recorded it, else the traces' folder)");
+  export_tables->add_flag_callback("--no-symbols", [&] { options.symbolize = false; }, "skip symbolizing call sites");
   CLI::App* dump = app.add_subcommand("dump", "every record of trace files as JSON Lines (a file_header line first for each)");
   dump->add_option("paths", options.inputs, "trace files or a job folder")->required();
   dump->add_flag("--json", options.json, "accepted for symmetry: the output is JSON Lines");
@@ -181,6 +188,7 @@ int main(int argc, char** argv) {
   options.inputs = resolve_job_folders(options.inputs, options.all_jobs, notes);
   for (const std::string& note : notes) say("{}", note);
 
+  if (export_tables->parsed()) return run_export(options, export_job);
   if (watch->parsed()) return run_watch(options, watch_interval_s, watch_pid, watch_metrics, watch_lag_s);
   if (leaks->parsed()) return run_leaks(options);
   if (latency->parsed()) return run_latency(options);

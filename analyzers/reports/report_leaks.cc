@@ -39,15 +39,19 @@ SiteText describe_native_site(Symbolizer* symbolizer, const ProcessTrace& p, con
   return site;
 }
 
+}  // namespace
+
 // The Python line, where there is one, leads: it is the line the user wrote.
 SiteText describe_site(Symbolizer* symbolizer, const ProcessTrace& p, const std::vector<uint64_t>& frames,
-                       const std::string& recorded, const std::vector<PythonFrame>& python = {}) {
+                       const std::string& recorded, const std::vector<PythonFrame>& python) {
   SiteText site = describe_native_site(symbolizer, p, frames, recorded);
   site.python = python;
   if (!python.empty())
     site.first = valid_utf8(python.front().describe_short()) + (site.first.empty() ? "" : " via " + site.first);
   return site;
 }
+
+namespace {
 
 // "/jobs/train.py:43 in make_groups, called from /jobs/train.py:90 in main": the full Python
 // lines, for when the short one leaves the path or its callers in doubt.

@@ -166,6 +166,11 @@ void write_latency(const JobAnalysis& a, m::TextWriter& out) {
 }  // namespace
 
 std::string job_id_of(const Job& job) {
+  if (std::string id = job_id_in_traces(job); !id.empty()) return id;
+  return m::job_id_from_env([](const char* name) { return std::getenv(name); });
+}
+
+std::string job_id_in_traces(const Job& job) {
   for (const ProcessTrace& p : job.processes) {
     std::string id = m::job_id_from_env([&](const char* name) -> const char* {
       auto it = p.strings.find(std::string(trace::process_record::kEnvPrefix) + name);
@@ -173,7 +178,7 @@ std::string job_id_of(const Job& job) {
     });
     if (!id.empty()) return id;
   }
-  return m::job_id_from_env([](const char* name) { return std::getenv(name); });
+  return {};
 }
 
 std::string nccl_versions_of(const Job& job) {

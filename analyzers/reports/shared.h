@@ -54,6 +54,9 @@ int run_hang(const Options& options);
 int run_timeline(const Options& options);
 int run_html(const Options& options);  // one self-contained page to options.output
 int run_metrics(const Options& options);
+// The job's traces as Parquet tables under options.output (report_export.cc); `job` names the job
+// ("": as its processes' environment named it, else the folder of its traces).
+int run_export(const Options& options, const std::string& job);
 // Watches the job's folders until `until_pid` exits (forever when 0), polling every `interval_s`:
 // the hang verdict on stderr and in verdict.json within seconds of a stall or of a rank staying
 // behind its peers' collectives for `lag_s` (0: never), and in
@@ -62,6 +65,8 @@ int run_metrics(const Options& options);
 // TORCHELASTIC_RUN_ID: the traces record them), else as this tool's own environment does; "" when
 // none (report_metrics.cc).
 std::string job_id_of(const Job& job);
+// The same from the traces alone ("" when none names it).
+std::string job_id_in_traces(const Job& job);
 // The NCCL versions the job's processes attached, "2.28.9,2.27.7"; "" when none is known.
 std::string nccl_versions_of(const Job& job);
 int run_watch(const Options& options, double interval_s, pid_t until_pid, const std::string& metrics_file,
@@ -122,6 +127,10 @@ struct SiteText {
   std::vector<std::string> stack;   // native frames, innermost first
   std::vector<PythonFrame> python;  // innermost first
 };
+// A call site as the reports show it: the Python line leads where there is one; native frames
+// named by `symbolizer` (nullptr: addresses, or what the shim read at the call, `recorded`).
+SiteText describe_site(Symbolizer* symbolizer, const ProcessTrace& p, const std::vector<uint64_t>& frames,
+                       const std::string& recorded, const std::vector<PythonFrame>& python = {});
 // One communicator instance (a rank of it in one process), or a resource never released.
 struct CommInstanceRow {
   const ProcessTrace* process = nullptr;

@@ -4,12 +4,16 @@ the report tool are (shim_path, report_path) for job scripts that set LD_PRELOAD
     import ncclwatch
     job = ncclwatch.load("ncclwatch/job-20261201-101500")
     job.ops.groupby(["op", "bytes"]).gpu_us.median()
+
+and SQL over many jobs' exports (ncclwatch-report export; DuckDB): sql, query, queries, connect,
+spark_views (the same views on Spark).
 """
 import os
 
 from .loader import Job, load, trace_files  # noqa: F401
+from ._sql import connect, queries, query, spark_views, sql  # noqa: F401
 
-__all__ = ["Job", "load", "trace_files", "shim_path", "report_path", "__version__"]
+__all__ = ["Job", "load", "trace_files", "sql", "query", "queries", "connect", "spark_views", "shim_path", "report_path", "__version__"]
 
 # The project's version (meson.build, pyproject.toml, the launcher and the report tool say the same:
 # the wheel's test checks it).

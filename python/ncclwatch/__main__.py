@@ -1,4 +1,4 @@
-"""python -m ncclwatch run -- torchrun ...: the same as the `ncclwatch` command."""
+"""python -m ncclwatch run -- torchrun ... (or sql EXPORT QUERY): the same as the `ncclwatch` command."""
 import sys
 
 from ._cli import main

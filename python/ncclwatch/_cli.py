@@ -8,6 +8,10 @@ from . import report_path, shim_path
 
 
 def main():
+    if sys.argv[1:2] == ["sql"]:  # SQL over an export: here, in this Python (its DuckDB)
+        from ._sql import main as sql_main
+
+        return sql_main(sys.argv[2:])
     launcher = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "ncclwatch")
     if not os.path.exists(launcher):  # a source tree: the launcher of its scripts/
         launcher = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "ncclwatch")

@@ -1,0 +1,122 @@
+"""SQL over the Parquet tables `ncclwatch-report export` writes (docs/schema.md): DuckDB here, Spark
+on a cluster, with the same views and the same queries.
+
+    import ncclwatch
+    ncclwatch.sql("export/", "SELECT host, count(*) FROM ops GROUP BY host")   # a pandas DataFrame
+    ncclwatch.sql("export/", ncclwatch.query("late_hosts"))
+
+    ncclwatch sql export/ "SELECT ..."                # or: python -m ncclwatch sql ...
+    ncclwatch sql export/ --query late_ranks
+    ncclwatch sql --list
+
+On Spark, spark_views(spark, "hdfs:///ncclwatch/export") makes the same views; then
+spark.sql(ncclwatch.query("late_hosts")).show().
+
+Every table is one folder of Hive-style partitions, <table>/job=<job>/host=<host>/*.parquet. The
+partition values are read as text on both engines (a job named 20261201 stays "20261201").
+"""
+import argparse
+import os
+import sys
+
+TABLES = ("ops", "comms", "processes", "resources", "stalls", "environment", "notices")
+QUERIES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "queries")
+
+
+def queries():
+    """The named questions of the queries/ folder: {name: first comment line}."""
+    found = {}
+    for name in sorted(os.listdir(QUERIES)):
+        if name.endswith(".sql"):
+            with open(os.path.join(QUERIES, name)) as f:
+                first = f.readline()
+            found[name[:-4]] = first.lstrip("- ").strip()
+    return found
+
+
+def query(name):
+    """The SQL text of a named question (queries/<name>.sql)."""
+    path = os.path.join(QUERIES, name + ".sql")
+    if not os.path.exists(path):
+        raise ValueError(f"no query named {name!r}; there are: {', '.join(queries())}")
+    with open(path) as f:
+        return f.read()
+
+
+def _check_export(export_dir):
+    missing = [t for t in TABLES if not os.path.isdir(os.path.join(export_dir, t))]
+    if len(missing) == len(TABLES):
+        raise ValueError(f"{export_dir}: not an export (no {', '.join(TABLES)} folders): "
+                         "write one with `ncclwatch-report export TRACES -o " + export_dir + "`")
+    return [t for t in TABLES if t not in missing]
+
+
+def connect(export_dir):
+    """A DuckDB connection with a view per table of the export."""
+    import duckdb
+
+    con = duckdb.connect()
+    for table in _check_export(export_dir):
+        files = os.path.join(export_dir, table, "*", "*", "*.parquet").replace("'", "''")
+        con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{files}', hive_partitioning = true, "
+                    "hive_types = {'job': VARCHAR, 'host': VARCHAR}, union_by_name = true)")
+    return con
+
+
+def sql(export_dir, text):
+    """The answer to one SQL statement over the export, as a pandas DataFrame (DuckDB)."""
+    con = connect(export_dir)
+    try:
+        return con.sql(text).df()
+    finally:
+        con.close()
+
+
+def spark_views(spark, export_dir):
+    """The same views on Spark (a SparkSession): a temporary view per table of the export."""
+    spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+    for table in TABLES:
+        path = export_dir.rstrip("/") + "/" + table
+        spark.read.option("basePath", path).parquet(path).createOrReplaceTempView(table)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="ncclwatch sql", description=__doc__.split("\n\n")[0])
+    parser.add_argument("export", nargs="?", help="the folder `ncclwatch-report export -o` wrote")
+    parser.add_argument("statement", nargs="?", help="one SQL statement over the views " + ", ".join(TABLES))
+    parser.add_argument("--query", help="a named question of queries/ instead of a statement (see --list)")
+    parser.add_argument("--list", action="store_true", help="the named questions")
+    parser.add_argument("--csv", action="store_true", help="comma-separated rows instead of a table")
+    args = parser.parse_args(argv)
+    if args.list:
+        for name, what in queries().items():
+            print(f"{name:24} {what}")
+        return 0
+    if not args.export or bool(args.statement) == bool(args.query):
+        parser.print_usage(sys.stderr)
+        print("ncclwatch sql: give an export folder and either a statement or --query NAME", file=sys.stderr)
+        return 2
+    try:
+        import duckdb  # noqa: F401
+    except ImportError:
+        print("ncclwatch sql: needs DuckDB: pip install duckdb", file=sys.stderr)
+        return 2
+    try:
+        text = query(args.query) if args.query else args.statement
+        con = connect(args.export)
+        result = con.sql(text)
+        if result is None:
+            return 0
+        if args.csv:
+            result.df().to_csv(sys.stdout, index=False)
+        else:
+            import pandas as pd
+
+            with pd.option_context("display.max_rows", 200, "display.max_columns", 50, "display.width", 200):
+                print(result.df().to_string(index=False))
+    except (ValueError, duckdb.Error) as e:
+        print(f"ncclwatch sql: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
