@@ -1,6 +1,7 @@
 // Writes the traces of one synthetic job: gen_job SCENARIO DIR. The scenarios are the jobs the
 // analyzer tests ask about (see test_reports.py). `gen_job many_comms DIR COMMS [RANKS]` writes a
-// job of COMMS communicators for the scaling benchmark (tests/bench/many_comms.py).
+// job of COMMS communicators for the scaling benchmark (tests/bench/many_comms.py); `gen_job fleet
+// DIR INDEX` one job of a fleet (test_export.py).
 #include "synthetic_trace.h"
 
 #include <cstdio>
@@ -253,15 +254,44 @@ void write_many_comms(const std::string& dir, uint32_t comms, int ranks) {
   }
 }
 
+// Job `index` of a fleet (the export's test: one host late in most jobs): 8 ranks on hosts node0..3,
+// two each, all-reduces of two sizes; NCCL 2.27.7 in even jobs, 2.28.9 in odd ones. In 7 jobs of 10
+// node2's first rank starts 3 ms late at every collective; in the others a host picked by the
+// index is. node0's wall clock is 6 ms ahead: unaligned, its ranks would look the latest everywhere.
+SimJob fleet_job(int index) {
+  SimJob job = world_job(8, 0);
+  const std::string late = index % 10 < 7 ? "node2" : std::vector<std::string>{"node0", "node1", "node3"}[index % 3];
+  for (size_t r = 0; r < job.ranks.size(); ++r) {
+    SimRank& rank = job.ranks[r];
+    rank.host = "node" + std::to_string(r / 2);
+    rank.pid = 4000 + static_cast<uint32_t>(r);
+    rank.env["NCCLWATCH_JOB"] = "fleet-" + std::to_string(index);
+    rank.nccl_version = index % 2 ? "22809" : "22707";  // as the shim records it: NCCL_VERSION_CODE
+    for (int step = 0; step < 24; ++step) {
+      SimCall c;
+      c.count = step % 2 ? 1 << 20 : 1 << 16;
+      if (rank.host == late && r % 2 == 0) c.delay_ns += 3'000'000;
+      rank.program.push_back(c);
+    }
+  }
+  job.wall_skew_ns["node0"] = 6'000'000;
+  job.mono_base_ns["node1"] = 77'000'000'000;
+  return job;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 4 && std::strcmp(argv[1], "fleet") == 0) {
+    for (const std::string& path : write_job(fleet_job(std::atoi(argv[3])), argv[2])) std::printf("%s\n", path.c_str());
+    return 0;
+  }
   if ((argc == 4 || argc == 5) && std::strcmp(argv[1], "many_comms") == 0) {
     write_many_comms(argv[2], static_cast<uint32_t>(std::strtoul(argv[3], nullptr, 10)), argc == 5 ? std::atoi(argv[4]) : 2);
     return 0;
   }
   if (argc != 3 || !kScenarios.count(argv[1])) {
-    std::fprintf(stderr, "usage: gen_job SCENARIO DIR | gen_job many_comms DIR COMMS [RANKS]\nscenarios:");
+    std::fprintf(stderr, "usage: gen_job SCENARIO DIR | gen_job many_comms DIR COMMS [RANKS] | gen_job fleet DIR INDEX\nscenarios:");
     for (const auto& [name, make] : kScenarios) std::fprintf(stderr, " %s", name.c_str());
     std::fprintf(stderr, "\n");
     return 2;

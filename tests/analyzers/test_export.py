@@ -1,0 +1,216 @@
+"""ncclwatch-report export: Parquet tables that an independent reader (DuckDB) reads with the types
+docs/schema.md gives, whose answers (the queries of python/ncclwatch/queries) are the C++ reports'
+answers on the same traces, written the same way twice; and `ncclwatch sql` over them."""
+import filecmp
+import json
+import os
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+from report_harness import GEN, REAL, REPORT, check, report, run_case, tempdir  # noqa: E402
+
+import ncclwatch  # noqa: E402
+
+TABLES = ("ops", "comms", "processes", "resources", "stalls", "environment", "notices")
+
+
+def export(*inputs, out=None, extra=()):
+    out = out or tempdir()
+    p = subprocess.run([REPORT, "export", *inputs, "-o", out, *extra], capture_output=True, text=True, timeout=300)
+    check(p.returncode == 0, (inputs, p.returncode, p.stdout, p.stderr))
+    return out
+
+
+def rows(out, text):
+    return ncclwatch.sql(out, text).to_dict("records")
+
+
+def close(a, b, rel):
+    return abs(a - b) <= rel * max(abs(a), abs(b))
+
+
+def real_folders():
+    return sorted(os.path.join(REAL, d) for d in os.listdir(REAL))
+
+
+def test_real_traces_agree_with_leaks():
+    for folder in real_folders():
+        out = export(folder)
+        leaks = json.loads(report("leaks", "--json", folder).stdout)
+        want = {(l["comm"], l["rank"], l["pid"], l["created_at"]) for l in leaks["leaks"] if l["kind"] == "communicator"}
+        got = {(r["comm_id"], r["rank"], r["pid"], r["site"]) for r in rows(out, "SELECT * FROM comms WHERE leaked")}
+        check(got == want, (folder, got, want))
+        every = {(c["comm"], c["rank"], c["pid"], c["state"]) for c in leaks["communicators"]}
+        got = {(r["comm_id"], r["rank"], r["pid"], r["state"]) for r in rows(out, "SELECT * FROM comms")}
+        check(got == every, (folder, got, every))
+        # The question as the queries folder asks it: the same communicators.
+        leaked = rows(out, ncclwatch.query("leaked_comms"))
+        check({r["comm_id"] for r in leaked} == {l[0] for l in want}, (folder, leaked))
+
+
+def test_real_traces_agree_with_latency():
+    compared = 0
+    for folder in real_folders():
+        out = export(folder)
+        latency = json.loads(report("latency", "--json", folder).stdout)
+        sql = {(r["comm_id"], r["op"], r["bytes"]): r for r in rows(out, ncclwatch.query("busbw_per_size"))}
+        for row in latency["rows"]:
+            if row["busbw_gbps"] is None or row["timing"] != "gpu":
+                continue
+            mine = sql.get((row["comm"], row["op"], row["bytes"]))
+            check(mine, (folder, row, sorted(sql)))
+            check(mine["samples"] == row["samples"], (folder, row, mine))
+            # The report's percentiles come from a histogram of 1.6 % buckets.
+            check(close(mine["p50_us"], row["p50_us"], 0.02), (folder, row, mine))
+            check(close(mine["busbw_gbps"], row["busbw_gbps"], 0.02), (folder, row, mine))
+            compared += 1
+    check(compared >= 4, f"only {compared} GPU-timed rows compared")
+
+
+def test_real_traces_agree_with_hang():
+    judged = 0
+    for folder in real_folders():
+        out = export(folder)
+        hang = json.loads(report("hang", "--json", folder).stdout)
+        late = {(r["comm_id"], r["rank"]): r for r in rows(out, ncclwatch.query("late_ranks"))}
+        stalls = rows(out, "SELECT comm_id, seq, state, time_ns FROM stalls")
+        last_seq = {r["comm_id"]: r["last"] for r in rows(out, "SELECT comm_id, max(seq) AS last FROM ops WHERE peer IS NULL "
+                                                              "GROUP BY comm_id")}
+        for c in hang["comms"]:
+            if c["last_seq_issued"]:
+                check(last_seq.get(c["comm"]) == c["last_seq_issued"], (folder, c["comm"], last_seq, c["last_seq_issued"]))
+            check(sum(1 for s in stalls if s["comm_id"] == c["comm"]) == c["stall_records"], (folder, c["comm"], stalls))
+            for s in c["stalls"]:
+                check({"comm_id": c["comm"], "seq": s["seq"], "state": s["state"], "time_ns": s["time_ns"]} in stalls,
+                      (folder, s, stalls))
+            st = c.get("stragglers") or {}
+            if st.get("measured_on") != "gpu_start":
+                continue
+            for r in st["ranks"]:
+                mine = late.get((c["comm"], r["rank"]))
+                check(mine and mine["times_last"] == r["times_last"] and mine["seqs_judged"] == st["seqs_judged"],
+                      (folder, r, mine))
+                check(close(mine["mean_late_ms"], r["mean_late_ms"], 1e-6), (folder, r, mine))
+                judged += 1
+    check(judged >= 2, f"only {judged} ranks' lateness compared")
+
+
+def test_fleet_names_the_late_host():
+    # 50 jobs exported one by one into one folder; node2 was planted late in 35 of them, and node0's
+    # clock runs 6 ms ahead (the export aligns each job's hosts).
+    out = tempdir()
+    for i in range(50):
+        d = tempdir()
+        subprocess.run([GEN, "fleet", d, str(i)], check=True, stdout=subprocess.DEVNULL)
+        export(d, out=out)
+    late = rows(out, ncclwatch.query("late_hosts"))
+    check(late[0]["host"] == "node2" and late[0]["jobs_latest"] == 35 and late[0]["jobs"] == 50, late)
+    check(all(r["jobs_latest"] == 5 for r in late[1:]) and len(late) == 4, late)
+    versions = rows(out, ncclwatch.query("busbw_by_nccl_version"))
+    check({(r["nccl_version"], r["bytes"], r["jobs"]) for r in versions} ==
+          {(v, b, 25) for v in ("2.27.7", "2.28.9") for b in (1 << 18, 1 << 22)}, versions)
+    # Every job's id is its processes' NCCLWATCH_JOB, a partition of its own.
+    jobs = rows(out, "SELECT count(DISTINCT job) AS n, count(*) AS processes FROM processes")
+    check(jobs == [{"n": 50, "processes": 400}], jobs)
+
+
+def schema_of_docs():
+    """{table: [(column, type, nullable)]} from docs/schema.md's tables."""
+    with open(os.path.join(ROOT, "docs", "schema.md")) as f:
+        text = f.read()
+    tables, table = {}, None
+    for line in text.splitlines():
+        m = re.match(r"^### `(\w+)`", line)
+        if m:
+            table = m.group(1)
+            tables[table] = []
+            continue
+        m = re.match(r"^\| `(\w+)` \| (\w+) \| (yes|no) \|", line)
+        if m and table:
+            tables[table].append((m.group(1), m.group(2), m.group(3) == "yes"))
+    return tables
+
+
+def test_types_are_the_documented_ones():
+    out = export(os.path.join(REAL, "teardown_hang"), os.path.join(REAL, "graph_replays"))
+    documented = schema_of_docs()
+    check(sorted(documented) == sorted(TABLES), sorted(documented))
+    con = ncclwatch.connect(out)
+    for table in TABLES:
+        types = [(name, kind) for name, kind, *_ in con.execute(f"DESCRIBE {table}").fetchall()]
+        check(types[:-2] == [(n, t) for n, t, _ in documented[table]] and
+              sorted(types[-2:]) == [("host", "VARCHAR"), ("job", "VARCHAR")], (table, types, documented[table]))
+        files = os.path.join(out, table, "*", "*", "*.parquet")
+        nullable = [(name, repetition == "OPTIONAL") for name, repetition in con.execute(
+            f"SELECT DISTINCT name, repetition_type FROM parquet_schema('{files}') WHERE name <> 'schema'").fetchall()]
+        check(sorted(nullable) == sorted((n, null) for n, _, null in documented[table]), (table, nullable))
+    # Every file names the schema's version.
+    footer = con.execute("SELECT DISTINCT decode(value) FROM parquet_kv_metadata('" + out + "/*/*/*/*.parquet') "
+                         "WHERE decode(key) = 'ncclwatch.schema_version'").fetchall()
+    check(footer == [("1",)], footer)
+
+
+def test_exports_are_the_same_bytes_and_replace_in_place():
+    folder = os.path.join(REAL, "graph_replays")
+    a, b = export(folder), export(folder)
+    export(folder, out=a)  # again into the same folder: replaced, nothing left beside
+    listing = []
+    for root, _, files in os.walk(a):
+        for f in files:
+            path = os.path.join(root, f)
+            rel = os.path.relpath(path, a)
+            listing.append(rel)
+            check(filecmp.cmp(path, os.path.join(b, rel), shallow=False), f"{rel} differs between two exports")
+    # An ops file per trace, one file per host for each other table.
+    check(len(listing) == 2 + 6 and all(p.endswith(".parquet") for p in listing), listing)
+    # The replays are rows of their own, flagged, with their graph.
+    replays = rows(a, "SELECT count(*) AS n, min(graph) AS g FROM ops WHERE replayed")
+    captured = rows(a, "SELECT count(*) AS n FROM ops WHERE captured AND seq = 0")
+    check(replays[0]["n"] > 0 and replays[0]["g"] >= 1 and captured[0]["n"] > 0, (replays, captured))
+
+
+def test_bad_inputs_named():
+    empty = tempdir()
+    p = report("export", empty, "-o", os.path.join(tempdir(), "out"))
+    check(p.returncode == 2 and "no usable" in p.stderr.lower() or "no trace" in p.stderr.lower(), p.stderr)
+    a_file = os.path.join(tempdir(), "file")
+    open(a_file, "w").close()
+    p = report("export", os.path.join(REAL, "skip"), "-o", a_file)
+    check(p.returncode == 2 and a_file in p.stderr, p.stderr)
+    # Damaged traces beside good ones: one of a format no longer read, named and left out; one cut
+    # in the middle (its process killed mid-write), exported as far as it goes.
+    mixed = tempdir()
+    skip = os.path.join(REAL, "skip")
+    first, second = sorted(os.listdir(skip))
+    os.symlink(os.path.join(skip, first), os.path.join(mixed, first))
+    with open(os.path.join(skip, second), "rb") as f:
+        data = f.read()
+    with open(os.path.join(mixed, second), "wb") as f:
+        f.write(data[:len(data) * 7 // 10])
+    os.symlink(os.path.join(HERE, "corpus", "truncated.nwt"), os.path.join(mixed, "truncated.nwt"))
+    out = tempdir()
+    p = report("export", mixed, "-o", out)
+    check(p.returncode == 0 and "truncated.nwt" in p.stderr, (p.returncode, p.stderr))
+    ops = {r["trace"]: r["n"] for r in rows(out, "SELECT trace, count(*) AS n FROM ops GROUP BY trace")}
+    whole = {r["trace"]: r["n"] for r in rows(export(skip), "SELECT trace, count(*) AS n FROM ops GROUP BY trace")}
+    check(sorted(ops) == [first, second] and ops[first] == whole[first] and 0 < ops[second] < whole[second], (ops, whole))
+    # ncclwatch sql: a folder that is no export, and SQL that does not parse, named.
+    sql = [os.path.join(ROOT, "scripts", "ncclwatch"), "sql"]
+    p = subprocess.run(sql + [empty, "SELECT 1"], capture_output=True, text=True, timeout=60)
+    check(p.returncode == 2 and "not an export" in p.stderr, p.stderr)
+    p = subprocess.run(sql + [out, "SELEC nothing"], capture_output=True, text=True, timeout=60)
+    check(p.returncode == 2 and "syntax error" in p.stderr.lower(), p.stderr)
+    p = subprocess.run(sql + [out, "--query", "no_such"], capture_output=True, text=True, timeout=60)
+    check(p.returncode == 2 and "late_hosts" in p.stderr, p.stderr)
+    p = subprocess.run(sql + [out, "--query", "late_ranks", "--csv"], capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0 and p.stdout.startswith("job,comm_id,rank,host,times_last"), (p.stdout, p.stderr))
+
+
+if __name__ == "__main__":
+    run_case(globals())
