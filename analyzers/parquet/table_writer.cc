@@ -209,10 +209,11 @@ void TableWriter::write_column_chunk(ColumnData& c, ChunkMeta& meta) {
       break;
     }
     case Kind::kInt32: {
+      narrowed_.resize(c.ints_.size());
+      for (size_t i = 0; i < c.ints_.size(); ++i) narrowed_[i] = static_cast<int32_t>(c.ints_[i]);
       size_t start = body.size();
-      body.resize(start + 4 * c.ints_.size());
-      auto* out = reinterpret_cast<int32_t*>(body.data() + start);  // little-endian, as below
-      for (size_t i = 0; i < c.ints_.size(); ++i) out[i] = static_cast<int32_t>(c.ints_[i]);
+      body.resize(start + 4 * narrowed_.size());
+      std::memcpy(body.data() + start, narrowed_.data(), 4 * narrowed_.size());  // little-endian, as below
       break;
     }
     case Kind::kInt64: {

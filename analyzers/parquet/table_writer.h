@@ -138,6 +138,7 @@ class TableWriter {
   std::string scratch_;         // a page body
   std::string compressed_;      // ... compressed
   std::string_view page_;
+  std::vector<int32_t> narrowed_;  // an INT32 column's values
 };
 
 }  // namespace ncclwatch::parquet

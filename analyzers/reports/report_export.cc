@@ -204,7 +204,7 @@ void export_trace(const std::string& file, const std::string& staged, int64_t of
   p.path = valid_utf8(file);
   LifecycleFolder lifecycle(p);
   std::unique_ptr<TableWriter> ops = table_writer(staged, kOpsSchema);
-  OpsFile sink(*ops, fs::path(file).filename().string(), p.header, offset);
+  OpsFile sink(*ops, valid_utf8(fs::path(file).filename().string()), p.header, offset);
   TimedOps<OpRow, OpsFile> timed(sink);
   out.usable = read_trace(
       file,
@@ -264,13 +264,13 @@ class HostTables {
     for (const trace::StallRecord& s : t.stalls) add_stall(s);
     for (const auto& [key, value] : p.strings) {
       TableWriter& w = start(*environment_);
-      w[2].add(std::string_view(key));
-      w[3].add(std::string_view(value));
+      w[2].add(std::string_view(valid_utf8(key)));
+      w[3].add(std::string_view(valid_utf8(value)));
       w.end_row();
     }
     for (const std::string& notice : p.notices) {
       TableWriter& w = start(*notices_);
-      w[2].add(std::string_view(notice));
+      w[2].add(std::string_view(valid_utf8(notice)));
       w.end_row();
     }
   }
@@ -299,7 +299,7 @@ class HostTables {
     TableWriter& w = start(*processes_);
     w[2].add_optional(rank >= 0, int64_t{rank});
     auto cmd = p.strings.find(std::string(trace::process_record::kCmdline));
-    w[3].add(std::string_view(cmd == p.strings.end() ? std::string_view() : std::string_view(cmd->second)));
+    w[3].add(std::string_view(cmd == p.strings.end() ? std::string() : valid_utf8(cmd->second)));
     std::string version = p.nccl_version();
     std::string version_text = version.empty() ? "" : nccl_version_text(version);
     w[4].add_optional(!version.empty(), std::string_view(version_text));
@@ -320,7 +320,8 @@ class HostTables {
     w[2].add_optional(rank >= 0, int64_t{rank});
     std::string id = hex_id(c.id), parent = c.parent_id ? hex_id(c.parent_id) : "";
     w[3].add(std::string_view(id));
-    w[4].add_optional(!c.name.empty(), std::string_view(c.name));
+    std::string name = valid_utf8(c.name);
+    w[4].add_optional(!name.empty(), std::string_view(name));
     w[5].add_optional(c.parent_id != 0, std::string_view(parent));
     w[6].add(int64_t{c.rank});
     w[7].add(int64_t{c.nranks});
@@ -338,11 +339,12 @@ class HostTables {
     add_time(w[18], c.release_end_ns, offset_);
     w[19].add_optional(c.memory.known(), static_cast<int64_t>(c.memory.bytes));
     SiteText site = describe_site(symbolizer, p, c.stack, c.site, c.python_site);
-    w[20].add_optional(!site.first.empty(), std::string_view(site.first));
+    std::string site_text = valid_utf8(site.first);
+    w[20].add_optional(!site_text.empty(), std::string_view(site_text));
     std::string python;
     for (size_t i = 0; i < c.python_site.size(); ++i) python += (i ? " < " : "") + valid_utf8(c.python_site[i].describe_short());
     w[21].add_optional(!python.empty(), std::string_view(python));
-    std::string group = c.process_group.empty() ? "" : c.process_group.describe();
+    std::string group = c.process_group.empty() ? "" : valid_utf8(c.process_group.describe());
     w[22].add_optional(!group.empty(), std::string_view(group));
     w[23].add(c.torch);
     w[24].add(c.nvshmem);
@@ -362,7 +364,8 @@ class HostTables {
     add_time(w[9], r.released ? r.released_ns : 0, offset_);
     w[10].add(r.released_with_comm);
     SiteText site = describe_site(symbolizer, p, r.stack, r.site, r.python_site);
-    w[11].add_optional(!site.first.empty(), std::string_view(site.first));
+    std::string site_text = valid_utf8(site.first);
+    w[11].add_optional(!site_text.empty(), std::string_view(site_text));
     w.end_row();
   }
 
@@ -451,7 +454,7 @@ int run_export(const Options& options, const std::string& job_asked) {
   for (const auto& [host, members] : by_host) {
     HostTables tables(out, job_id, host, stem_of(files[members.front()]));
     for (size_t i : members) {
-      std::string name = fs::path(files[i]).filename().string();
+      std::string name = valid_utf8(fs::path(files[i]).filename().string());
       tables.add(traces[i], name, clock.offset(i), sym);
       if (traces[i].staged.empty()) continue;
       fs::rename(traces[i].staged, partition_file(out, "ops", job_id, host, stem_of(files[i])), ec);

@@ -175,6 +175,33 @@ def test_exports_are_the_same_bytes_and_replace_in_place():
     check(replays[0]["n"] > 0 and replays[0]["g"] >= 1 and captured[0]["n"] > 0, (replays, captured))
 
 
+def test_nodes_export_their_own_traces_into_one_folder():
+    # Each host's traces exported on their own, all at once, into one folder: no file collides, and
+    # the tables hold what one export of the whole job holds (times aside: each host's export is on
+    # its own clock).
+    job = tempdir()
+    subprocess.run([GEN, "fleet", job, "3"], check=True, stdout=subprocess.DEVNULL)
+    by_host = {}
+    for name in sorted(os.listdir(job)):
+        by_host.setdefault(name.split("-")[0], []).append(os.path.join(job, name))
+    check(len(by_host) == 4, by_host)
+    shared, whole = tempdir(), export(job)
+    exports = [subprocess.Popen([REPORT, "export", *files, "-o", shared], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+               for files in by_host.values()]
+    check(all(p.wait(timeout=120) == 0 for p in exports), [p.stderr.read() for p in exports])
+
+    def listing(root):
+        return sorted(os.path.relpath(os.path.join(r, f), root) for r, _, fs in os.walk(root) for f in fs)
+
+    check(listing(shared) == listing(whole), (listing(shared), listing(whole)))
+    text = "SELECT job, host, trace, comm_id, rank, seq, op, bytes, timing FROM ops ORDER BY ALL"
+    check(rows(shared, text) == rows(whole, text), "the nodes' exports hold other ops than the job's")
+    check(rows(shared, "SELECT * EXCLUDE (init_begin_ns, created_ns, finalized_ns, release_begin_ns, release_end_ns) "
+                       "FROM comms ORDER BY ALL") ==
+          rows(whole, "SELECT * EXCLUDE (init_begin_ns, created_ns, finalized_ns, release_begin_ns, release_end_ns) "
+                      "FROM comms ORDER BY ALL"), "comms differ")
+
+
 def test_bad_inputs_named():
     empty = tempdir()
     p = report("export", empty, "-o", os.path.join(tempdir(), "out"))
@@ -200,6 +227,13 @@ def test_bad_inputs_named():
     ops = {r["trace"]: r["n"] for r in rows(out, "SELECT trace, count(*) AS n FROM ops GROUP BY trace")}
     whole = {r["trace"]: r["n"] for r in rows(export(skip), "SELECT trace, count(*) AS n FROM ops GROUP BY trace")}
     check(sorted(ops) == [first, second] and ops[first] == whole[first] and 0 < ops[second] < whole[second], (ops, whole))
+    # Text that is not UTF-8 in a trace (a host, a communicator's name cut mid-character) is made
+    # valid, as every report makes it: every table still reads.
+    out = export(os.path.join(HERE, "corpus", "host_not_utf8.nwt"), os.path.join(HERE, "corpus", "comm_name_cut_mid_character.nwt"))
+    for table in TABLES:
+        rows(out, f"SELECT * FROM {table}")
+    names = rows(out, "SELECT name FROM comms WHERE name IS NOT NULL")
+    check(names and all("\ufffd" in r["name"] or r["name"].isprintable() for r in names), names)
     # ncclwatch sql: a folder that is no export, and SQL that does not parse, named.
     sql = [os.path.join(ROOT, "scripts", "ncclwatch"), "sql"]
     p = subprocess.run(sql + [empty, "SELECT 1"], capture_output=True, text=True, timeout=60)

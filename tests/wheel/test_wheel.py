@@ -82,6 +82,12 @@ def main():
         assert len(files) == 2, files
         leaks = subprocess.run(["ncclwatch-report", "leaks", traces], env=env, cwd=tmp, capture_output=True, text=True)
         assert leaks.returncode == 1 and "leaked" in leaks.stdout, (leaks.returncode, leaks.stdout, leaks.stderr)
+        # The export (its zstd vendored with the report tool) and the named questions installed.
+        exported = run(["ncclwatch-report", "export", traces, "-o", os.path.join(tmp, "export")], env=env, cwd=tmp).stdout
+        assert "2 trace(s)" in exported, exported
+        listed = run(["ncclwatch", "sql", "--list"], env=env, cwd=tmp).stdout
+        assert "late_hosts" in listed and len(listed.splitlines()) == len(os.listdir(os.path.join(ROOT, "python", "ncclwatch",
+                                                                                                   "queries"))), listed
         dumped = 0
         for f in files:
             records = [json.loads(line) for line in run([report, "dump", f]).stdout.splitlines()]

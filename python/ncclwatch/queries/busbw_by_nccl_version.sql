@@ -1,18 +1,20 @@
 -- How bus bandwidth per op and size moves between NCCL versions, across every job exported: the
 -- median over jobs of each job's median steady-state GPU time (see busbw_per_size.sql).
-WITH calls AS (
-  SELECT o.job, o.host, o.trace, o.comm_id, o.op, o.bytes, o.nranks, o.gpu_begin_ns, o.gpu_end_ns,
-         o.launch_ops, o.replayed, o.timing,
-         row_number() OVER (PARTITION BY o.job, o.host, o.trace, o.comm_id, o.op, o.bytes
-                            ORDER BY o.host_begin_ns, o.seq) AS call
-  FROM ops o
-  WHERE NOT o.captured
+WITH firsts AS (
+  SELECT job, host, trace, comm_id, op, bytes, min(host_begin_ns) AS first_ns
+  FROM ops
+  WHERE NOT captured
+  GROUP BY job, host, trace, comm_id, op, bytes
 ),
 per_job AS (
-  SELECT c.job, p.nccl_version, c.op, c.bytes, c.nranks, percentile_disc(0.5) WITHIN GROUP (ORDER BY (c.gpu_end_ns - c.gpu_begin_ns) / 1e3) AS p50_us
-  FROM calls c JOIN processes p ON c.job = p.job AND c.host = p.host AND c.trace = p.trace
-  WHERE c.call > 1 AND c.timing = 'gpu' AND c.launch_ops = 1 AND NOT c.replayed
-  GROUP BY c.job, p.nccl_version, c.op, c.bytes, c.nranks
+  SELECT o.job, p.nccl_version, o.op, o.bytes, o.nranks,
+         percentile_disc(0.5) WITHIN GROUP (ORDER BY (o.gpu_end_ns - o.gpu_begin_ns) / 1e3) AS p50_us
+  FROM ops o
+  JOIN firsts f ON o.job = f.job AND o.host = f.host AND o.trace = f.trace AND o.comm_id = f.comm_id
+                   AND o.op = f.op AND o.bytes = f.bytes
+  JOIN processes p ON o.job = p.job AND o.host = p.host AND o.trace = p.trace
+  WHERE o.timing = 'gpu' AND o.launch_ops = 1 AND NOT o.replayed AND NOT o.captured AND o.host_begin_ns > f.first_ns
+  GROUP BY o.job, p.nccl_version, o.op, o.bytes, o.nranks
 )
 SELECT nccl_version, op, bytes, nranks, count(*) AS jobs, percentile_disc(0.5) WITHIN GROUP (ORDER BY p50_us) AS p50_us,
        bytes / percentile_disc(0.5) WITHIN GROUP (ORDER BY p50_us) / 1e3 *

@@ -4,16 +4,17 @@
 -- on a communicator (NCCL's connection set-up) left out; algbw = bytes / time, busbw = algbw x
 -- 2(n-1)/n for all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, 1 otherwise.
 -- Launches of one op only (a group is one launch).
-WITH calls AS (
-  SELECT job, comm_id, op, bytes, nranks, gpu_begin_ns, gpu_end_ns, launch_ops, replayed, timing,
-         row_number() OVER (PARTITION BY job, host, trace, comm_id, op, bytes ORDER BY host_begin_ns, seq) AS call
+WITH firsts AS (
+  SELECT job, host, trace, comm_id, op, bytes, min(host_begin_ns) AS first_ns
   FROM ops
   WHERE NOT captured
+  GROUP BY job, host, trace, comm_id, op, bytes
 ),
 steady AS (
-  SELECT job, comm_id, op, bytes, nranks, (gpu_end_ns - gpu_begin_ns) / 1e3 AS us
-  FROM calls
-  WHERE call > 1 AND timing = 'gpu' AND launch_ops = 1 AND NOT replayed
+  SELECT o.job, o.comm_id, o.op, o.bytes, o.nranks, (o.gpu_end_ns - o.gpu_begin_ns) / 1e3 AS us
+  FROM ops o JOIN firsts f ON o.job = f.job AND o.host = f.host AND o.trace = f.trace AND o.comm_id = f.comm_id
+                              AND o.op = f.op AND o.bytes = f.bytes
+  WHERE o.timing = 'gpu' AND o.launch_ops = 1 AND NOT o.replayed AND NOT o.captured AND o.host_begin_ns > f.first_ns
 )
 SELECT job, comm_id, op, bytes, nranks, count(*) AS samples,
        percentile_disc(0.5) WITHIN GROUP (ORDER BY us) AS p50_us,
