@@ -37,17 +37,25 @@ _ncclwatch_report() {
   fi
 }
 
-# ncclwatch run [--dir DIR] [--on-leak MODE] -- CMD: after "--", the command's own completion.
+# ncclwatch run [--dir DIR] [--on-leak MODE] -- CMD: after "--", the command's own completion;
+# ncclwatch sql EXPORT: folders, the named questions after --query.
 _ncclwatch_launcher() {
   local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} i
   for ((i = 1; i < COMP_CWORD; i++)); do
     if [ "${COMP_WORDS[i]}" = "--" ]; then COMPREPLY=($(compgen -c -- "$cur")); return; fi
   done
+  if [ "${COMP_WORDS[1]}" = "sql" ] && [ "$COMP_CWORD" -gt 1 ]; then
+    case $prev in
+      --query) COMPREPLY=($(compgen -W "$("${COMP_WORDS[0]}" sql --list 2>/dev/null | cut -d' ' -f1)" -- "$cur")) ;;
+      *) COMPREPLY=($(compgen -d -W "--query --list --csv" -- "$cur")) ;;
+    esac
+    return
+  fi
   case $prev in
     --dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
     --on-leak) COMPREPLY=($(compgen -W "warn fail off" -- "$cur")); return ;;
   esac
-  if [ "$COMP_CWORD" -eq 1 ]; then COMPREPLY=($(compgen -W "run --version --help" -- "$cur")); return; fi
+  if [ "$COMP_CWORD" -eq 1 ]; then COMPREPLY=($(compgen -W "run sql --version --help" -- "$cur")); return; fi
   COMPREPLY=($(compgen -W "$("${COMP_WORDS[0]}" --help 2>/dev/null | grep -o -- '--[a-z-]*' | sort -u) --" -- "$cur"))
 }
 

@@ -246,5 +246,32 @@ def test_bad_inputs_named():
     check(p.returncode == 0 and p.stdout.startswith("job,comm_id,rank,host,times_last"), (p.stdout, p.stderr))
 
 
+def test_writer_edge_cases_read_back():
+    # Files of the writer's edge cases (parquet_cases.cc), read by DuckDB against values computed here.
+    import duckdb
+
+    d = tempdir()
+    subprocess.run([os.environ["NCCLWATCH_PARQUET_CASES"], d], check=True)
+    con = duckdb.connect()
+    got = con.execute(f"SELECT * FROM '{d}/rows.parquet' ORDER BY i").fetchall()
+    check(len(got) == 300000, len(got))
+    groups = con.execute(f"SELECT count(*) FROM parquet_metadata('{d}/rows.parquet') GROUP BY row_group_id").fetchall()
+    check(len(groups) == 3, groups)  # 131,072 rows a group
+    for r in (0, 1, 2, 5, 7, 14, 99, 100, 131071, 131072, 262143, 299999):
+        want = (r, -r, r / 3, r % 3 == 0, f"s{r % 1000}", None if r % 7 == 0 else ("é x" if r % 5 == 0 else "x"),
+                None if r % 2 else (-2**63 if r == 0 else r * 1000000007), (2**31 - 1 if r == 1 else r) if r % 2 else None,
+                0.5 * r if r % 4 == 0 else None, None if r % 3 == 2 else r % 2 == 0,
+                '日本語 "quoted", comma' if r % 100 == 0 else "") + tuple(r * c for c in range(11, 17))
+        check(got[r] == want, (r, got[r], want))
+    sums = con.execute(f"SELECT sum(i), count(DISTINCT s), count(ns), count(ni), count(n32), count(nd), count(nb), "
+                       f"sum(c16) FROM '{d}/rows.parquet'").fetchall()[0]
+    n = 300000
+    check(sums == (n * (n - 1) // 2, 1000, n - (n + 6) // 7, (n + 1) // 2, n // 2, (n + 3) // 4,
+                   n - (n + 0) // 3, 16 * n * (n - 1) // 2), sums)
+    check(con.execute(f"SELECT count(*) FROM '{d}/empty.parquet'").fetchall() == [(0,)], "empty")
+    nulls = con.execute(f"SELECT * FROM '{d}/nulls.parquet'").fetchall()
+    check(nulls == [(0, 0, 0.0, False, "", None, None, None, None, None, "") + (0,) * 6] * 5, nulls)
+
+
 if __name__ == "__main__":
     run_case(globals())

@@ -27,4 +27,7 @@ expect _ncclwatch_report "" "$report" timeline --ranks ""
 expect _ncclwatch_launcher "run" "$launcher" r
 expect _ncclwatch_launcher "fail" "$launcher" run --on-leak f
 expect _ncclwatch_launcher "--dir" "$launcher" run --d
+expect _ncclwatch_report "--job" "$report" export --j
+expect _ncclwatch_launcher "sql" "$launcher" s
+expect _ncclwatch_launcher "late_hosts late_ranks" "$launcher" sql export --query late
 exit $failed
