@@ -117,7 +117,12 @@ TableWriter::TableWriter(std::string path, std::vector<ColumnSpec> schema, std::
     : path_(std::move(path)), schema_(std::move(schema)), created_by_(std::move(created_by)),
       metadata_(std::move(metadata)), rows_per_group_(rows_per_group ? rows_per_group : 1) {
   for (const ColumnSpec& c : schema_) columns_.emplace_back(c);
-  temp_path_ = path_ + ".tmp-" + std::to_string(::getpid());
+  // Host and pid: writers on several nodes may share the folder.
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  for (char* c = host; *c; ++c)
+    if (*c == '/') *c = '_';
+  temp_path_ = path_ + ".tmp-" + host + "-" + std::to_string(::getpid());
   fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd_ < 0) {
     error_ = "cannot create " + temp_path_ + ": " + std::strerror(errno);

@@ -20,6 +20,7 @@
 #include <ncclwatch_version.h>
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -422,8 +423,11 @@ int run_export(const Options& options, const std::string& job_asked) {
   }
   unsigned threads = reader_threads(files.size());
   ClockModel clock = align_clocks(files, threads);
-  // Ops files are staged under OUT until the job's name is known (it is in the traces).
-  fs::path staging = out / fmt::format(".export-{}", ::getpid());
+  // Ops files are staged under OUT until the job's name is known (it is in the traces); named by
+  // host and pid, as nodes may export into one shared folder at once.
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  fs::path staging = out / fmt::format(".export-{}-{}", partition_value(host), ::getpid());
   fs::create_directories(staging, ec);
   std::vector<TraceExport> traces(files.size());
   parallel_for(files.size(), threads, [&](size_t i, unsigned) {

@@ -77,7 +77,8 @@ def spark_views(spark, export_dir):
     spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
     for table in TABLES:
         path = export_dir.rstrip("/") + "/" + table
-        spark.read.option("basePath", path).parquet(path).createOrReplaceTempView(table)
+        # mergeSchema: exports of a later schema version (columns added at the end) read beside older ones.
+        spark.read.option("basePath", path).option("mergeSchema", "true").parquet(path).createOrReplaceTempView(table)
 
 
 def main(argv=None):

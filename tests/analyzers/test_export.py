@@ -73,6 +73,19 @@ def test_real_traces_agree_with_latency():
     check(compared >= 4, f"only {compared} GPU-timed rows compared")
 
 
+def test_real_busbw_is_the_jobs_own_cuda_event_time():
+    # A PyTorch job on an H200 (two ranks sharing it, NCCL over sockets): all-reduces of 1 KiB to
+    # 128 MiB, 20 each, that the job itself timed with CUDA events on its stream (rank 0's median of
+    # calls 2..20, cuda_events.json). The export's median GPU time per size is that time.
+    folder = os.path.join(REAL, "torch_sizes")
+    with open(os.path.join(folder, "cuda_events.json")) as f:
+        truth = {int(size): ms * 1e3 for size, ms in json.load(f)["median_ms"].items()}
+    got = {r["bytes"]: r["p50_us"] for r in rows(export(folder), ncclwatch.query("busbw_per_size"))}
+    check(sorted(got) == sorted(truth), (got, truth))
+    for size, us in truth.items():
+        check(close(got[size], us, 0.02), (size, got[size], us))
+
+
 def test_real_traces_agree_with_hang():
     judged = 0
     for folder in real_folders():
