@@ -110,6 +110,10 @@ struct TableWriter::ChunkMeta {
   uint64_t dictionary_offset = 0, data_offset = 0;
   bool has_dictionary = false;
   uint64_t uncompressed = 0, compressed = 0;
+  // Integer columns: the statistics (PLAIN-encoded min and max of the values present).
+  bool has_range = false;
+  int64_t min = 0, max = 0;
+  uint64_t nulls = 0;
 };
 
 TableWriter::TableWriter(std::string path, std::vector<ColumnSpec> schema, std::string created_by,
@@ -122,7 +126,9 @@ TableWriter::TableWriter(std::string path, std::vector<ColumnSpec> schema, std::
   ::gethostname(host, sizeof host - 1);
   for (char* c = host; *c; ++c)
     if (*c == '/') *c = '_';
-  temp_path_ = path_ + ".tmp-" + host + "-" + std::to_string(::getpid());
+  size_t slash = path_.rfind('/');
+  size_t name_at = slash == std::string::npos ? 0 : slash + 1;
+  temp_path_ = path_.substr(0, name_at) + "." + path_.substr(name_at) + ".tmp-" + host + "-" + std::to_string(::getpid());
   fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd_ < 0) {
     error_ = "cannot create " + temp_path_ + ": " + std::strerror(errno);
@@ -170,6 +176,8 @@ const std::string& TableWriter::compress(const std::string& body) {
 
 void TableWriter::write_column_chunk(ColumnData& c, ChunkMeta& meta) {
   auto write_page = [&](int32_t type, const std::string& body, auto&& page_specific) {
+    if (body.size() > static_cast<size_t>(INT32_MAX) && error_.empty())
+      error_ = "a page of column " + c.spec_.name + " would exceed 2 GiB";
     compress(body);
     std::string_view compressed = page_;
     thrift::CompactWriter w;
@@ -199,6 +207,16 @@ void TableWriter::write_column_chunk(ColumnData& c, ChunkMeta& meta) {
     body.clear();
   }
   meta.data_offset = offset_;
+  meta.nulls = c.rows_ - (c.spec_.kind == Kind::kString ? c.codes_.size()
+                          : c.spec_.kind == Kind::kDouble ? c.doubles_.size()
+                          : c.spec_.kind == Kind::kBool   ? c.bools_.size()
+                                                          : c.ints_.size());
+  if ((c.spec_.kind == Kind::kInt32 || c.spec_.kind == Kind::kInt64) && !c.ints_.empty()) {
+    auto [lo, hi] = std::minmax_element(c.ints_.begin(), c.ints_.end());
+    meta.has_range = true;
+    meta.min = *lo;
+    meta.max = *hi;
+  }
   if (c.spec_.nullable) {
     std::string levels;
     put_runs(levels, c.defined_, 1);
@@ -252,7 +270,16 @@ void TableWriter::write_column_chunk(ColumnData& c, ChunkMeta& meta) {
 }
 
 void TableWriter::flush_row_group() {
-  if (rows_in_group_ == 0 || fd_ < 0) return;
+  if (rows_in_group_ == 0) return;
+  for (const ColumnData& c : columns_)
+    if (c.rows_ != rows_in_group_ && error_.empty())  // a caller's mistake: the file would be corrupt
+      error_ = "column " + c.spec_.name + " has " + std::to_string(c.rows_) + " values for " +
+               std::to_string(rows_in_group_) + " rows";
+  if (fd_ < 0 || !error_.empty()) {  // nothing more can be written: hold no rows either
+    for (ColumnData& c : columns_) c.clear();
+    rows_in_group_ = 0;
+    return;
+  }
   thrift::CompactWriter group;  // RowGroup
   group.begin_list(1, thrift::kStruct, columns_.size());
   uint64_t total_uncompressed = 0;
@@ -265,9 +292,8 @@ void TableWriter::flush_row_group() {
     group.i64(2, static_cast<int64_t>(chunk_start));
     group.begin_struct(3);  // ColumnMetaData
     group.i32(1, physical(c.spec_.kind));
-    group.begin_list(2, thrift::kI32, meta.has_dictionary ? 3 : 2);
-    if (meta.has_dictionary) group.list_i32(kPlainDictionary);
-    group.list_i32(kPlain);
+    group.begin_list(2, thrift::kI32, 2);  // the values' encoding, and the levels'
+    group.list_i32(meta.has_dictionary ? kPlainDictionary : kPlain);
     group.list_i32(kRle);
     group.begin_list(3, thrift::kBinary, 1);
     group.list_binary(c.spec_.name);
@@ -277,6 +303,17 @@ void TableWriter::flush_row_group() {
     group.i64(7, static_cast<int64_t>(meta.compressed));
     group.i64(9, static_cast<int64_t>(meta.data_offset));
     if (meta.has_dictionary) group.i64(11, static_cast<int64_t>(meta.dictionary_offset));
+    group.begin_struct(12);  // Statistics
+    group.i64(3, static_cast<int64_t>(meta.nulls));
+    if (meta.has_range) {
+      int bytes = c.spec_.kind == Kind::kInt32 ? 4 : 8;
+      std::string max, min;
+      put_le(max, static_cast<uint64_t>(meta.max), bytes);
+      put_le(min, static_cast<uint64_t>(meta.min), bytes);
+      group.binary(5, max);  // max_value, min_value: signed order, as INT32 and INT64 sort
+      group.binary(6, min);
+    }
+    group.end_struct();
     group.end_struct();
     group.end_struct();
     c.clear();

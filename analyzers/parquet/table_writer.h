@@ -33,6 +33,10 @@ struct ColumnSpec {
 class ColumnData {
  public:
   explicit ColumnData(const ColumnSpec& spec) : spec_(spec) {}
+  // Moved, never copied: last_ views a key of this column's own map.
+  ColumnData(ColumnData&&) = default;
+  ColumnData(const ColumnData&) = delete;
+  ColumnData& operator=(const ColumnData&) = delete;
 
   void add(int64_t v) {
     ints_.push_back(v);
@@ -49,6 +53,7 @@ class ColumnData {
   // A string: kept as an index into the row group's dictionary. A run of the same text skips the
   // lookup.
   void add(std::string_view v);
+  void add(const char* v) = delete;  // would be add(bool): say std::string_view(v)
   void add_null() {
     if (!spec_.nullable) return add_zero();
     defined_.push_back(0);
@@ -90,8 +95,10 @@ class ColumnData {
 // this size they stay in the caches and their memory is reused from one group to the next.
 inline constexpr size_t kRowsPerGroup = size_t{1} << 17;
 
-// One Parquet file, written to `path` + a temporary suffix and renamed over `path` when closed
-// (a reader never sees half a file; a failed write leaves nothing).
+// One Parquet file, written under a hidden temporary name beside `path` (".<name>.tmp-<host>-<pid>",
+// which engines listing the folder skip) and renamed over `path` when closed: a reader never sees
+// half a file; a failed write leaves nothing. Integer columns carry their minimum, maximum and
+// null count per row group, so that engines skip row groups a filter on them rules out.
 class TableWriter {
  public:
   // `metadata`: key-value pairs for the footer (the schema's version). Rows are written out as a

@@ -1,7 +1,7 @@
 // export -o OUT: the job's traces as Parquet tables for SQL engines (DuckDB, Spark, Trino, ...),
 // one folder per table, partitioned Hive-style by job and host:
 //   OUT/<table>/job=<job>/host=<host>/<trace>.parquet
-// ops has one file per trace, the other tables one per host (named by its first trace). The
+// Every table has one file per trace, so a re-export of a trace replaces exactly its rows. The
 // schema, its version and what each column means: docs/schema.md (kSchemaVersion below).
 //
 // Every time is wall-clock ns since the epoch, on one clock for the traces of one export
@@ -10,7 +10,8 @@
 // own host's clock, and its files never collide with another node's (they are named by trace).
 //
 // Scale: each trace is read by one reader thread that writes its ops file as it reads (a row group
-// per 131,072 ops), so memory stays bounded by the row group, whatever the trace's size. Files are
+// per 131,072 ops), so memory stays bounded by the row group (and the trace's lifecycle, as every
+// report holds it), whatever the trace's size. Files are
 // written under a temporary name and renamed into place: a re-export replaces them whole, and the
 // same traces give the same bytes.
 #include "reports/shared.h"
@@ -170,8 +171,7 @@ class OpsFile {
     w.end_row();
     ++rows;
   }
-  // The communicator's id as the reports print it; one string per communicator, so that its
-  // rows share one address (the writer's run cache).
+  // The communicator's id as the reports print it, made once per communicator.
   const std::string& comm_text(uint64_t id) {
     if (id == last_comm_ && !comm_texts_.empty()) return *last_text_;
     auto [it, inserted] = comm_texts_.try_emplace(id);
@@ -214,7 +214,9 @@ void export_trace(const std::string& file, const std::string& staged, int64_t of
         if (r.type == trace::RecordType::kCollective || r.type == trace::RecordType::kGpuTiming) {
           timed.add(r);
         } else if (r.type == trace::RecordType::kStall) {
-          if (const auto* s = r.as<trace::StallRecord>()) out.stalls.push_back(*s);
+          // As many as the op model keeps: a watchdog writes one per stall and resolution.
+          if (const auto* s = r.as<trace::StallRecord>(); s && out.stalls.size() < kMaxStallsPerProcess)
+            out.stalls.push_back(*s);
         }
       },
       p.header, p.stats, out.problems);
@@ -242,10 +244,10 @@ std::string partition_file(const fs::path& out, const char* table, const std::st
   return (dir / (name + ".parquet")).string();
 }
 
-// The tables other than ops, for the traces of one host.
-class HostTables {
+// The tables other than ops, for one trace.
+class TraceTables {
  public:
-  HostTables(const fs::path& out, const std::string& job, const std::string& host, const std::string& name)
+  TraceTables(const fs::path& out, const std::string& job, const std::string& host, const std::string& name)
       : processes_(table_writer(partition_file(out, "processes", job, host, name), kProcessesSchema)),
         comms_(table_writer(partition_file(out, "comms", job, host, name), kCommsSchema)),
         resources_(table_writer(partition_file(out, "resources", job, host, name), kResourcesSchema)),
@@ -448,23 +450,20 @@ int run_export(const Options& options, const std::string& job_asked) {
   for (size_t i : usable) job.processes.push_back(traces[i].process);
   std::string job_id = job_name(job_asked, job, files);
 
-  // Per host, in the order the traces were given; ops moved into place, the other tables written.
-  std::map<std::string, std::vector<size_t>> by_host;
-  for (size_t i : usable) by_host[partition_value(traces[i].process.host())].push_back(i);
+  // Per trace, in the order given: its ops moved into place, its rows of the other tables written.
   Symbolizer symbolizer;
   Symbolizer* sym = options.symbolize ? &symbolizer : nullptr;
   std::vector<std::string> errors;
   uint64_t op_rows = 0, comm_rows = 0;
-  for (const auto& [host, members] : by_host) {
-    HostTables tables(out, job_id, host, stem_of(files[members.front()]));
-    for (size_t i : members) {
-      std::string name = valid_utf8(fs::path(files[i]).filename().string());
-      tables.add(traces[i], name, clock.offset(i), sym);
-      if (traces[i].staged.empty()) continue;
-      fs::rename(traces[i].staged, partition_file(out, "ops", job_id, host, stem_of(files[i])), ec);
-      if (ec) errors.push_back(fmt::format("cannot move the ops of {} into place: {}", files[i], ec.message()));
-      op_rows += traces[i].op_rows;
-    }
+  for (size_t i : usable) {
+    const TraceExport& t = traces[i];
+    std::string host = partition_value(t.process.host()), stem = stem_of(files[i]);
+    if (t.staged.empty()) errors.push_back(fmt::format("the ops of {} were not written", files[i]));
+    else if (fs::rename(t.staged, partition_file(out, "ops", job_id, host, stem), ec); ec)
+      errors.push_back(fmt::format("cannot move the ops of {} into place: {}", files[i], ec.message()));
+    op_rows += t.op_rows;
+    TraceTables tables(out, job_id, host, stem);
+    tables.add(t, valid_utf8(fs::path(files[i]).filename().string()), clock.offset(i), sym);
     comm_rows += tables.comm_rows();
     tables.close(errors);
   }

@@ -4,12 +4,12 @@
 WITH starts AS (
   SELECT job, host, comm_id, seq, rank, gpu_begin_ns AS t
   FROM ops
-  WHERE seq > 0 AND peer IS NULL AND NOT captured AND gpu_begin_ns IS NOT NULL
+  WHERE seq > 0 AND peer IS NULL AND rank >= 0 AND gpu_begin_ns IS NOT NULL
 ),
-present AS (
+present AS (  -- the ranks with any op on the communicator
   SELECT job, comm_id, count(DISTINCT rank) AS ranks
   FROM ops
-  WHERE seq > 0 AND peer IS NULL
+  WHERE rank >= 0
   GROUP BY job, comm_id
 ),
 ordered AS (

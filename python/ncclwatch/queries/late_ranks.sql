@@ -1,15 +1,16 @@
 -- Per-rank lateness: for every collective that all of a communicator's traced ranks started on the
--- GPU, which rank started last and by how much after the one before it. The ranks that are last far
+-- GPU, which rank started last and by how much after the one before it (a tie to the nanosecond
+-- goes to the lower rank). The ranks that are last far
 -- more often than 1 in n, by much, are stragglers (as `ncclwatch-report hang` judges them).
 WITH starts AS (
   SELECT job, host, comm_id, seq, rank, gpu_begin_ns AS t
   FROM ops
-  WHERE seq > 0 AND peer IS NULL AND NOT captured AND gpu_begin_ns IS NOT NULL
+  WHERE seq > 0 AND peer IS NULL AND rank >= 0 AND gpu_begin_ns IS NOT NULL
 ),
-present AS (
+present AS (  -- the ranks with any op on the communicator
   SELECT job, comm_id, count(DISTINCT rank) AS ranks
   FROM ops
-  WHERE seq > 0 AND peer IS NULL
+  WHERE rank >= 0
   GROUP BY job, comm_id
 ),
 complete AS (
