@@ -21,6 +21,17 @@ import sys
 
 TABLES = ("ops", "comms", "processes", "resources", "stalls", "environment", "notices")
 QUERIES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "queries")
+# Views over the tables that the named questions share (queries/views/<name>.sql, each a SELECT),
+# made on both engines by the same statement.
+VIEWS = os.path.join(QUERIES, "views")
+
+
+def _derived_views():
+    """(name, CREATE statement) of each view of queries/views, in name order."""
+    for name in sorted(os.listdir(VIEWS)):
+        if name.endswith(".sql"):
+            with open(os.path.join(VIEWS, name)) as f:
+                yield name[:-4], f"CREATE OR REPLACE TEMP VIEW {name[:-4]} AS\n{f.read()}"
 
 
 def queries():
@@ -52,7 +63,8 @@ def _check_export(export_dir):
 
 
 def connect(export_dir):
-    """A DuckDB connection with a view per table of the export."""
+    """A DuckDB connection with a view per table of the export, and the shared views (last_starts,
+    steady_gpu_calls)."""
     import duckdb
 
     con = duckdb.connect()
@@ -60,6 +72,8 @@ def connect(export_dir):
         files = os.path.join(export_dir, table, "*", "*", "*.parquet").replace("'", "''")
         con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{files}', hive_partitioning = true, "
                     "hive_types = {'job': VARCHAR, 'host': VARCHAR}, union_by_name = true)")
+    for _, statement in _derived_views():
+        con.execute(statement)
     return con
 
 
@@ -73,18 +87,22 @@ def sql(export_dir, text):
 
 
 def spark_views(spark, export_dir):
-    """The same views on Spark (a SparkSession): a temporary view per table of the export."""
+    """The same views on Spark (a SparkSession): a temporary view per table of the export, and the
+    shared ones."""
     spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
     for table in TABLES:
         path = export_dir.rstrip("/") + "/" + table
         # mergeSchema: exports of a later schema version (columns added at the end) read beside older ones.
         spark.read.option("basePath", path).option("mergeSchema", "true").parquet(path).createOrReplaceTempView(table)
+    for _, statement in _derived_views():
+        spark.sql(statement)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="ncclwatch sql", description=__doc__.split("\n\n")[0])
     parser.add_argument("export", nargs="?", help="the folder `ncclwatch-report export -o` wrote")
-    parser.add_argument("statement", nargs="?", help="one SQL statement over the views " + ", ".join(TABLES))
+    parser.add_argument("statement", nargs="?", help="one SQL statement over the views " + ", ".join(TABLES) +
+                        ", last_starts, steady_gpu_calls")
     parser.add_argument("--query", help="a named question of queries/ instead of a statement (see --list)")
     parser.add_argument("--list", action="store_true", help="the named questions")
     parser.add_argument("--csv", action="store_true", help="comma-separated rows instead of a table")
