@@ -43,6 +43,14 @@ void put_le(std::string& out, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
 }
 
+// Appends `count` values of `values` as they lie in memory (little-endian hosts only: x86-64, arm64).
+template <class T> void put_raw(std::string& out, const T* values, size_t count) {
+  if (count == 0) return;  // an empty vector's data() may be null, which memcpy must never get
+  size_t start = out.size();
+  out.resize(start + sizeof(T) * count);
+  std::memcpy(out.data() + start, values, sizeof(T) * count);
+}
+
 void put_varint(std::string& out, uint64_t v) {
   while (v >= 0x80) {
     out.push_back(static_cast<char>((v & 0x7F) | 0x80));
@@ -234,23 +242,15 @@ void TableWriter::write_column_chunk(ColumnData& c, ChunkMeta& meta) {
     case Kind::kInt32: {
       narrowed_.resize(c.ints_.size());
       for (size_t i = 0; i < c.ints_.size(); ++i) narrowed_[i] = static_cast<int32_t>(c.ints_[i]);
-      size_t start = body.size();
-      body.resize(start + 4 * narrowed_.size());
-      std::memcpy(body.data() + start, narrowed_.data(), 4 * narrowed_.size());  // little-endian, as below
+      put_raw(body, narrowed_.data(), narrowed_.size());
       break;
     }
-    case Kind::kInt64: {
-      size_t start = body.size();
-      body.resize(start + 8 * c.ints_.size());
-      std::memcpy(body.data() + start, c.ints_.data(), 8 * c.ints_.size());  // little-endian hosts only (x86-64, arm64)
+    case Kind::kInt64:
+      put_raw(body, c.ints_.data(), c.ints_.size());
       break;
-    }
-    case Kind::kDouble: {
-      size_t start = body.size();
-      body.resize(start + 8 * c.doubles_.size());
-      std::memcpy(body.data() + start, c.doubles_.data(), 8 * c.doubles_.size());
+    case Kind::kDouble:
+      put_raw(body, c.doubles_.data(), c.doubles_.size());
       break;
-    }
     case Kind::kString: {
       int bit_width = std::max(1, static_cast<int>(std::bit_width(c.dictionary_.empty() ? 0u : c.dictionary_.size() - 1)));
       body.push_back(static_cast<char>(bit_width));

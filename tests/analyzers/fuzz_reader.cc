@@ -77,5 +77,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   run_html(options);
   options.output = "";
   run_metrics(options);
+  options.output = path + ".export";  // its files are named by the input: replaced each time
+  run_export(options, "");
   return 0;
 }

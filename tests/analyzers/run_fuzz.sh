@@ -31,7 +31,7 @@ if ! "$cxx" -fsanitize=fuzzer "$work/probe.cc" -o "$work/probe" >"$work/probe.lo
   exit 77
 fi
 
-sources="$(ls "$root"/analyzers/model/*.cc "$root"/analyzers/reports/*.cc) $here/fuzz_reader.cc"
+sources="$(ls "$root"/analyzers/model/*.cc "$root"/analyzers/parquet/*.cc "$root"/analyzers/reports/*.cc) $here/fuzz_reader.cc"
 # fmt from its library (libfmt-dev), not header-only as in the main build: that halves the build
 # time, and fmt itself is not what is fuzzed. Line tables are all the crash reports need.
 # The header meson generates (common/meson.build), made here from meson.build's version.
@@ -42,7 +42,7 @@ cmp -s "$work/gen/ncclwatch_version.h.new" "$work/gen/ncclwatch_version.h" 2>/de
   mv "$work/gen/ncclwatch_version.h.new" "$work/gen/ncclwatch_version.h"
 flags="-std=c++20 -O1 -gline-tables-only -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -I$root/analyzers -I$root/common -I$work/gen"
 link="-fsanitize=fuzzer,address,undefined"
-libs="-lfmt -ldw -lelf -lz -lpthread"
+libs="-lfmt -ldw -lelf -lz -lzstd -lpthread"
 start=$(date +%s)
 if command -v ninja >/dev/null 2>&1; then
   # A ninja file: objects build in parallel and only when their source or a header changed.
