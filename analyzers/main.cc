@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -13,11 +14,13 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 using namespace ncclwatch::report;
 
 namespace {
 
-const std::vector<std::string> kReports = {"summary", "leaks", "latency", "hang", "timeline", "html", "metrics", "dump", "watch", "export"};
+const std::vector<std::string> kReports = {"summary", "leaks", "latency", "hang", "timeline", "html", "metrics", "dump", "watch", "export", "sql"};
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -48,8 +51,40 @@ bool refuse_unknown_report(int argc, char** argv) {
     if (size_t d = edit_distance(word, r); d < best) best = d, closest = r;
   say("'{}' is neither a report nor an existing file or folder{}", word,
       closest.empty() ? "" : " (did you mean '" + closest + "'?)");
-  say_line("reports: summary, leaks, latency, hang, timeline, html, metrics, dump, watch, export; see ncclwatch-report --help");
+  say_line("reports: summary, leaks, latency, hang, timeline, html, metrics, dump, watch, export, sql; see ncclwatch-report --help");
   return true;
+}
+
+// `ncclwatch-report sql EXPORT ...`: the queries run in DuckDB, which lives in Python, so the
+// Python package answers (ncclwatch._sql). Its copy beside this program comes first: the Python
+// package's bin/ (a wheel) or a source tree's python/ (a build folder inside it); else whatever
+// python3 imports.
+int hand_sql_to_python(int argc, char** argv) {
+  std::error_code ec;
+  std::filesystem::path here = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
+  std::string python_path;
+  for (const std::filesystem::path& package_parent : {here / ".." / "..", here / ".." / ".." / "python"})
+    if (!ec && std::filesystem::exists(package_parent / "ncclwatch" / "_sql.py", ec)) {
+      python_path = std::filesystem::weakly_canonical(package_parent, ec).string();
+      break;
+    }
+  if (!python_path.empty()) {
+    const char* old = getenv("PYTHONPATH");
+    setenv("PYTHONPATH", (python_path + (old && *old ? ":" + std::string(old) : "")).c_str(), 1);
+  }
+  static const char* kRunSql =
+      "import sys\n"
+      "try:\n"
+      "    from ncclwatch._sql import main\n"
+      "except ImportError as e:\n"
+      "    sys.exit(f'ncclwatch-report sql: needs the ncclwatch Python package ({e}): pip install ncclwatch[sql]')\n"
+      "sys.exit(main(sys.argv[1:], prog='ncclwatch-report sql'))\n";
+  std::vector<char*> args = {const_cast<char*>("python3"), const_cast<char*>("-c"), const_cast<char*>(kRunSql)};
+  for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+  args.push_back(nullptr);
+  execvp("python3", args.data());
+  say("sql runs in Python (DuckDB), and python3 could not be started: {}", std::strerror(errno));
+  return 2;
 }
 
 }  // namespace
@@ -79,6 +114,7 @@ bool settle_output_format(Options& options) {
 }
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "sql") == 0) return hand_sql_to_python(argc, argv);
   if (refuse_unknown_report(argc, argv)) return 2;
   // Named, not argv[0]: usage lines show the command, not where it was built.
   CLI::App app{"ncclwatch-report: leak, latency, hang and timeline reports from ncclwatch trace files", "ncclwatch-report"};
@@ -96,7 +132,8 @@ int main(int argc, char** argv) {
       "  ncclwatch-report hang --format csv traces/ > hang.csv   one row per finding, for a spreadsheet\n"
       "  ncclwatch-report hang --json traces/\n"
       "  ncclwatch-report html -o report.html traces/   one page to open in a browser (offline)\n"
-      "  ncclwatch-report metrics -o /var/lib/prometheus/node-exporter/ncclwatch.prom ncclwatch/job-1234");
+      "  ncclwatch-report metrics -o /var/lib/prometheus/node-exporter/ncclwatch.prom ncclwatch/job-1234\n"
+      "  ncclwatch-report export -o fleet/ ncclwatch/job-1234 && ncclwatch-report sql fleet/ --query late_hosts");
   app.set_version_flag("--version", std::string("ncclwatch-report ") + NCCLWATCH_VERSION + " (trace format " +
                                         std::to_string(ncclwatch::trace::kVersion) + ", reads formats " +
                                         std::to_string(ncclwatch::trace::kOldestReadableFormat) + " to " +
@@ -163,6 +200,9 @@ int main(int argc, char** argv) {
   std::string export_job;
   export_tables->add_option("--job", export_job, "the job's name in the tables (default: NCCLWATCH_JOB, SLURM_JOB_ID or TORCHELASTIC_RUN_ID as the traces recorded it, else the traces' folder)");
   export_tables->add_flag_callback("--no-symbols", [&] { options.symbolize = false; }, "skip symbolizing call sites");
+  // Listed for --help and completion; main() hands `sql` to Python before parsing.
+  app.add_subcommand("sql", "SQL over an export with DuckDB: sql EXPORT \"SELECT ...\" | sql EXPORT --query NAME | sql --list")
+      ->prefix_command();
   CLI::App* dump = app.add_subcommand("dump", "every record of trace files as JSON Lines (a file_header line first for each)");
   dump->add_option("paths", options.inputs, "trace files or a job folder")->required();
   dump->add_flag("--json", options.json, "accepted for symmetry: the output is JSON Lines");

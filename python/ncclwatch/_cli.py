@@ -26,6 +26,10 @@ def main():
 
 
 def report_main():
+    if sys.argv[1:2] == ["sql"]:  # in this Python, whose DuckDB the user installed
+        from ._sql import main as sql_main
+
+        return sql_main(sys.argv[2:], prog="ncclwatch-report sql")
     try:
         report = report_path()
     except FileNotFoundError as e:

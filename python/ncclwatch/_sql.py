@@ -98,8 +98,8 @@ def spark_views(spark, export_dir):
         spark.sql(statement)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="ncclwatch sql", description=__doc__.split("\n\n")[0])
+def main(argv=None, prog="ncclwatch sql"):
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("export", nargs="?", help="the folder `ncclwatch-report export -o` wrote")
     parser.add_argument("statement", nargs="?", help="one SQL statement over the views " + ", ".join(TABLES) +
                         ", last_starts, steady_gpu_calls")
@@ -113,12 +113,12 @@ def main(argv=None):
         return 0
     if not args.export or bool(args.statement) == bool(args.query):
         parser.print_usage(sys.stderr)
-        print("ncclwatch sql: give an export folder and either a statement or --query NAME", file=sys.stderr)
+        print(f"{prog}: give an export folder and either a statement or --query NAME", file=sys.stderr)
         return 2
     try:
         import duckdb  # noqa: F401
     except ImportError:
-        print("ncclwatch sql: needs DuckDB: pip install duckdb", file=sys.stderr)
+        print(f"{prog}: needs DuckDB: pip install duckdb", file=sys.stderr)
         return 2
     try:
         text = query(args.query) if args.query else args.statement
@@ -134,7 +134,7 @@ def main(argv=None):
             with pd.option_context("display.max_rows", 200, "display.max_columns", 50, "display.width", 200):
                 print(result.df().to_string(index=False))
     except (ValueError, duckdb.Error) as e:
-        print(f"ncclwatch sql: {e}", file=sys.stderr)
+        print(f"{prog}: {e}", file=sys.stderr)
         return 2
     return 0
 

@@ -20,6 +20,7 @@ _ncclwatch_report() {
   for ((i = 1; i < COMP_CWORD; i++)); do
     case ${COMP_WORDS[i]} in -*) ;; *) if _ncclwatch_help_words sub "$tool" | grep -qx -- "${COMP_WORDS[i]}"; then sub=${COMP_WORDS[i]}; break; fi ;; esac
   done
+  if [ "$sub" = "sql" ]; then _ncclwatch_sql; return; fi
   # An option's value: --format's three, a file after -o and --metrics-file, nothing to offer after
   # the others that take one (numbers, ranks, a communicator).
   case ${COMP_WORDS[COMP_CWORD-1]} in
@@ -37,17 +38,27 @@ _ncclwatch_report() {
   fi
 }
 
+# sql EXPORT (of either command): folders, the named questions after --query.
+_ncclwatch_sql() {
+  local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
+  case $prev in
+    --query) COMPREPLY=($(compgen -W "$("${COMP_WORDS[0]}" sql --list 2>/dev/null | cut -d' ' -f1)" -- "$cur")) ;;
+    *) COMPREPLY=($(compgen -d -W "--query --list --csv" -- "$cur")) ;;
+  esac
+}
+
 # ncclwatch run [--dir DIR] [--on-leak MODE] -- CMD: after "--", the command's own completion;
-# ncclwatch sql EXPORT: folders, the named questions after --query.
+# ncclwatch export and sql: as ncclwatch-report's.
 _ncclwatch_launcher() {
   local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} i
   for ((i = 1; i < COMP_CWORD; i++)); do
     if [ "${COMP_WORDS[i]}" = "--" ]; then COMPREPLY=($(compgen -c -- "$cur")); return; fi
   done
-  if [ "${COMP_WORDS[1]}" = "sql" ] && [ "$COMP_CWORD" -gt 1 ]; then
+  if [ "${COMP_WORDS[1]}" = "sql" ] && [ "$COMP_CWORD" -gt 1 ]; then _ncclwatch_sql; return; fi
+  if [ "${COMP_WORDS[1]}" = "export" ] && [ "$COMP_CWORD" -gt 1 ]; then
     case $prev in
-      --query) COMPREPLY=($(compgen -W "$("${COMP_WORDS[0]}" sql --list 2>/dev/null | cut -d' ' -f1)" -- "$cur")) ;;
-      *) COMPREPLY=($(compgen -d -W "--query --list --csv" -- "$cur")) ;;
+      -o|--output) COMPREPLY=($(compgen -d -- "$cur")) ;;
+      *) COMPREPLY=($(compgen -f -W "-o --output --job --no-symbols --all" -- "$cur")) ;;
     esac
     return
   fi
@@ -55,7 +66,7 @@ _ncclwatch_launcher() {
     --dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
     --on-leak) COMPREPLY=($(compgen -W "warn fail off" -- "$cur")); return ;;
   esac
-  if [ "$COMP_CWORD" -eq 1 ]; then COMPREPLY=($(compgen -W "run sql --version --help" -- "$cur")); return; fi
+  if [ "$COMP_CWORD" -eq 1 ]; then COMPREPLY=($(compgen -W "run export sql --version --help" -- "$cur")); return; fi
   COMPREPLY=($(compgen -W "$("${COMP_WORDS[0]}" --help 2>/dev/null | grep -o -- '--[a-z-]*' | sort -u) --" -- "$cur"))
 }
 

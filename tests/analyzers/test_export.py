@@ -17,6 +17,7 @@ from report_harness import GEN, REAL, REPORT, check, report, run_case, tempdir  
 
 import ncclwatch  # noqa: E402
 
+LAUNCHER = os.path.join(ROOT, "scripts", "ncclwatch")
 TABLES = ("ops", "comms", "processes", "resources", "stalls", "environment", "notices")
 
 
@@ -196,6 +197,32 @@ def test_exports_are_the_same_bytes_and_replace_in_place():
     check(replays[0]["n"] > 0 and replays[0]["g"] >= 1 and captured[0]["n"] > 0, (replays, captured))
 
 
+def test_each_spelling_of_the_commands_answers_the_same():
+    # `ncclwatch export` is `ncclwatch-report export`; `ncclwatch-report sql` (the C++ tool handing
+    # over to the Python package) and the package's own entry point answer as `ncclwatch sql`.
+    folder = os.path.join(REAL, "straggler")
+    a = export(folder)
+    b = os.path.join(tempdir(), "out")
+    p = subprocess.run([LAUNCHER, "export", folder, "-o", b], capture_output=True, text=True, timeout=300)
+    check(p.returncode == 0, p.stderr)
+    for root, _, files in os.walk(a):
+        for f in files:
+            rel = os.path.relpath(os.path.join(root, f), a)
+            check(filecmp.cmp(os.path.join(a, rel), os.path.join(b, rel), shallow=False), f"{rel} differs")
+    entry_point = ("import sys; from ncclwatch._cli import report_main; sys.argv[0] = 'ncclwatch-report'; "
+                   "sys.exit(report_main())")
+    answers = []
+    for command in ([LAUNCHER, "sql"], [REPORT, "sql"], [sys.executable, "-c", entry_point, "sql"]):
+        p = subprocess.run(command + [a, "--query", "late_ranks", "--csv"], capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python")))
+        check(p.returncode == 0, (command, p.stderr))
+        answers.append(p.stdout)
+    check(answers[0].count("\n") == 2 and answers[0] == answers[1] == answers[2], answers)
+    p = subprocess.run([REPORT, "sql", a, "SELEC nothing"], capture_output=True, text=True, timeout=60)
+    check(p.returncode == 2 and p.stderr.startswith("ncclwatch-report sql:") and "syntax error" in p.stderr.lower(),
+          p.stderr)
+
+
 def test_nodes_export_their_own_traces_into_one_folder():
     # Each host's traces exported on their own, all at once, into one folder: no file collides, and
     # the tables hold what one export of the whole job holds (times aside: each host's export is on
@@ -256,7 +283,7 @@ def test_bad_inputs_named():
     names = rows(out, "SELECT name FROM comms WHERE name IS NOT NULL")
     check(names and any("\ufffd" in r["name"] for r in names), names)  # the cut character, replaced
     # ncclwatch sql: a folder that is no export, and SQL that does not parse, named.
-    sql = [os.path.join(ROOT, "scripts", "ncclwatch"), "sql"]
+    sql = [LAUNCHER, "sql"]
     p = subprocess.run(sql + [empty, "SELECT 1"], capture_output=True, text=True, timeout=60)
     check(p.returncode == 2 and "not an export" in p.stderr, p.stderr)
     p = subprocess.run(sql + [out, "SELEC nothing"], capture_output=True, text=True, timeout=60)

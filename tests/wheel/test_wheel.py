@@ -88,6 +88,9 @@ def main():
         listed = run(["ncclwatch", "sql", "--list"], env=env, cwd=tmp).stdout
         questions = [f for f in os.listdir(os.path.join(ROOT, "python", "ncclwatch", "queries")) if f.endswith(".sql")]
         assert "late_hosts" in listed and len(listed.splitlines()) == len(questions), listed
+        assert run(["ncclwatch-report", "sql", "--list"], env=env, cwd=tmp).stdout == listed
+        again = run(["ncclwatch", "export", traces, "-o", os.path.join(tmp, "export")], env=env, cwd=tmp).stdout
+        assert "2 trace(s)" in again, again
         dumped = 0
         for f in files:
             records = [json.loads(line) for line in run([report, "dump", f]).stdout.splitlines()]
