@@ -113,11 +113,8 @@ bool settle_output_format(Options& options) {
   return true;
 }
 
-int main(int argc, char** argv) {
-  if (argc >= 2 && std::strcmp(argv[1], "sql") == 0) return hand_sql_to_python(argc, argv);
-  if (refuse_unknown_report(argc, argv)) return 2;
-  // Named, not argv[0]: usage lines show the command, not where it was built.
-  CLI::App app{"ncclwatch-report: leak, latency, hang and timeline reports from ncclwatch trace files", "ncclwatch-report"};
+// The --help footer (paths, exit status, examples) and the --version line.
+void describe_tool(CLI::App& app) {
   app.footer(
       "PATHS are trace files or job folders (a folder's own *.nwt files; subfolders are not searched). A launcher\n"
       "folder (`ncclwatch run` writes ./ncclwatch/job-<id>) means its newest job, named on stderr; --all reads\n"
@@ -138,6 +135,14 @@ int main(int argc, char** argv) {
                                         std::to_string(ncclwatch::trace::kVersion) + ", reads formats " +
                                         std::to_string(ncclwatch::trace::kOldestReadableFormat) + " to " +
                                         std::to_string(ncclwatch::trace::kVersion) + ")");
+}
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "sql") == 0) return hand_sql_to_python(argc, argv);
+  if (refuse_unknown_report(argc, argv)) return 2;
+  // Named, not argv[0]: usage lines show the command, not where it was built.
+  CLI::App app{"ncclwatch-report: leak, latency, hang and timeline reports from ncclwatch trace files", "ncclwatch-report"};
+  describe_tool(app);
   app.require_subcommand(0, 1);
   Options options;
 
