@@ -60,14 +60,16 @@ bool refuse_unknown_report(int argc, char** argv) {
 // package's bin/ (a wheel) or a source tree's python/ (a build folder inside it); else whatever
 // python3 imports.
 int hand_sql_to_python(int argc, char** argv) {
-  std::error_code ec;
-  std::filesystem::path here = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
+  std::error_code no_exe;
+  std::filesystem::path here = std::filesystem::read_symlink("/proc/self/exe", no_exe).parent_path();
   std::string python_path;
-  for (const std::filesystem::path& package_parent : {here / ".." / "..", here / ".." / ".." / "python"})
-    if (!ec && std::filesystem::exists(package_parent / "ncclwatch" / "_sql.py", ec)) {
-      python_path = std::filesystem::weakly_canonical(package_parent, ec).string();
+  for (const std::filesystem::path& package_parent : {here / ".." / "..", here / ".." / ".." / "python"}) {
+    std::error_code unreadable;
+    if (!no_exe && std::filesystem::exists(package_parent / "ncclwatch" / "_sql.py", unreadable)) {
+      python_path = std::filesystem::weakly_canonical(package_parent, unreadable).string();
       break;
     }
+  }
   if (!python_path.empty()) {
     const char* old = getenv("PYTHONPATH");
     setenv("PYTHONPATH", (python_path + (old && *old ? ":" + std::string(old) : "")).c_str(), 1);
