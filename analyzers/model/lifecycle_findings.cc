@@ -222,8 +222,12 @@ std::string signal_name(int sig) {
 
 std::string trace_end_text(const ProcessTrace& p) {
   if (!p.process_end) return "the trace ends (the process was killed)";
-  if (p.process_end->reason == static_cast<uint32_t>(trace::ExitReason::kSignal)) return signal_name(p.process_end->signal);
-  return "the process exited";
+  switch (static_cast<trace::ExitReason>(p.process_end->reason)) {
+    case trace::ExitReason::kSignal: return signal_name(p.process_end->signal);
+    case trace::ExitReason::kQuickExit: return fmt::format("the process ended by _exit({})", p.process_end->signal);
+    case trace::ExitReason::kExec: return "the process image was replaced (exec)";
+    default: return "the process exited";
+  }
 }
 
 }  // namespace ncclwatch::model

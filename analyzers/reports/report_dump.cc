@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <iostream>
+#include <iterator>
 
 namespace ncclwatch::report {
 namespace {
@@ -98,8 +99,10 @@ void add_exit_fields(const RecordView& r, json& j) {
   const auto* x = r.as<ExitRecord>();
   if (!x) return;
   j["time_ns"] = x->time_ns;
-  j["reason"] = x->reason == 1 ? "normal" : x->reason == 2 ? "signal" : x->reason == 3 ? "python_finalizing" : "unknown";
+  static constexpr const char* kReasons[] = {"unknown", "normal", "signal", "python_finalizing", "quick_exit", "exec"};
+  j["reason"] = x->reason < std::size(kReasons) ? kReasons[x->reason] : "unknown";
   j["signal"] = x->signal;
+  if (x->reason == static_cast<uint32_t>(trace::ExitReason::kQuickExit)) j["status"] = x->signal;
   j["live_comms"] = x->live_comms;
   j["live_resources"] = x->live_resources;
   j["lost_records"] = x->lost_records;

@@ -227,14 +227,17 @@ static_assert(sizeof(StringsRecord) % 8 == 0);
 enum class ExitReason : uint32_t {
   kNormal = 1,          // exit() or return from main
   kSignal = 2,          // a fatal signal (ExitRecord.signal)
-  kPythonFinalizing = 3 // the Python interpreter began shutting down
+  kPythonFinalizing = 3, // the Python interpreter began shutting down
+  kQuickExit = 4,        // _exit()/_Exit() called directly (ExitRecord.signal holds its status)
+  kExec = 5              // an exec replaced the process image
+  // (new reasons need no new format: a reader that does not know one takes it for a normal end)
 };
 
 struct ExitRecord {
   RecordHeader h;
   int64_t time_ns;       // CLOCK_MONOTONIC
   uint32_t reason;       // ExitReason
-  int32_t signal;        // for kSignal
+  int32_t signal;        // kSignal: the signal; kQuickExit: the status given to _exit()
   uint32_t live_comms;   // communicators not destroyed at this point (kProcessEnd)
   uint32_t live_resources;
   uint64_t lost_records; // records dropped so far

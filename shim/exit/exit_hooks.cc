@@ -40,8 +40,6 @@ std::atomic<bool> g_interrupt_passed_on{false};
 using PyAtExitFn = int (*)(void (*)());
 
 constexpr int kWatchedSignals[] = {SIGTERM, SIGINT, SIGHUP};
-struct sigaction g_previous[NSIG];
-std::atomic<bool> g_signals_installed{false};  // survives fork: the child inherits the handlers
 
 void write_exit_record(trace::RecordType type, ExitReason reason, int signal, uint32_t live_comms,
                        uint32_t live_resources) noexcept {
@@ -257,44 +255,35 @@ void on_python_finalized() {
   write_final_live_metrics();
 }
 
-void on_fatal_signal(int sig, siginfo_t* info, void* context) {
-  const struct sigaction& previous = g_previous[sig];
-  if (previous.sa_flags & SA_SIGINFO) {
-    if (previous.sa_sigaction) previous.sa_sigaction(sig, info, context);
-    return;
-  }
-  if (previous.sa_handler == SIG_IGN) return;
-  if (previous.sa_handler != SIG_DFL) {
-    // The application handles it (Python turns SIGINT into KeyboardInterrupt): its own exit
-    // path will reach our exit hook if it does exit.
-    if (sig == SIGINT) g_interrupt_passed_on.store(true, std::memory_order_relaxed);
-    previous.sa_handler(sig);
-    return;
-  }
-  int saved_errno = errno;
+// The application had no handler (or a one-shot one already ran): the process dies by `sig`
+// next. Signal context: the table is read without waiting.
+void before_death_by_signal(int sig) noexcept {
   mark_exit_began(ExitReason::kSignal, sig);
   finish_process(ExitReason::kSignal, sig, false);
-  // Die as the application would have without us.
-  signal(sig, SIG_DFL);
-  errno = saved_errno;
-  raise(sig);
+}
+
+// The application handles it (Python turns SIGINT into KeyboardInterrupt): its own exit path will
+// reach our exit hook if it does exit.
+void before_application_handler(int sig) noexcept {
+  if (sig == SIGINT) g_interrupt_passed_on.store(true, std::memory_order_relaxed);
 }
 
 void install_signal_handlers() {
-  if (g_signals_installed.exchange(true)) return;
-  for (int sig : kWatchedSignals) {
-    // An ignored signal stays ignored, untouched: a handler would not be inherited across exec
-    // as SIG_IGN is (`nohup` would stop protecting the job's children), and the signal cannot
-    // end the process anyway.
-    struct sigaction current{};
-    if (sigaction(sig, nullptr, &current) == 0 && !(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_IGN)
-      continue;
-    struct sigaction ours{};
-    ours.sa_sigaction = on_fatal_signal;
-    ours.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&ours.sa_mask);
-    sigaction(sig, &ours, &g_previous[sig]);
-  }
+  SignalClaim claim;
+  claim.before_default = before_death_by_signal;
+  claim.before_handler = before_application_handler;
+  // An ignored signal stays ignored, untouched: a handler would not be inherited across exec
+  // as SIG_IGN is (`nohup` would stop protecting the job's children), and the signal cannot
+  // end the process anyway.
+  for (int sig : kWatchedSignals) claim_signal(sig, claim, /*leave_ignored=*/true);
+}
+
+// Whether this is the process image the shim attached to: a vfork child shares our memory (and
+// ran no fork handler), so it must never end our trace.
+std::atomic<pid_t> g_attached_pid{0};
+bool is_attached_image() noexcept {
+  return detail::g_process_attached.load(std::memory_order_acquire) &&
+         getpid() == g_attached_pid.load(std::memory_order_relaxed);
 }
 
 // The one after-fork reset: NCCL state does not cross fork, so the child starts with nothing and
@@ -348,6 +337,7 @@ void attach_process() noexcept {
       python_hook_registered = true;
     }
     print_setting_problems();
+    g_attached_pid.store(getpid(), std::memory_order_relaxed);
     detail::g_process_attached.store(true, std::memory_order_release);
   } catch (...) {
     notice_once(Notice::kAttachFailed,
@@ -358,6 +348,34 @@ void attach_process() noexcept {
   report_untraced_nccl(false);
 }
 
+
+void image_ends_by_quick_exit(int status) noexcept {
+  if (!is_attached_image()) return;
+  // The GPU timing thread records what already ran (bounded; it makes the CUDA calls, not us).
+  stop_gpu_timer(/*let_running_finish=*/true);
+  mark_exit_began(ExitReason::kQuickExit, status);
+  // _exit may be called from a signal handler: the table is read without waiting.
+  finish_process(ExitReason::kQuickExit, status, false);
+  write_final_live_metrics();
+}
+
+void image_ends_by_exec() noexcept {
+  if (is_attached_image()) {
+    stop_gpu_timer(/*let_running_finish=*/true);
+    // No ExitBegin: nothing of the program's own runs after this point in the image.
+    finish_process(ExitReason::kExec, 0, false);
+  }
+  give_back_claimed_signals();
+}
+
+void exec_failed() noexcept {
+  reclaim_signals();
+  if (!is_attached_image()) return;
+  // The image goes on: the real end is written again when it comes (readers keep the last).
+  g_alert_done.store(false, std::memory_order_relaxed);
+  notice_once(Notice::kExecFailed, "ncclwatch: an exec failed after the trace was ended for it; the process goes on "
+                                   "and its trace continues (GPU timing stays off)");
+}
 
 bool program_exiting() noexcept {
   if (g_exit_began.load(std::memory_order_relaxed)) return true;

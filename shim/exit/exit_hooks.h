@@ -23,4 +23,13 @@ inline bool process_attached() noexcept {
 // interpreter is finalizing (PyTorch aborts communicators from destructors at that point).
 bool program_exiting() noexcept;
 
+// The image ends without exit(): _exit()/_Exit(status) called directly (multiprocessing workers,
+// vfork children), or an exec about to replace it. The trace ends as the image does, with what the
+// GPU timing thread still had to record; the alert is printed as at exit. A vfork child (it shares
+// our memory) never ends our trace. Called by the interposed functions (exit/image_end_exports.cc).
+void image_ends_by_quick_exit(int status) noexcept;
+void image_ends_by_exec() noexcept;
+// The exec returned (it failed): the process goes on, with our signal handlers back in front.
+void exec_failed() noexcept;
+
 }  // namespace ncclwatch

@@ -141,8 +141,7 @@ std::vector<LaunchThread*> launch_threads() {
 TimingMode decide_timing_mode() noexcept {
   TimingRequest wanted = config().timing;
   TimingMode decided = TimingMode::kHost;
-  if (wanted == TimingRequest::kOff) decided = TimingMode::kOff;
-  else if (wanted == TimingRequest::kHost) decided = TimingMode::kHost;
+  if (wanted == TimingRequest::kHost) decided = TimingMode::kHost;
   else if (cuda_driver()) decided = TimingMode::kGpu;
   else if (wanted == TimingRequest::kGpu)
     notice_once(Notice::kNoCudaDriver, "ncclwatch: NCCLWATCH_TIMING=gpu but no usable CUDA driver; timing on the host");

@@ -15,7 +15,7 @@
 
 namespace ncclwatch {
 
-enum class TimingMode { kGpu, kHost, kOff };
+enum class TimingMode { kGpu, kHost };
 
 // NCCLWATCH_TIMING (gpu where a CUDA driver is usable, else host), decided at the first op.
 TimingMode decide_timing_mode() noexcept;

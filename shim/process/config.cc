@@ -25,15 +25,27 @@ class SettingsParser {
     return value && *value ? value : nullptr;
   }
 
-  // A whole number in [min, max]; digits only (no sign, no suffix), overflow refused.
+  // Every number is spelled one way: decimal digits, and for seconds a fraction after one point
+  // ("5", "0.25"); no sign, space, exponent, hexadecimal or suffix.
+  static bool plain_decimal(const char* text, bool fraction_allowed) {
+    const char* p = text;
+    while (*p >= '0' && *p <= '9') ++p;
+    if (p == text) return false;
+    if (*p == '.' && fraction_allowed) {
+      const char* digits = ++p;
+      while (*p >= '0' && *p <= '9') ++p;
+      if (p == digits) return false;
+    }
+    return *p == '\0';
+  }
+
+  // A whole number in [min, max]; overflow refused.
   template <class T> void whole(const char* name, T& out, uint64_t min, uint64_t max) {
     const char* text = raw(name);
     if (!text) return;
     errno = 0;
-    char* end = nullptr;
-    unsigned long long value = std::strtoull(text, &end, 10);
-    bool digits_only = text[0] >= '0' && text[0] <= '9' && *end == '\0';
-    if (!digits_only || errno == ERANGE || value < min || value > max) {
+    unsigned long long value = std::strtoull(text, nullptr, 10);
+    if (!plain_decimal(text, false) || errno == ERANGE || value < min || value > max) {
       refuse(name, text, "a whole number from " + std::to_string(min) + " to " + std::to_string(max),
              std::to_string(out));
       return;
@@ -45,17 +57,23 @@ class SettingsParser {
   void seconds(const char* name, double& out, double min, double max) {
     const char* text = raw(name);
     if (!text) return;
-    char* end = nullptr;
-    double value = std::strtod(text, &end);
-    if (end == text || *end != '\0' || !std::isfinite(value) || value < min || value > max) {
+    double value = plain_decimal(text, true) ? std::strtod(text, nullptr) : -1;
+    if (!plain_decimal(text, true) || !std::isfinite(value) || value < min || value > max) {
       refuse(name, text, "seconds from " + trimmed(min) + " to " + trimmed(max), trimmed(out));
       return;
     }
     out = value;
   }
 
-  // One of `choices` (exact spelling); returns its index, or -1 when unset or refused.
-  int choice(const char* name, std::initializer_list<std::string_view> choices, std::string_view current) {
+  // A spelling no longer taken, and what it gives instead (said as a refusal).
+  struct Withdrawn {
+    std::string_view spelling, instead;
+  };
+
+  // One of `choices` (exact spelling); returns its index, or -1 when unset or refused. A withdrawn
+  // spelling is refused, naming what is used, and returns choices.size() + its index.
+  int choice(const char* name, std::initializer_list<std::string_view> choices, std::string_view current,
+             std::initializer_list<Withdrawn> withdrawn = {}) {
     const char* text = raw(name);
     if (!text) return -1;
     int index = 0;
@@ -64,6 +82,13 @@ class SettingsParser {
       if (c == text) return index;
       if (index++) spelled += " or ";
       spelled += c;
+    }
+    for (const Withdrawn& w : withdrawn) {
+      if (w.spelling == text) {
+        refuse(name, text, spelled, std::string(w.instead));
+        return index;
+      }
+      ++index;
     }
     refuse(name, text, spelled, std::string(current));
     return -1;
@@ -113,10 +138,12 @@ Config parse_settings(const EnvLookup& lookup, std::vector<std::string>& problem
   bool disabled = false;
   p.flag("NCCLWATCH_DISABLE", disabled);
   c.record = !disabled;
-  switch (p.choice("NCCLWATCH_TIMING", {"gpu", "host", "off"}, "the default")) {
+  // "off" was withdrawn: every call's host enqueue times are recorded (two clock reads), so it
+  // would promise what no mode does. Asked for, it is named and gives host timing, the least there is.
+  switch (p.choice("NCCLWATCH_TIMING", {"gpu", "host"}, "the default", {{"off", "host (off is withdrawn: the host enqueue times of each call are always recorded)"}})) {
     case 0: c.timing = TimingRequest::kGpu; break;
     case 1: c.timing = TimingRequest::kHost; break;
-    case 2: c.timing = TimingRequest::kOff; break;
+    case 2: c.timing = TimingRequest::kHost; break;
     default: break;
   }
   p.whole("NCCLWATCH_SAMPLE", c.sample, 1, kMaxSample);

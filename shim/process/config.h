@@ -10,7 +10,7 @@ namespace ncclwatch {
 
 enum class LeakPolicy { kWarn, kFail, kOff };
 // NCCLWATCH_TIMING as asked; the GPU timer decides what it can do (TimingMode, gpu_timer.h).
-enum class TimingRequest { kDefault, kGpu, kHost, kOff };  // kDefault: the GPU where a driver is usable
+enum class TimingRequest { kDefault, kGpu, kHost };  // kDefault: the GPU where a driver is usable
 
 struct Config {
   std::string trace_dir = "ncclwatch";   // NCCLWATCH_DIR
@@ -18,7 +18,7 @@ struct Config {
   uint64_t max_trace_bytes = 1ull << 30;  // NCCLWATCH_MAX_MB
   int frames = 24;                        // NCCLWATCH_FRAMES: call-site depth captured at creation
   bool record = true;                     // NCCLWATCH_DISABLE=1 turns the shim into a pure forwarder
-  TimingRequest timing = TimingRequest::kDefault;  // NCCLWATCH_TIMING=gpu|host|off
+  TimingRequest timing = TimingRequest::kDefault;  // NCCLWATCH_TIMING=gpu|host
   // NCCLWATCH_SAMPLE=N: GPU timestamps for the first 16 launches of each op shape on a comm, then
   // one in N, and at least one per stream each millisecond (gpu_timer.cc). A timestamped launch
   // costs three driver calls (capture check, two event records): 32 keeps timestamps under 0.1

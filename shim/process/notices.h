@@ -36,6 +36,8 @@ enum class Notice {
   kProgressLost,
   kStallReportFailed,
   kCallSiteFailed,
+  kExecFailed,
+  kTraceCapacityLimited,
   kCount
 };
 

@@ -3,7 +3,8 @@
 // what it says on stderr, once per kind of trouble (notices.h); who it is (process_info.h); the
 // state every module keeps per application thread, in one TLS block (thread_state.h); the shim's
 // own threads (background_thread.h); text cut and masked before it is stored or printed
-// (text_limits.h); a spin lock a signal handler may try (spin_lock.h); a small file replaced in one
+// (text_limits.h); a spin lock a signal handler may try (spin_lock.h);
+// the signals it catches, chained as the kernel would deliver them to the application (signal_chain.h); a small file replaced in one
 // step, never through a planted link or someone else's file (file_replace.h).
 //
 // May include: no other folder (common/ncclwatch only). Notices are copied into the trace through
@@ -18,6 +19,7 @@
 #include "process/file_replace.h"
 #include "process/notices.h"
 #include "process/process_info.h"
+#include "process/signal_chain.h"
 #include "process/spin_lock.h"
 #include "process/text_limits.h"
 #include "process/thread_state.h"

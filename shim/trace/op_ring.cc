@@ -35,7 +35,7 @@ Ring& ring() { return g_ring; }
   if (r.sized.load(std::memory_order_acquire)) return;
   std::lock_guard lock(r.make_mutex);
   if (r.sized.load(std::memory_order_relaxed)) return;
-  r.budget = trace_budget(config().max_trace_bytes);
+  r.budget = trace_budget(trace_capacity_bytes());
   while ((1u << r.chunk_shift) < r.budget.chunk_slots) ++r.chunk_shift;
   r.sized.store(true, std::memory_order_release);
 }

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,6 +33,12 @@ constexpr uint64_t kChunkBytes = 4ull << 20;
 // Room for the exit records and the list of communicators alive at exit (exit_hooks.cc: 512 of
 // 32 bytes).
 constexpr uint64_t kExitReserveBytes = 20 << 10;
+
+// The file's whole address range is reserved when it opens (PROT_NONE, no memory behind it), so
+// records never move. The reservation counts against RLIMIT_AS all the same: under a finite limit
+// (`ulimit -v`) the trace takes at most this share of it, and never less than the minimum.
+constexpr uint64_t kAddressSpaceShare = 64;
+constexpr uint64_t kMinLimitedBytes = 2 * kChunkBytes;
 
 enum class State : int { kClosed, kOpen, kFailed };
 
@@ -74,7 +81,6 @@ void discard_unfinished_file() noexcept {
 // anonymous memory in the file's place (the faulting access then completes there, harmlessly),
 // marks the file lost, and says so once. Every other SIGBUS goes where it would have without us.
 
-struct sigaction g_previous_bus_action;
 std::atomic<bool> g_bus_handler_installed{false};  // once per process: a forked child inherits it
 char g_file_lost_message[4352];                    // built when the file opens: the handler cannot format
 size_t g_file_lost_message_size = 0;
@@ -120,23 +126,14 @@ bool our_file_shrank() noexcept {
          static_cast<uint64_t>(st.st_size) < w.mapped.load(std::memory_order_acquire);
 }
 
-void on_bus_error(int sig, siginfo_t* info, void* context) {
+// The first look at every SIGBUS (signal_chain.h delivers the rest as the kernel would have).
+bool take_bus_error(int, siginfo_t* info, void*) noexcept {
   int saved_errno = errno;
   bool fault = info && info->si_code > 0;  // raised by the kernel for an access, not sent
   bool ours = fault ? take_fault_in_our_mapping(info->si_addr)
                     : our_file_shrank() && take_fault_in_our_mapping(g_mapped_base.load(std::memory_order_acquire));
   errno = saved_errno;
-  if (ours) return;  // the access is retried, on the anonymous memory now in place
-  const struct sigaction& previous = g_previous_bus_action;
-  if (previous.sa_flags & SA_SIGINFO) {
-    if (previous.sa_sigaction) return previous.sa_sigaction(sig, info, context);
-  } else if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN) {
-    return previous.sa_handler(sig);
-  }
-  // The default action, as without us: a fault simply happens again once we return; a sent
-  // signal is sent again.
-  signal(sig, SIG_DFL);
-  if (!fault) raise(sig);
+  return ours;  // ours: the access is retried, on the anonymous memory now in place
 }
 
 void install_bus_handler(const std::string& path) {
@@ -146,11 +143,10 @@ void install_bus_handler(const std::string& path) {
                    path.c_str());
   g_file_lost_message_size = n < 0 ? 0 : std::min<size_t>(static_cast<size_t>(n), sizeof(g_file_lost_message) - 1);
   if (g_bus_handler_installed.exchange(true)) return;
-  struct sigaction ours{};
-  ours.sa_sigaction = on_bus_error;
-  ours.sa_flags = SA_SIGINFO;
-  sigemptyset(&ours.sa_mask);
-  sigaction(SIGBUS, &ours, &g_previous_bus_action);
+  SignalClaim claim;
+  claim.take = take_bus_error;
+  // Even where the application ignores SIGBUS: a fault in our mapping would kill it regardless.
+  claim_signal(SIGBUS, claim, /*leave_ignored=*/false);
 }
 
 bool make_directories(const std::string& dir) {
@@ -234,7 +230,17 @@ bool open_locked(Writer& w) {
     std::memcpy(g_unfinished_path, path.c_str(), path.size() + 1);
     g_unfinished.store(true, std::memory_order_release);
   }
-  void* range = mmap(nullptr, cfg.max_trace_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  uint64_t capacity = trace_capacity_bytes();
+  if (capacity < cfg.max_trace_bytes) {
+    struct rlimit limit{};
+    getrlimit(RLIMIT_AS, &limit);
+    notice_once(Notice::kTraceCapacityLimited,
+                ("ncclwatch: the address space is limited (RLIMIT_AS " + std::to_string(limit.rlim_cur >> 20) +
+                 " MiB): the trace takes at most " + std::to_string(capacity >> 20) + " MiB of it (NCCLWATCH_MAX_MB=" +
+                 std::to_string(cfg.max_trace_bytes >> 20) + " asked)")
+                    .c_str());
+  }
+  void* range = mmap(nullptr, capacity, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (range == MAP_FAILED) {
     close(fd);
     discard_unfinished_file();
@@ -243,14 +249,14 @@ bool open_locked(Writer& w) {
   }
   w.fd = fd;
   w.base = static_cast<std::byte*>(range);
-  w.capacity = cfg.max_trace_bytes;
+  w.capacity = capacity;
   w.path = path;
   install_bus_handler(path);
   // Release pairs with the handler's acquire: base and capacity are set before it may use them.
   g_mapped_base.store(w.base, std::memory_order_release);
   if (!grow_locked(w, kHeaderBytes + kExitReserveBytes)) {
     g_mapped_base.store(nullptr, std::memory_order_release);
-    munmap(range, cfg.max_trace_bytes);
+    munmap(range, capacity);
     close(fd);
     discard_unfinished_file();  // no empty leftovers
     w.fd = -1;
@@ -270,7 +276,7 @@ bool open_locked(Writer& w) {
   std::atomic_thread_fence(std::memory_order_release);
   std::memcpy(header->magic, kMagic, sizeof(kMagic));
   w.next.store(kHeaderBytes, std::memory_order_relaxed);
-  TraceBudget budget = trace_budget(cfg.max_trace_bytes);
+  TraceBudget budget = trace_budget(capacity);
   w.held_back.store(budget.ring_bytes() + budget.totals_bytes(), std::memory_order_relaxed);
   w.state.store(State::kOpen, std::memory_order_release);
   g_unfinished.store(false, std::memory_order_release);
@@ -303,6 +309,17 @@ void count_lost(Writer& w) {
 }
 
 }  // namespace
+
+uint64_t trace_capacity_bytes() noexcept {
+  static const uint64_t capacity = [] {
+    uint64_t wanted = config().max_trace_bytes;
+    struct rlimit limit{};
+    if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return wanted;
+    uint64_t share = limit.rlim_cur / kAddressSpaceShare / kChunkBytes * kChunkBytes;
+    return std::min(wanted, std::max(share, kMinLimitedBytes));
+  }();
+  return capacity;
+}
 
 void RecordSlot::commit(RecordType type) const noexcept {
   uint32_t word = static_cast<uint32_t>(type) | (uint32_t{kCommitMark} << 16);

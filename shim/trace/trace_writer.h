@@ -44,6 +44,10 @@ void count_lost_record() noexcept;
 // was created but has no header yet, it is removed instead (unlink is its only system call).
 RecordSlot reserve_exit_record(uint32_t size) noexcept;
 
+// The bytes the trace may take: NCCLWATCH_MAX_MB, or less where RLIMIT_AS is finite (its address
+// range counts against the limit). The same in every call, before the file opens too.
+uint64_t trace_capacity_bytes() noexcept;
+
 // Records dropped so far.
 uint64_t lost_record_count() noexcept;
 

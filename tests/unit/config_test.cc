@@ -60,7 +60,6 @@ TEST_CASE("good values are taken") {
   CHECK(p.config.trace_dir == "t");
   CHECK(parse({{"NCCLWATCH_ON_LEAK", "off"}}).config.on_leak == LeakPolicy::kOff);
   CHECK(parse({{"NCCLWATCH_TIMING", "gpu"}}).config.timing == TimingRequest::kGpu);
-  CHECK(parse({{"NCCLWATCH_TIMING", "off"}}).config.timing == TimingRequest::kOff);
   CHECK(parse({{"NCCLWATCH_DISABLE", "0"}}).config.record);
 }
 
@@ -92,6 +91,19 @@ TEST_CASE("bad values are named once and the default is kept") {
       {"NCCLWATCH_DISABLE", "no"},
       {"NCCLWATCH_DISABLE", "off"},
       {"NCCLWATCH_GROUP_READABLE", "yes"},
+      // Every numeric setting by one rule: the forms strtod or strtoull would take beyond plain decimals.
+      {"NCCLWATCH_STALL_SEC", " 5"},
+      {"NCCLWATCH_STALL_SEC", "0x10"},
+      {"NCCLWATCH_STALL_SEC", "0x1p4"},
+      {"NCCLWATCH_STALL_SEC", "+5"},
+      {"NCCLWATCH_STALL_SEC", "5."},
+      {"NCCLWATCH_STALL_SEC", "5e1"},
+      {"NCCLWATCH_METRICS_SEC", " 1"},
+      {"NCCLWATCH_METRICS_SEC", "0x1p4"},
+      {"NCCLWATCH_SAMPLE", " 5"},
+      {"NCCLWATCH_SAMPLE", "0x10"},
+      {"NCCLWATCH_SAMPLE", "5.0"},
+      {"NCCLWATCH_MAX_MB", "+5"},
   };
   const Config defaults;
   for (const Case& c : cases) {
@@ -109,6 +121,21 @@ TEST_CASE("bad values are named once and the default is kept") {
     CHECK(p.config.record);
     CHECK_FALSE(p.config.group_readable);
   }
+}
+
+TEST_CASE("seconds take a decimal fraction, whole numbers do not") {
+  Parsed p = parse({{"NCCLWATCH_STALL_SEC", "0.25"}, {"NCCLWATCH_METRICS_SEC", "2"}});
+  CHECK(p.problems.empty());
+  CHECK(p.config.stall_sec == 0.25);
+  CHECK(p.config.metrics_sec == 2);
+}
+
+TEST_CASE("NCCLWATCH_TIMING=off is withdrawn: named, and host timing is used") {
+  Parsed p = parse({{"NCCLWATCH_TIMING", "off"}});
+  REQUIRE(p.problems.size() == 1);
+  CHECK(p.problems[0].find("NCCLWATCH_TIMING=off") != std::string::npos);
+  CHECK(p.problems[0].find("using host") != std::string::npos);
+  CHECK(p.config.timing == TimingRequest::kHost);
 }
 
 TEST_CASE("the stall threshold in nanoseconds fits int64 at the largest accepted value") {

@@ -1,5 +1,5 @@
-"""libncclwatch.so must export NCCL API names, dlsym and the CUDA graph entry points it follows and
-nothing else (no C++ runtime, no fmt), and every NCCL name it exports must be a function of the API
+"""libncclwatch.so must export NCCL API names, dlsym, the CUDA graph entry points it follows, the C
+library's signal-action, _exit and exec functions, and nothing else (no C++ runtime, no fmt), and every NCCL name it exports must be a function of the API
 table."""
 import re
 import subprocess
@@ -20,6 +20,13 @@ CUDA_GRAPH_ENTRIES = {f"cuGraphLaunch{p}" for p in ("", "_ptsz")} | {
 cuda = [name for name in exported if name.startswith("cu")]
 assert set(cuda) == CUDA_GRAPH_ENTRIES, f"CUDA entry points exported: {sorted(set(cuda) ^ CUDA_GRAPH_ENTRIES)} differ"
 exported = [name for name in exported if name not in CUDA_GRAPH_ENTRIES]
+# process/signal_exports.cc and exit/image_end_exports.cc: the ways to set a signal's action (the
+# shim's handler stays in front of the application's) and the ways an image ends without exit().
+C_LIBRARY_ENTRIES = {"sigaction", "signal", "bsd_signal", "sysv_signal", "__sysv_signal",
+                     "_exit", "_Exit", "execve", "execv", "execvp", "execvpe", "execl", "execlp", "execle", "fexecve"}
+libc = [name for name in exported if not name.startswith(("nccl", "pnccl"))]
+assert set(libc) == C_LIBRARY_ENTRIES, f"C library functions exported: {sorted(set(libc) ^ C_LIBRARY_ENTRIES)} differ"
+exported = [name for name in exported if name not in C_LIBRARY_ENTRIES]
 bad = [name for name in exported if not re.match(r"^p?nccl[A-Z]", name)]
 assert not bad, f"non-NCCL symbols exported: {bad}"
 known = set(re.findall(r"^NCCLWATCH_(?:TRACED|TRACED_AS|UNTRACED)\(\w+, (\w+),", open(table).read(), re.M))

@@ -1,0 +1,159 @@
+"""A program's own signal handling and the ways its image ends, with and without the shim: each
+scenario of apps/ends_app.cc must end with the same status and say the same under the shim, and
+its trace must say how the image ended."""
+import json
+import os
+import signal
+import subprocess
+import tempfile
+
+from harness import HOSTNCCL_DIR, REPORT, SHIM, app, check, main
+
+
+def run(args, preload=True, env=None, timeout=30):
+    """Runs ends_app once; returns (status, stdout, stderr, trace dir)."""
+    trace_dir = os.path.join(tempfile.mkdtemp(prefix="ncclwatch-ends-"), "traces")
+    full = dict(os.environ)
+    full.update({"NCCLWATCH_DIR": trace_dir, "LD_LIBRARY_PATH": HOSTNCCL_DIR + ":" + full.get("LD_LIBRARY_PATH", "")})
+    full.pop("LD_PRELOAD", None)
+    if preload:
+        full["LD_PRELOAD"] = SHIM
+    full.update(env or {})
+
+    def default_signals():
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGBUS):
+            signal.signal(sig, signal.SIG_DFL)
+    proc = subprocess.run([app("ends_app"), *args], env=full, capture_output=True, text=True, timeout=timeout,
+                          preexec_fn=default_signals)
+    return proc.returncode, proc.stdout, proc.stderr, trace_dir
+
+
+def same_with_and_without_shim(args, env=None):
+    """The scenario's status and output under the shim, checked against a run without it."""
+    plain = run(args, preload=False, env=env)
+    traced = run(args, env=env)
+    check(plain[0] == traced[0] and plain[1] == traced[1],
+          f"{args}: without the shim exit {plain[0]}, out {plain[1]!r}; with it exit {traced[0]}, out {traced[1]!r}, "
+          f"err {traced[2][-800:]}")
+    return traced
+
+
+def dump(trace_dir):
+    records = []
+    for name in sorted(os.listdir(trace_dir)):
+        if not name.endswith(".nwt"):
+            continue
+        out = subprocess.run([REPORT, "dump", os.path.join(trace_dir, name)], capture_output=True, text=True,
+                             timeout=60).stdout
+        records.append([json.loads(line) for line in out.splitlines() if line.strip()])
+    return records
+
+
+def summary(trace_dir):
+    proc = subprocess.run([REPORT, "summary", trace_dir], capture_output=True, text=True, timeout=60)
+    js = subprocess.run([REPORT, "summary", "--json", trace_dir], capture_output=True, text=True, timeout=60)
+    return proc.stdout, json.loads(js.stdout)
+
+
+def one_shot_handlers_run_once():
+    """A one-shot handler (SA_RESETHAND, or System V signal() as -std=c99 gives) runs once; the
+    second signal kills, by that signal, installed before or after the shim's."""
+    for scenario in ("one-shot", "system-v", "one-shot-after"):
+        for sig in (signal.SIGBUS, signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            status, out, err, _ = same_with_and_without_shim([scenario, str(int(sig))])
+            check(status == -sig and "handled 1" in out and "survived" not in out,
+                  f"{scenario} {sig.name}: exit {status}, out {out!r}, err {err[-500:]}")
+            if scenario == "one-shot-after":
+                check("query gives the handler: 1" in out and "reset to default: 1" in out,
+                      f"{scenario} {sig.name}: sigaction() did not answer as the kernel would: {out!r}")
+
+
+def handler_installed_later_stays_behind_the_guard():
+    """A SIGBUS handler the application installs after the shim's never receives the shim's own
+    fault (its trace truncated under it): the job runs on, and the shim says so once."""
+    status, out, err, _ = run(["late-bus-handler"])
+    check(status == 0 and "ran on" in out, f"exit {status}, out {out!r}, err {err[-800:]}")
+    check("SIGBUS handler ran" not in err, f"the application's handler got the shim's fault: {err[-800:]}")
+    check(err.count("was truncated by another process") == 1, f"the loss is not said once: {err[-800:]}")
+
+
+def ignored_bus_error_stays_ignored():
+    """SIGBUS set to SIG_IGN before the first NCCL call: `kill -BUS` is still ignored, and sigaction()
+    still says SIG_IGN."""
+    status, out, err, _ = same_with_and_without_shim(["ignored-bus"])
+    check(status == 0 and "survived" in out and "still ignored: 1" in out, f"exit {status}, out {out!r}, err {err[-500:]}")
+
+
+def alternate_stack_is_kept():
+    """The application's SA_ONSTACK handler runs on its alternate stack, reached from a thread whose
+    64 KiB stack is nearly used up: it recovers, as without the shim."""
+    status, out, err, _ = same_with_and_without_shim(["alternate-stack"])
+    check(status == 0 and "recovered on the alternate stack: 1" in out, f"exit {status}, out {out!r}, err {err[-500:]}")
+
+
+def process_end(records):
+    ends = [r for r in records if r.get("type") == "process_end"]
+    return ends[-1] if ends else None
+
+
+def check_ended_cleanly(trace_dir, what):
+    """Every op completed and timed, nothing 'killed or crashed', no look-first."""
+    text, js = summary(trace_dir)
+    check(js.get("processes_without_final_record") == 0, f"{what}: a trace without its final record:\n{text}")
+    check("never completed" not in text and "killed" not in text, f"{what}: the summary says something false:\n{text}")
+
+
+def quick_exit_ends_the_trace_as_it_is():
+    """_exit(3) with a communicator alive: the same status, the alert, and a trace ending in
+    process_end with reason quick_exit and status 3, its ops all timed (gpu timing)."""
+    status, out, err, trace_dir = same_with_and_without_shim(["quick-exit", "3"], env={"NCCLWATCH_SAMPLE": "1"})
+    check(status == 3, f"exit {status}")
+    check("1 communicator(s) never destroyed" in err, f"no alert at _exit: {err[-800:]}")
+    (records,) = dump(trace_dir)
+    end = process_end(records)
+    check(end and end.get("reason") == "quick_exit" and end.get("status") == 3, f"the trace's end: {end}")
+    check_ended_cleanly(trace_dir, "_exit")
+
+
+def forked_worker_ending_by_quick_exit():
+    """A forked worker that uses NCCL and ends by _exit(0) (as multiprocessing's do): its trace ends
+    as it did; the parent, which never called NCCL, leaves no trace."""
+    status, out, err, trace_dir = same_with_and_without_shim(["forked-worker"], env={"NCCLWATCH_SAMPLE": "1"})
+    check(status == 0 and "worker status 0" in out, f"exit {status}, out {out!r}, err {err[-500:]}")
+    traces = dump(trace_dir)
+    check(len(traces) == 1, f"{len(traces)} traces, expected the worker's alone")
+    end = process_end(traces[0])
+    check(end and end.get("reason") == "quick_exit" and end.get("status") == 0, f"the worker's end: {end}")
+    check_ended_cleanly(trace_dir, "forked worker")
+
+
+def exec_ends_the_image_and_its_trace():
+    """An exec replaces the image with its communicator alive: the alert, then the new program runs;
+    the trace ends with reason exec."""
+    status, out, err, trace_dir = same_with_and_without_shim(["exec", "ok"], env={"NCCLWATCH_SAMPLE": "1"})
+    check(status == 0 and "replaced by sh" in out, f"exit {status}, out {out!r}")
+    check("1 communicator(s) never destroyed" in err, f"no alert before exec: {err[-800:]}")
+    traces = dump(trace_dir)
+    check(len(traces) == 1, f"{len(traces)} traces (sh calls no NCCL: only the first image's)")
+    end = process_end(traces[0])
+    check(end and end.get("reason") == "exec", f"the trace's end: {end}")
+    check_ended_cleanly(trace_dir, "exec")
+
+
+def failed_exec_goes_on():
+    """An exec that fails returns: the program goes on, its later calls are traced, and the trace
+    ends with the real end (a normal exit, nothing leaked)."""
+    status, out, err, trace_dir = same_with_and_without_shim(["exec", "failing"])
+    check(status == 0 and "exec failed, going on" in out, f"exit {status}, out {out!r}, err {err[-500:]}")
+    (records,) = dump(trace_dir)
+    end = process_end(records)
+    check(end and end.get("reason") == "normal", f"the trace's end: {end}")
+    code, _ = subprocess.run([REPORT, "leaks", trace_dir], capture_output=True, text=True).returncode, None
+    check(code == 0, f"leaks finds something after a failed exec and a clean end: exit {code}")
+
+
+if __name__ == "__main__":
+    main({f.__name__: f for f in (one_shot_handlers_run_once, handler_installed_later_stays_behind_the_guard,
+                                  ignored_bus_error_stays_ignored, alternate_stack_is_kept,
+                                  quick_exit_ends_the_trace_as_it_is, forked_worker_ending_by_quick_exit,
+                                  exec_ends_the_image_and_its_trace, failed_exec_goes_on)})
