@@ -1,7 +1,8 @@
 #include "site/native_stack.h"
 
+#include "site/own_memory.h"
+
 #include <fcntl.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,13 +21,6 @@ constexpr size_t kMaxStackBytes = 64 * 1024;
 struct Range {
   uint64_t begin = 0, end = 0;
 };
-
-// Reads `size` bytes at `address` of this process; false where any of it is not mapped.
-bool read_own(uint64_t address, void* out, size_t size) {
-  iovec local{out, size};
-  iovec remote{reinterpret_cast<void*>(address), size};
-  return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(size);
-}
 
 // A whole small /proc file (they are generated on read: one read of a large buffer).
 bool read_proc_file(const char* path, std::vector<char>& out, size_t limit) {
@@ -143,12 +137,17 @@ NativeStack scan_native_stack(pid_t tid) noexcept {
     std::vector<uint64_t> words(bytes / 8);
     // The thread may run on meanwhile: what is read is a snapshot, possibly torn; the call checks
     // below keep what could not be a return address out.
-    if (!read_own(sp & ~uint64_t{7}, words.data(), bytes)) return out;
+    OwnMemory memory;
+    if (!memory.usable()) {
+      out.unread = "this process cannot read its own memory (/proc/self/mem refused, process_vm_readv unsafe)";
+      return out;
+    }
+    if (!memory.read(words.data(), sp & ~uint64_t{7}, bytes)) return out;
     for (uint64_t word : words) {
       if (out.nframes == NativeStack::kMaxFrames) break;
       if (word < 7 || !in_code(code, word) || word == out.frames[out.nframes - 1]) continue;
       uint8_t before[7];
-      if (read_own(word - 7, before, sizeof(before)) && looks_like_return_address(before))
+      if (memory.read(before, word - 7, sizeof(before)) && looks_like_return_address(before))
         out.frames[out.nframes++] = word;
     }
   } catch (...) {

@@ -2,6 +2,7 @@
 
 #include "process/process.h"
 #include "resolve/resolve.h"
+#include "site/own_memory.h"
 #include "site/python_layouts.h"
 
 #include <ncclwatch/trace_format.h>
@@ -117,39 +118,17 @@ void resolve() noexcept {
 // line of defence against a layout we got wrong.
 class MemoryReader {
  public:
-  MemoryReader() : pid_(getpid()) {}
-  ~MemoryReader() {
-    if (proc_mem_ >= 0) close(proc_mem_);
-  }
-
-  bool read(void* to, uint64_t from, size_t bytes) {
-    if (from < 4096) return false;
-    if (proc_mem_ < 0) {
-      iovec local{to, bytes}, remote{reinterpret_cast<void*>(from), bytes};
-      ssize_t got = process_vm_readv(pid_, &local, 1, &remote, 1, 0);
-      if (got == static_cast<ssize_t>(bytes)) return true;
-      if (got >= 0 || errno == EFAULT) return false;
-      // A seccomp filter or an old kernel: /proc/self/mem checks addresses the same way.
-      proc_mem_ = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
-      if (proc_mem_ < 0) {
-        failed_ = true;
-        return false;
-      }
-    }
-    return pread(proc_mem_, to, bytes, static_cast<off_t>(from)) == static_cast<ssize_t>(bytes);
-  }
+  bool read(void* to, uint64_t from, size_t bytes) { return from >= 4096 && memory_.read(to, from, bytes); }
 
   template <typename T>
   bool read_at(T& value, uint64_t from) {
     return read(&value, from, sizeof(T));
   }
 
-  bool failed() const { return failed_; }
+  bool failed() const { return !memory_.usable(); }
 
  private:
-  pid_t pid_;
-  int proc_mem_ = -1;
-  bool failed_ = false;
+  OwnMemory memory_;
 };
 
 template <typename T>
@@ -327,7 +306,7 @@ Walk walk_site_frames(const Interpreter& py, void* thread_state, FrameText& user
 // Why the Python reader gives up after a walk that did not finish.
 void give_up_after(Walk walk, const Interpreter& py) {
   if (walk == Walk::kUnreadable)
-    return give_up("this process cannot read its own memory (process_vm_readv and /proc/self/mem refused)");
+    return give_up("this process cannot read its own memory (/proc/self/mem refused, process_vm_readv unsafe or refused)");
   char why[128];
   std::snprintf(why, sizeof(why), "the Python stack does not have CPython 3.%d's layout (a debug or free-threaded build?)",
                 py.layout.minor);

@@ -10,7 +10,10 @@
 // (native_stack.h: scanned from /proc without stopping it), when a hang is suspected
 // (stack_requests.h).
 //
-// Front door: callsite.h, python_site.h, stack_requests.h. Inside: python_layouts.h, native_stack.h.
+// Both read this process's memory through own_memory.h: never with a system call a sandbox may kill on.
+//
+// Front door: callsite.h, python_site.h, stack_requests.h. Inside: python_layouts.h, native_stack.h,
+// own_memory.h.
 #pragma once
 
 #include "site/callsite.h"

@@ -3,14 +3,16 @@ scenario of apps/ends_app.cc must end with the same status and say the same unde
 its trace must say how the image ended."""
 import json
 import os
+import resource
 import signal
 import subprocess
 import tempfile
+import time
 
 from harness import HOSTNCCL_DIR, REPORT, SHIM, app, check, main
 
 
-def run(args, preload=True, env=None, timeout=30):
+def run(args, preload=True, env=None, timeout=30, address_space=None):
     """Runs ends_app once; returns (status, stdout, stderr, trace dir)."""
     trace_dir = os.path.join(tempfile.mkdtemp(prefix="ncclwatch-ends-"), "traces")
     full = dict(os.environ)
@@ -23,15 +25,17 @@ def run(args, preload=True, env=None, timeout=30):
     def default_signals():
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGBUS):
             signal.signal(sig, signal.SIG_DFL)
+        if address_space:
+            resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
     proc = subprocess.run([app("ends_app"), *args], env=full, capture_output=True, text=True, timeout=timeout,
                           preexec_fn=default_signals)
     return proc.returncode, proc.stdout, proc.stderr, trace_dir
 
 
-def same_with_and_without_shim(args, env=None):
+def same_with_and_without_shim(args, env=None, address_space=None):
     """The scenario's status and output under the shim, checked against a run without it."""
-    plain = run(args, preload=False, env=env)
-    traced = run(args, env=env)
+    plain = run(args, preload=False, env=env, address_space=address_space)
+    traced = run(args, env=env, address_space=address_space)
     check(plain[0] == traced[0] and plain[1] == traced[1],
           f"{args}: without the shim exit {plain[0]}, out {plain[1]!r}; with it exit {traced[0]}, out {traced[1]!r}, "
           f"err {traced[2][-800:]}")
@@ -152,8 +156,74 @@ def failed_exec_goes_on():
     check(code == 0, f"leaks finds something after a failed exec and a clean end: exit {code}")
 
 
+def address_space_limit_leaves_the_application_its_room():
+    """Under `ulimit -v 2G` a 1400 MiB allocation after the first NCCL call succeeds as it does
+    without the shim: the trace's reserved range counts against the limit, so it takes a small
+    share of it, and says so once."""
+    status, out, err, trace_dir = same_with_and_without_shim(["large-allocation", "1400"], address_space=2 << 30)
+    check(status == 0 and "allocated 1400 MiB: 1" in out, f"exit {status}, out {out!r}, err {err[-500:]}")
+    check(err.count("the address space is limited") == 1, f"the smaller trace is not said once: {err[-500:]}")
+    text, js = summary(trace_dir)
+    check(js.get("processes_without_final_record") == 0, f"the limited trace lost its end:\n{text}")
+
+
+PYTHON_JOB = """
+import ctypes
+nccl = ctypes.CDLL("libnccl.so.2")
+class UniqueId(ctypes.Structure):
+    _fields_ = [("internal", ctypes.c_byte * 128)]
+def make_world():
+    uid = UniqueId()
+    assert nccl.ncclGetUniqueId(ctypes.byref(uid)) == 0
+    comm = ctypes.c_void_p()
+    assert nccl.ncclCommInitRank(ctypes.byref(comm), 1, uid, 0) == 0  # the leaked world
+    return comm
+world = make_world()
+print("made", flush=True)
+"""
+
+
+def sandbox_killing_process_vm_readv_costs_nothing():
+    """Under a seccomp policy that kills the process at process_vm_readv, a Python job's first
+    communicator still gets its Python line, and a watcher's request for stacks still gets a C
+    rank's native stack: the shim reads its own memory another way."""
+    tmp = tempfile.mkdtemp(prefix="ncclwatch-seccomp-")
+    script = os.path.join(tmp, "job.py")
+    with open(script, "w") as f:
+        f.write(PYTHON_JOB)
+    sandbox = [app("seccomp_exec"), "process_vm_readv", "--"]
+    trace_dir = os.path.join(tmp, "python")
+    env = dict(os.environ)
+    env.update({"NCCLWATCH_DIR": trace_dir, "LD_PRELOAD": SHIM,
+                "LD_LIBRARY_PATH": HOSTNCCL_DIR + ":" + env.get("LD_LIBRARY_PATH", "")})
+    proc = subprocess.run([*sandbox, "python3", script], env=env, capture_output=True, text=True, timeout=60)
+    check(proc.returncode == 0 and "made" in proc.stdout, f"the Python job under the policy: exit {proc.returncode}, "
+          f"err {proc.stderr[-800:]}")
+    check("job.py:10 (make_world)" in proc.stderr, f"the alert lacks the Python line: {proc.stderr[-800:]}")
+
+    trace_dir = os.path.join(tmp, "native")
+    env["NCCLWATCH_DIR"] = trace_dir
+    busy = subprocess.Popen([*sandbox, app("ends_app"), "busy", "4000"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 20
+    while time.time() < deadline and not (os.path.isdir(trace_dir) and any(n.endswith(".nwt") for n in os.listdir(trace_dir))):
+        time.sleep(0.05)
+    time.sleep(1.5)  # the GPU timing thread has had its first look at the folder
+    with open(os.path.join(trace_dir, "dump-now"), "w"):
+        pass
+    out, err = busy.communicate(timeout=30)
+    check(busy.returncode == 0 and "done" in out, f"the C rank under the policy: exit {busy.returncode}, err {err[-800:]}")
+    (records,) = dump(trace_dir)
+    stacks = [r for r in records if r.get("type") == "stacks"]
+    check(stacks, "no stacks answered the request")
+    native = [s for s in stacks if s.get("native") or s.get("native_unread")]
+    check(native and native[0].get("native"), f"the native stack was not read: {native}")
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (one_shot_handlers_run_once, handler_installed_later_stays_behind_the_guard,
                                   ignored_bus_error_stays_ignored, alternate_stack_is_kept,
                                   quick_exit_ends_the_trace_as_it_is, forked_worker_ending_by_quick_exit,
-                                  exec_ends_the_image_and_its_trace, failed_exec_goes_on)})
+                                  exec_ends_the_image_and_its_trace, failed_exec_goes_on,
+                                  address_space_limit_leaves_the_application_its_room,
+                                  sandbox_killing_process_vm_readv_costs_nothing)})

@@ -235,6 +235,29 @@ int exec_other(const char* how) {
   return 1;
 }
 
+// A large allocation after the first NCCL call, under the address-space limit the test sets.
+int large_allocation(int mib) {
+  ncclComm_t comm = one_rank_comm();
+  all_reduces(comm, 2);
+  void* block = std::malloc(static_cast<size_t>(mib) << 20);
+  std::printf("allocated %d MiB: %d\n", mib, block != nullptr);
+  std::free(block);
+  CHECK(ncclCommDestroy(comm));
+  return 0;
+}
+
+// Keeps a GPU-timed communicator busy for `ms` milliseconds (a watcher may ask for stacks meanwhile).
+int busy_for(int ms) {
+  ncclComm_t comm = one_rank_comm();
+  for (int waited = 0; waited < ms; waited += 50) {
+    all_reduces(comm, 1);
+    usleep(50 * 1000);
+  }
+  CHECK(ncclCommDestroy(comm));
+  say("done");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -249,8 +272,10 @@ int main(int argc, char** argv) {
   if (scenario == "quick-exit") return end_by_quick_exit(std::atoi(arg));
   if (scenario == "forked-worker") return forked_worker();
   if (scenario == "exec") return exec_other(arg);
+  if (scenario == "large-allocation") return large_allocation(std::atoi(arg));
+  if (scenario == "busy") return busy_for(std::atoi(arg));
   std::fprintf(stderr,
                "usage: ends_app one-shot|system-v|one-shot-after SIG | ignored-bus | late-bus-handler | "
-               "alternate-stack | quick-exit STATUS | forked-worker | exec ok|failing\n");
+               "alternate-stack | quick-exit STATUS | forked-worker | exec ok|failing | large-allocation MIB | busy MS\n");
   return 2;
 }
