@@ -5,14 +5,63 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <filesystem>
-#include <string>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+
 namespace ncclwatch::report {
+namespace {
+
+bool write_all(int fd, std::string_view text) {
+  for (size_t done = 0; done < text.size();) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) errno = ENOSPC;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Writes `text` to a new temporary file beside `path` and renames it over `path`. The temporary
+// name carries 64 random bits besides the pid, and is created with O_EXCL | O_NOFOLLOW: in a folder
+// others can write, a link or FIFO planted under a name they could guess (the pid is no secret) is
+// never opened, and no file of anyone's is clobbered. `why` says what failed.
+bool replace_through_temporary(const std::string& path, std::string_view text, mode_t mode, std::string& why) {
+  static std::mt19937_64 random_bits{std::random_device{}()};
+  std::string temporary;
+  int fd = -1;
+  for (int attempt = 0; attempt < 8 && fd < 0; ++attempt) {
+    temporary = fmt::format("{}.tmp.{}.{:016x}", path, getpid(), random_bits());
+    fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0) {
+    why = fmt::format("cannot create a temporary file beside it: {}", std::strerror(errno));
+    return false;
+  }
+  bool ok = write_all(fd, text);
+  int error = errno;
+  ok = ::close(fd) == 0 && ok;
+  if (!ok) error = errno ? errno : error;
+  if (ok && ::rename(temporary.c_str(), path.c_str()) != 0) ok = false, error = errno;
+  if (!ok) {
+    ::unlink(temporary.c_str());  // the file this call made, by the name it made it under
+    why = std::strerror(error);
+  }
+  return ok;
+}
+
+}  // namespace
 
 void write_json_streamed(std::ostream& out, nlohmann::json head, const std::vector<StreamedArray>& arrays) {
   // Each non-empty array stands in the head as [0]; dump_json(…, 2) writes a key of the top level
@@ -99,17 +148,30 @@ bool write_output_atomically(const std::string& path, const std::string& text) {
   }
   // A reader (node-exporter's textfile collector, a browser) never sees a half-written file: the
   // text goes to a temporary file beside it, renamed over it once complete.
-  std::string temporary = path + ".tmp." + std::to_string(getpid());
-  std::FILE* f = std::fopen(temporary.c_str(), "w");
-  bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  ok = f && std::fclose(f) == 0 && ok;
-  if (ok) std::filesystem::rename(temporary, path, ec);
-  if (!ok || ec) {
-    std::filesystem::remove(temporary, ec);
-    say("cannot write {}", path);
+  std::string why;
+  if (!replace_through_temporary(path, text, 0666, why)) {  // 0666: as fopen() would, less the umask
+    say("cannot write {}: {}", path, why);
     return false;
   }
   return true;
+}
+
+std::string why_not_replaced_in_shared_folder(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return errno == ENOENT ? "" : std::strerror(errno);
+  if (S_ISLNK(st.st_mode)) return "it is a symbolic link";
+  if (S_ISFIFO(st.st_mode)) return "it is a FIFO";
+  if (S_ISDIR(st.st_mode)) return "it is a directory";
+  if (!S_ISREG(st.st_mode)) return "it is not a regular file";
+  if (st.st_uid != ::geteuid()) return fmt::format("it is owned by uid {}, not by this user (uid {})", st.st_uid, ::geteuid());
+  return "";
+}
+
+bool write_shared_folder_file(const std::string& path, std::string_view text, mode_t mode, std::string& why) {
+  // Checked just before the rename, which replaces the entry itself and never what a link names:
+  // whoever swaps the entry in between can only have their own entry replaced.
+  why = why_not_replaced_in_shared_folder(path);
+  return why.empty() && replace_through_temporary(path, text, mode, why);
 }
 
 }  // namespace ncclwatch::report

@@ -88,6 +88,12 @@ std::string bytes_text(uint64_t bytes);
 // Writes `text` to standard output (path "" or "-") or to `path`, through a temporary file
 // renamed over it; false (named on stderr) when that fails.
 bool write_output_atomically(const std::string& path, const std::string& text);
+// For the files the watcher keeps in a job's folder, which others may be able to write (verdict.json,
+// watching, dump-now): `path` is replaced only when it is a regular file of this user's or absent,
+// never written through a link, through an exclusive temporary name. False: `why` says why not.
+bool write_shared_folder_file(const std::string& path, std::string_view text, mode_t mode, std::string& why);
+// Why write_shared_folder_file() would refuse `path` ("" when it would not).
+std::string why_not_replaced_in_shared_folder(const std::string& path);
 
 // CSV as RFC 4180 writes it, shared by every report that has a table. A field holding a comma, a
 // quote, CR or LF is quoted and its quotes doubled; rows end in "\n" (readers take it as CRLF).

@@ -64,14 +64,16 @@ def line_of(marker):
 class WatchedJob:
     """The two ranks and a watcher over their trace folder."""
 
-    def __init__(self, pause_s, stall_s, lag_s=None, hosts=None):
+    def __init__(self, pause_s, stall_s, lag_s=None, hosts=None, plant=None, env=None):
         self.tmp = tempfile.mkdtemp(prefix="ncclwatch-watch-")
         self.traces = os.path.join(self.tmp, "traces")
         os.makedirs(self.traces)
+        if plant:  # what others left in the folder before the watcher and the job start
+            plant(self.traces)
         self.script = os.path.join(self.tmp, "job.py")
         open(self.script, "w").write(JOB)
         env = dict(os.environ, LD_PRELOAD=PRELOAD, NCCLWATCH_DIR=self.traces, NCCLWATCH_STALL_SEC=str(stall_s),
-                   LD_LIBRARY_PATH=HOSTNCCL_DIR + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
+                   LD_LIBRARY_PATH=HOSTNCCL_DIR + ":" + os.environ.get("LD_LIBRARY_PATH", ""), **(env or {}))
         self.metrics = os.path.join(self.tmp, "hang.prom")
         lag = ["--lag", str(lag_s)] if lag_s is not None else []
         self.watcher = subprocess.Popen([REPORT, "watch", self.traces, "--interval", "0.2", "--metrics-file", self.metrics,
@@ -104,7 +106,12 @@ class WatchedJob:
         outs = [p.communicate(timeout=60) for p in self.ranks]
         time.sleep(linger_s)  # the watcher's last looks at the folder
         self.watcher.send_signal(signal.SIGTERM)
-        _, said = self.watcher.communicate(timeout=30)
+        try:
+            _, said = self.watcher.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.watcher.kill()
+            _, said = self.watcher.communicate()
+            raise AssertionError(f"the watcher did not stop within 30 s of SIGTERM; it said: {said}")
         return outs, said
 
 
