@@ -6,6 +6,7 @@
 
 #include <ncclwatch/trace_strings.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <mutex>
 #include <new>
@@ -43,17 +44,61 @@ struct Tables {
   std::unordered_map<uint64_t, std::shared_ptr<GraphOps>> open_captures;  // by capture id
   std::unordered_map<uint64_t, std::shared_ptr<GraphOps>> graphs;         // by CUgraph
   // Every graph an exec was made from, kept for the life of the process: the launch path holds
-  // plain pointers to them (a few hundred bytes a graph).
+  // plain pointers to them (a few hundred bytes a graph). Each distinct list of NCCL ops is kept
+  // once (by_content): a capture of the same ops again becomes the one kept before.
   std::vector<std::shared_ptr<GraphOps>> kept;
+  std::unordered_multimap<uint64_t, std::shared_ptr<GraphOps>> by_content;
   uint32_t next_index = 1;
 };
+
+// At most this many distinct graphs are kept (a few MB); past it, new ones are not followed.
+constexpr size_t kMaxKeptGraphs = 16384;
+
+// Records for a repeated capture or update: the first ones, then at each power of two, so a loop
+// that re-captures every step writes a few dozen records in a million steps, each with its count.
+bool worth_a_record(uint64_t repeats) { return repeats <= 2 || (repeats & (repeats - 1)) == 0; }
+
+uint64_t content_hash(const std::vector<CapturedOp>& ops) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over each field: the struct has padding
+  auto mix = [&](uint64_t v) {
+    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 0x100000001b3ull;
+  };
+  for (const CapturedOp& op : ops) {
+    mix(reinterpret_cast<uintptr_t>(op.track));
+    mix(op.comm);
+    mix(static_cast<uint64_t>(op.api));
+    mix(op.count);
+    mix(op.datatype | (uint64_t{op.flags} << 8));
+    mix(static_cast<uint32_t>(op.redop) | (uint64_t{static_cast<uint32_t>(op.peer)} << 32));
+  }
+  return h;
+}
+
+bool same_ops(const std::vector<CapturedOp>& a, const std::vector<CapturedOp>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const CapturedOp& x, const CapturedOp& y) {
+    return x.track == y.track && x.comm == y.comm && x.api == y.api && x.count == y.count &&
+           x.datatype == y.datatype && x.redop == y.redop && x.peer == y.peer && x.flags == y.flags;
+  });
+}
 Tables* g_tables = nullptr;  // made at the first capture of an NCCL op; never freed (exit path)
 
-// Under g_mutex: `graph` stays alive for the launch path's plain pointers.
-void keep(Tables& t, const std::shared_ptr<GraphOps>& graph) {
-  if (graph->kept) return;
+// Under g_mutex: `graph` stays alive for the launch path's plain pointers. False when no more
+// graphs can be kept.
+bool keep(Tables& t, const std::shared_ptr<GraphOps>& graph) {
+  if (graph->kept) return true;
+  if (t.kept.size() >= kMaxKeptGraphs) return false;
   graph->kept = true;
   t.kept.push_back(graph);
+  t.by_content.emplace(content_hash(graph->ops), graph);
+  return true;
+}
+
+// Under g_mutex: the graph kept before with exactly these ops, if any.
+std::shared_ptr<GraphOps> kept_with_same_ops(Tables& t, const GraphOps& g) {
+  auto [first, last] = t.by_content.equal_range(content_hash(g.ops));
+  for (auto it = first; it != last; ++it)
+    if (same_ops(it->second->ops, g.ops)) return it->second;
+  return nullptr;
 }
 
 // Under g_mutex. The slot holding `exec`, or nullptr.
@@ -115,6 +160,9 @@ void write_graph_record(std::string_view event, const GraphOps& g, uint64_t grap
   write_strings_record(trace::RecordType::kGraph, blob);
 }
 
+constexpr const char* kTooManyGraphs =
+    "more distinct CUDA graphs holding NCCL ops were made than the shim keeps (16384); this one's launches are not recorded";
+
 void say_graphs_lost() noexcept {
   notice_once(Notice::kGraphsLost,
               "ncclwatch: an internal error while following CUDA graphs; some graph replays go unrecorded");
@@ -169,6 +217,15 @@ void capture_ended(uint64_t capture_id, uint64_t graph, int result) noexcept {
                              ": the captured NCCL ops will never run");
       return;
     }
+    if (std::shared_ptr<GraphOps> same = kept_with_same_ops(*g_tables, *g)) {
+      // The same NCCL ops again (a loop that re-captures each step): the graph is the one kept.
+      g_tables->graphs[graph] = same;
+      if (worth_a_record(++same->recaptures))
+        write_graph_record(keys::kCaptured, *same, graph, 0,
+                           "the same NCCL ops captured again (" + std::to_string(same->recaptures) +
+                               " time(s) so far, capture " + std::to_string(capture_id) + "; recorded at powers of two)");
+      return;
+    }
     g_tables->graphs[graph] = g;
     write_graph_record(keys::kCaptured, *g, graph, 0);
   } catch (...) {
@@ -182,7 +239,10 @@ void graph_instantiated(uint64_t graph, uint64_t exec) noexcept {
     if (!g_tables) return;
     auto it = g_tables->graphs.find(graph);
     if (it == g_tables->graphs.end()) return;
-    keep(*g_tables, it->second);
+    if (!keep(*g_tables, it->second)) {
+      write_graph_record(keys::kNotFollowed, *it->second, graph, exec, kTooManyGraphs);
+      return;
+    }
     if (!set_exec(exec, it->second.get())) {
       write_graph_record(keys::kNotFollowed, *it->second, graph, exec,
                          "more executable graphs holding NCCL ops are alive than the shim follows (4096)");
@@ -201,9 +261,17 @@ void graph_exec_updated(uint64_t exec, uint64_t graph, bool updated) noexcept {
     if (!g_tables) return;
     auto from = g_tables->graphs.find(graph);
     ExecSlot* was = find_exec_slot(exec);
-    if (from != g_tables->graphs.end()) {
-      keep(*g_tables, from->second);
-      if (set_exec(exec, from->second.get())) write_graph_record(keys::kUpdated, *from->second, graph, exec);
+    if (from != g_tables->graphs.end() && !keep(*g_tables, from->second)) {
+      write_graph_record(keys::kNotFollowed, *from->second, graph, exec, kTooManyGraphs);
+      if (was) forget_exec(exec);
+    } else if (from != g_tables->graphs.end()) {
+      GraphOps& to = *from->second;
+      bool same_as_before = was && was->ops.load(std::memory_order_relaxed) == &to;
+      if (set_exec(exec, &to) && (!same_as_before || worth_a_record(++to.updates)))
+        write_graph_record(keys::kUpdated, to, graph, exec,
+                           same_as_before ? "updated to the same NCCL ops again (" + std::to_string(to.updates) +
+                                                " time(s) so far; recorded at powers of two)"
+                                          : std::string());
     } else if (was) {
       // A graph none of whose ops the shim saw captured: it may hold NCCL ops all the same.
       if (const GraphOps* ops = was->ops.load(std::memory_order_relaxed))

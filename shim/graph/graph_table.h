@@ -35,6 +35,10 @@ struct GraphOps {
   std::vector<CapturedOp> ops;
   mutable std::atomic<bool> said_not_followed{false};  // graph_replay_not_followed() wrote its record
   bool kept = false;  // held for the life of the process (graph_table.cc, under its mutex)
+  // Later captures of the very same NCCL ops, and updates of an exec to them, folded into this one
+  // (graph_table.cc, under its mutex): a loop that re-captures every step keeps no more state.
+  uint64_t recaptures = 0;
+  uint64_t updates = 0;
 };
 
 // Captures begun and not yet ended in this process, as far as the shim saw them begin. While it is

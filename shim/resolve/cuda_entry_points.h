@@ -15,4 +15,7 @@ namespace ncclwatch {
 // answer instead, which from now on calls `real`; nullptr when `name` is not interposed.
 void* cuda_entry_wrapper_for_symbol(const char* name, void* real) noexcept;
 
+// Whether the shim exports `name` as one of the driver's entry points.
+bool is_interposed_cuda_entry(const char* name) noexcept;
+
 }  // namespace ncclwatch

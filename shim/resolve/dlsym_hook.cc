@@ -49,11 +49,32 @@ void* route_nccl_lookup(void* handle, const char* name, const void* caller, void
   return nullptr;
 }
 
+// A global lookup (RTLD_DEFAULT, RTLD_NEXT) of a driver name the shim exports finds our export
+// first: it may answer only where the driver itself has the function, or a feature probe would
+// see what is not there. Where it has not, the answer is the driver's: none, with its dlerror().
+void* route_global_cuda_lookup(const char* name, void* libc_dlsym, void** answer) {
+  if (!is_interposed_cuda_entry(name)) return libc_dlsym;
+  // The driver in a local scope (the CUDA runtime or Python opened it) is searched by its handle.
+  if (void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD)) {
+    void* found = real_dlsym(driver, name);
+    dlclose(driver);
+    if (found && !is_inside_shim(found)) return libc_dlsym;
+  }
+  // Last, so that its dlerror() state is the one the application reads.
+  void* past_us = real_dlsym(RTLD_NEXT, name);
+  if (past_us && !is_inside_shim(past_us)) return libc_dlsym;
+  *answer = nullptr;
+  return nullptr;
+}
+
 // The lookup of a CUDA driver name: the graph entry points (and cuGetProcAddress) get wrappers.
 void* route_cuda_lookup(void* handle, const char* name, void* libc_dlsym, void** answer) {
-  if (handle == RTLD_DEFAULT || handle == RTLD_NEXT || !config().record) return libc_dlsym;
+  if (handle == RTLD_DEFAULT || handle == RTLD_NEXT) return route_global_cuda_lookup(name, libc_dlsym, answer);
+  if (!config().record) return libc_dlsym;
   void* found = real_dlsym(handle, name);
-  if (!found || is_inside_shim(found)) return libc_dlsym;
+  if (!found) return libc_dlsym;
+  // A handle whose scope holds us (dlopen(NULL), the program's own) found our export: as global.
+  if (is_inside_shim(found)) return route_global_cuda_lookup(name, libc_dlsym, answer);
   void* wrapper = cuda_entry_wrapper_for_symbol(name, found);
   if (!wrapper) return libc_dlsym;
   *answer = wrapper;

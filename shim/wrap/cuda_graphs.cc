@@ -426,6 +426,12 @@ void* wrapper_for_request(const char* symbol, int version, cuuint64_t flags, voi
 
 }  // namespace
 
+bool is_interposed_cuda_entry(const char* name) noexcept {
+  for (const char* symbol : kSymbols)
+    if (std::strcmp(name, symbol) == 0) return true;
+  return false;
+}
+
 void* cuda_entry_wrapper_for_symbol(const char* name, void* real) noexcept {
   if (!following_graphs()) return nullptr;
   for (int i = 0; i < kEntries; ++i) {

@@ -8,6 +8,7 @@
 
 #include <cuda.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -258,6 +259,60 @@ int busy_for(int ms) {
   return 0;
 }
 
+// Feature probes of driver functions, by global lookup: the answers must be the driver's.
+int probe_driver() {
+  void* program = dlopen(nullptr, RTLD_NOW);
+  for (const char* name : {"cuGraphLaunch", "cuStreamBeginCaptureToGraph", "cuGraphInstantiateWithParams",
+                           "cuStreamEndCapture_ptsz", "cuGraphExecUpdate"}) {
+    std::printf("%s: default %d, next %d, program %d\n", name, dlsym(RTLD_DEFAULT, name) != nullptr,
+                dlsym(RTLD_NEXT, name) != nullptr, dlsym(program, name) != nullptr);
+  }
+  return 0;
+}
+
+long resident_kib() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  char line[256];
+  long kib = -1;
+  while (f && std::fgets(line, sizeof(line), f))
+    if (std::sscanf(line, "VmRSS: %ld kB", &kib) == 1) break;
+  if (f) std::fclose(f);
+  return kib;
+}
+
+// An XLA-style loop: every step captures the same all-reduce again, updates one executable graph to
+// it and launches it. Prints the resident memory after the first tenth of the steps and at the end.
+int recapture_every_step(int steps) {
+  ncclComm_t comm = one_rank_comm();
+  CUstream stream = nullptr;
+  cuStreamCreate(&stream, 0);
+  static float data[256];
+  CUgraphExec exec = nullptr;
+  long early_kib = 0;
+  for (int step = 0; step < steps; ++step) {
+    CUgraph graph = nullptr;
+    cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    CHECK(ncclAllReduce(data, data, 256, ncclFloat, ncclSum, comm, stream));
+    cuStreamEndCapture(stream, &graph);
+    if (!exec) {
+      cuGraphInstantiate(&exec, graph, 0);
+    } else {
+      CUgraphExecUpdateResultInfo info{};
+      cuGraphExecUpdate(exec, graph, &info);
+    }
+    cuGraphDestroy(graph);
+    cuGraphLaunch(exec, stream);
+    if (step % 256 == 0) cuStreamSynchronize(stream);
+    if (step == steps / 10) early_kib = resident_kib();
+  }
+  cuStreamSynchronize(stream);
+  std::printf("resident growth %ld KiB\n", resident_kib() - early_kib);
+  cuGraphExecDestroy(exec);
+  CHECK(ncclCommDestroy(comm));
+  say("done");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -274,8 +329,10 @@ int main(int argc, char** argv) {
   if (scenario == "exec") return exec_other(arg);
   if (scenario == "large-allocation") return large_allocation(std::atoi(arg));
   if (scenario == "busy") return busy_for(std::atoi(arg));
+  if (scenario == "probe-driver") return probe_driver();
+  if (scenario == "recapture") return recapture_every_step(std::atoi(arg));
   std::fprintf(stderr,
                "usage: ends_app one-shot|system-v|one-shot-after SIG | ignored-bus | late-bus-handler | "
-               "alternate-stack | quick-exit STATUS | forked-worker | exec ok|failing | large-allocation MIB | busy MS\n");
+               "alternate-stack | quick-exit STATUS | forked-worker | exec ok|failing | large-allocation MIB | busy MS | probe-driver | recapture STEPS\n");
   return 2;
 }
