@@ -48,7 +48,7 @@ void mark_stalled(const char* line) {
   const char* trace = trace_path_c();
   if (!*trace) return;
   std::string why;  // a marker that cannot be written leaves the watchers to the trace
-  replace_file(std::string(trace) + std::string(trace::progress_file::kStalledSuffix), line, why);
+  replace_file(std::string(trace) + std::string(trace::progress_file::kStalledSuffix), line, why, mode_beside_trace());
 }
 
 void unmark_stalled() {

@@ -51,7 +51,7 @@ void publish_progress_for_watchers() noexcept {
     std::string text = progress_text();
     if (text == g_written) return;
     std::string why;
-    if (replace_file(std::string(trace) + std::string(trace::progress_file::kSuffix), text, why) != FileReplaced::kYes) {
+    if (replace_file(std::string(trace) + std::string(trace::progress_file::kSuffix), text, why, mode_beside_trace()) != FileReplaced::kYes) {
       notice_once(Notice::kProgressLost, ("ncclwatch: the progress file for a watcher is not written: " + why).c_str());
       return;
     }

@@ -45,7 +45,7 @@ std::string expand_path(const std::string& pattern, const ProcessInfo& me) {
     }
     char key = pattern[++i];
     if (key == 'p') out += std::to_string(me.pid);
-    else if (key == 'h') out += me.host;
+    else if (key == 'h') out += host_for_file_names(me.host);
     else if (key == '%') out += '%';
     else out += {'%', key};
   }

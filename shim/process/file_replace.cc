@@ -1,5 +1,7 @@
 #include "process/file_replace.h"
 
+#include "process/config.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -44,26 +46,28 @@ std::string why_not_replaced(const std::string& path) {
 // Opens a new temporary file of ours: O_EXCL, so an entry already there (a FIFO would block the
 // open, someone else's file would be truncated) is never opened. A regular file of ours of that
 // name is a leftover of an earlier process with this pid, killed between write and rename.
-int open_new_temporary(const std::string& temporary) {
+int open_new_temporary(const std::string& temporary, unsigned mode) {
   constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW;
-  int fd = ::open(temporary.c_str(), kFlags, 0644);
+  int fd = ::open(temporary.c_str(), kFlags, mode);
   if (fd >= 0 || errno != EEXIST) return fd;
   struct stat st;
   bool leftover_of_ours = ::lstat(temporary.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid();
-  if (leftover_of_ours && ::unlink(temporary.c_str()) == 0) return ::open(temporary.c_str(), kFlags, 0644);
+  if (leftover_of_ours && ::unlink(temporary.c_str()) == 0) return ::open(temporary.c_str(), kFlags, mode);
   errno = EEXIST;
   return -1;
 }
 
 }  // namespace
 
-FileReplaced replace_file(const std::string& path, std::string_view text, std::string& why) noexcept {
+unsigned mode_beside_trace() noexcept { return config().group_readable ? 0640 : 0600; }
+
+FileReplaced replace_file(const std::string& path, std::string_view text, std::string& why, unsigned mode) noexcept {
   try {
     why = why_not_replaced(path);
     if (!why.empty()) return FileReplaced::kRefused;
     // One per process: several processes given one path must not write into each other's.
     const std::string temporary = path + ".tmp." + std::to_string(::getpid());
-    int fd = open_new_temporary(temporary);
+    int fd = open_new_temporary(temporary, mode);
     bool ok = fd >= 0 && write_all(fd, text);
     if (fd >= 0) ok = ::close(fd) == 0 && ok;
     if (ok) ok = ::rename(temporary.c_str(), path.c_str()) == 0;

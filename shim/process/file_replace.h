@@ -14,6 +14,10 @@ enum class FileReplaced { kYes, kRefused, kFailed };
 
 // Writes `text` to `path` through `path.tmp.<pid>`. kRefused: `why` says what `path` is that it
 // must not be replaced; kFailed: `why` is the error. Never throws.
-FileReplaced replace_file(const std::string& path, std::string_view text, std::string& why) noexcept;
+// `mode`: the new file's (less the umask); files beside a trace pass mode_beside_trace().
+FileReplaced replace_file(const std::string& path, std::string_view text, std::string& why, unsigned mode = 0644) noexcept;
+
+// 0640 with NCCLWATCH_GROUP_READABLE=1, else 0600: as the trace itself.
+unsigned mode_beside_trace() noexcept;
 
 }  // namespace ncclwatch

@@ -38,6 +38,7 @@ enum class Notice {
   kCallSiteFailed,
   kExecFailed,
   kTraceCapacityLimited,
+  kStacksBudgetSpent,
   kCount
 };
 

@@ -104,6 +104,17 @@ std::string ProcessInfo::as_strings() const {
   return out;
 }
 
+std::string host_for_file_names(std::string_view host) {
+  std::string out;
+  for (char ch : host.substr(0, 64)) {
+    bool safe = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
+                ch == '_' || ch == '-';
+    out += safe ? ch : '_';
+  }
+  if (out.empty() || out == "." || out == "..") out = "unknown-host";
+  return out;
+}
+
 const ProcessInfo& process_info() {
   std::lock_guard lock(g_mutex);
   if (!g_info) g_info = new ProcessInfo(collect());

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace ncclwatch {
 
@@ -19,6 +20,10 @@ struct ProcessInfo {
 };
 
 const ProcessInfo& process_info();
+// `host` fit for a file name in NCCLWATCH_DIR: letters, digits, '.', '_' and '-' kept, every other
+// byte ('/' above all) as '_', at most 64 bytes, never "", "." or "..". Only file names: the trace
+// keeps the real name.
+std::string host_for_file_names(std::string_view host);
 void process_info_after_fork_in_child() noexcept;
 
 }  // namespace ncclwatch

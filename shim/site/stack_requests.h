@@ -17,10 +17,12 @@ namespace ncclwatch {
 // Never from a signal handler, nor from thread `native_tid` itself.
 void write_stacks(std::string_view reason, pid_t native_tid) noexcept;
 
-// Answers a request for stacks made since the last one answered; looks at most once a second (a
-// stat()). Called by the GPU-timing thread on its rounds; `native_thread()` names the thread whose
-// native stack to read (asked only when there is a request). Requests made before the first look
-// are not this process's to answer.
+// Answers a request for stacks made since the last one answered; looks at most once a second (an
+// lstat()), answers at most once per 5 s (a request within that time waits for it). A request is
+// a change of `dump-now`, a regular file of this process's user or root's. Called by the
+// GPU-timing thread on its rounds; `native_thread()` names the thread whose native stack to read
+// (asked only when there is a request). Requests made before the first look are not this
+// process's to answer. Stacks take at most a quarter of the trace's history (write_stacks).
 void answer_stack_request(pid_t (*native_thread)()) noexcept;
 void stack_requests_after_fork_in_child() noexcept;
 

@@ -207,7 +207,7 @@ bool open_locked(Writer& w) {
     return false;
   }
   // Unique by host, pid and start time; O_EXCL|O_NOFOLLOW: never clobber, never follow a link.
-  std::string stem = cfg.trace_dir + "/" + proc.host + "-" + std::to_string(proc.pid) + "-" +
+  std::string stem = cfg.trace_dir + "/" + host_for_file_names(proc.host) + "-" + std::to_string(proc.pid) + "-" +
                      std::to_string(proc.start_wall_ns / 1000);
   int fd = -1;
   std::string path;

@@ -239,9 +239,9 @@ def new_comm():
     return comm
 
 
-def a_function_whose_name_is_long_enough_to_fill_a_stack_record_quickly_a_function_whose_name_is_long_enough_to_fill_a_stack_record_quickly(depth):
+def a_function_with_a_name_long_enough_to_fill_stack_records(depth):
     if depth:
-        return a_function_whose_name_is_long_enough_to_fill_a_stack_record_quickly_a_function_whose_name_is_long_enough_to_fill_a_stack_record_quickly(depth - 1)
+        return a_function_with_a_name_long_enough_to_fill_stack_records(depth - 1)
     time.sleep(seconds + 30)
 
 
@@ -250,7 +250,7 @@ data = (ctypes.c_float * 64)()
 assert nccl.ncclAllReduce(data, data, 64, 7, 0, first, None) == 0
 cuda.cuStreamSynchronize(None)
 for _ in range(threads):
-    threading.Thread(target=a_function_whose_name_is_long_enough_to_fill_a_stack_record_quickly_a_function_whose_name_is_long_enough_to_fill_a_stack_record_quickly, args=(40,), daemon=True).start()
+    threading.Thread(target=a_function_with_a_name_long_enough_to_fill_stack_records, args=(40,), daemon=True).start()
 open(ready, "w").close()
 time.sleep(seconds)
 later = new_comm()
@@ -330,9 +330,12 @@ def stacks_never_crowd_out_lifecycle_records():
     err, stacks, folder = one_rank_job(16, 14, env={"NCCLWATCH_MAX_MB": "2"}, during=ask_for_stacks)
     leaks = json.loads(subprocess.run([REPORT, "leaks", "--json", folder], capture_output=True, text=True).stdout)["leaks"]
     check(len([l for l in leaks if l["kind"] == "communicator"]) == 2, f"both communicators leaked: {leaks}")
+    check("reached NCCLWATCH_MAX_MB" not in err, f"no lifecycle record is lost: {err}")
     said = [line for line in err.splitlines() if "stacks" in line and "share" in line]
     check(len(said) == 1, f"the stacks' budget spent is said once: {err}")
-    check(sum(len(json.dumps(s)) for s in stacks) < 300 << 10, f"the stacks took {sum(len(json.dumps(s)) for s in stacks)} B")
+    written = sum(len(json.dumps(s)) for s in stacks)
+    print(f"{len(stacks)} Stacks record(s), {written >> 10} KiB")
+    check(stacks and written < 200 << 10, f"some stacks are written, within their share: {len(stacks)}, {written} B")
 
 
 def progress_and_stall_files_follow_the_group_setting():
