@@ -232,6 +232,15 @@ def records_after_a_hole():
     return before + bytes(-len(before) % 4096 + 4096) + comm_destroyed(2, 0xC0FFEE, comm_id) + exit_records()
 
 
+def host_named_like_a_path():
+    """A process on a host whose name (sethostname() takes any bytes) climbs folders and holds a
+    terminal's escape sequences: what the shared-folder attacks put into a trace's header and
+    process record (the shim names the file by a sanitized copy, the trace keeps the real name)."""
+    host = b"../../escaped\x1b]0;owned\x07\x1b[31m"
+    return file_header(host=host) + process(host=host) + \
+        comm_created(1, 0xC0FFEE, 0xA11CE00000000001) + op(0xA11CE00000000001, 1) + exit_records()
+
+
 def corpus(folder):
     """The crafted seeds of the fuzz corpus (small files, one per hostile shape). The corpus also
     holds inputs the fuzzer found, kept as they were (e.g. leak_age_overflow.nwt)."""
@@ -248,6 +257,7 @@ def corpus(folder):
         "ring_chunk_claims_4096_chunks.nwt": ring_claiming_more_chunks(),
         "ring_chunk_mostly_unwritten.nwt": ring_claiming_more_chunks(slots=128, chunks=2, lap=3),
         "records_after_a_hole.nwt": records_after_a_hole(),
+        "host_named_like_a_path.nwt": host_named_like_a_path(),
     }
     seeds["host_not_utf8.nwt"][HOST_OFFSET + 1:HOST_OFFSET + 3] = b"\xff\xfe"
     os.makedirs(folder, exist_ok=True)

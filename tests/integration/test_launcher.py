@@ -1,7 +1,11 @@
 """scripts/ncclwatch (`ncclwatch run`) on real runs: the folders it makes for a job's traces."""
 import os
+import shutil
 import stat
 import subprocess
+import sys
+
+import test_watch
 
 from harness import BUILD, Job, app, check, main
 
@@ -45,5 +49,30 @@ def launcher_folders_are_owner_only_under_any_umask():
     check(proc.returncode == 0 and mode(mine) == 0o755, (proc.returncode, oct(mode(mine)), proc.stderr))
 
 
+def launcher_says_when_the_verdict_is_off_and_leaves_no_request_behind():
+    # A launcher that could not find ncclwatch-report started no watcher, without a word; and a
+    # job that stalled left the watcher's dump-now in its folder.
+    job = Job([], nranks=1, preload=False)
+    env = dict(job.env, NCCLWATCH_SHIM=os.path.join(BUILD, "shim", "libncclwatch.so"))
+    env.pop("NCCLWATCH_DIR")
+    alone = os.path.join(job.tmp, "bin")
+    os.mkdir(alone)
+    shutil.copy(LAUNCHER, alone)  # nothing beside it, and no ncclwatch-report on PATH
+    proc = subprocess.run([os.path.join(alone, "ncclwatch"), "run", "--dir", os.path.join(job.tmp, "off"), "--", "true"],
+                          env=dict(env, PATH="/usr/bin:/bin"), capture_output=True, text=True, timeout=60)
+    check(proc.returncode == 0 and "no live hang verdict" in proc.stderr, f"the launcher says so: {proc.stderr}")
+    # Two ranks, rank 1 late by 3 s: rank 0's watchdog (0.5 s) fires, the watcher asks for stacks.
+    script = os.path.join(job.tmp, "job.py")
+    open(script, "w").write(test_watch.JOB)
+    folder = os.path.join(job.tmp, "stalled")
+    both = f'{sys.executable} {script} 0 {job.tmp} 3 & {sys.executable} {script} 1 {job.tmp} 3; wait'
+    proc = subprocess.run([LAUNCHER, "run", "--dir", folder, "--", "sh", "-c", both],
+                          env=dict(env, NCCLWATCH_STALL_SEC="0.5"), capture_output=True, text=True, timeout=120)
+    check(proc.returncode == 0 and "HANG SUSPECTED" in proc.stderr, f"the stall was seen: {proc.stderr}")
+    left = sorted(os.listdir(folder))
+    check("dump-now" not in left and "watching" not in left, f"the launcher's own files are gone: {left}")
+
+
 if __name__ == "__main__":
-    main({f.__name__: f for f in (launcher_folders_are_owner_only_under_any_umask,)})
+    main({f.__name__: f for f in (launcher_folders_are_owner_only_under_any_umask,
+                                  launcher_says_when_the_verdict_is_off_and_leaves_no_request_behind)})
