@@ -1,5 +1,9 @@
 #include "model/trace_text.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+
 namespace ncclwatch::model {
 namespace {
 
@@ -43,6 +47,28 @@ std::string valid_utf8(std::string_view bytes) {
       out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER
       ++i;
     }
+  }
+  return out;
+}
+
+std::string printable_text(std::string_view text, LineBreaks line_breaks) {
+  // Most text is printable ASCII: returned as it is without a look at each character's class.
+  if (std::all_of(text.begin(), text.end(), [](char ch) { return ch >= 0x20 && ch != 0x7F; })) return std::string(text);
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    auto byte = static_cast<unsigned char>(text[i]);
+    size_t n = utf8_sequence_length(text, i);
+    if (n == 1 && ((byte >= 0x20 && byte != 0x7F) || (byte == '\n' && line_breaks == LineBreaks::kKept))) {
+      out += text[i];
+    } else if (n == 1 || n == 0) {
+      out += fmt::format("\\x{:02x}", byte);  // C0, DEL, or a byte that is not UTF-8
+    } else if (n == 2 && byte == 0xC2 && static_cast<unsigned char>(text[i + 1]) < 0xA0) {
+      out += fmt::format("\\u{:04x}", static_cast<unsigned char>(text[i + 1]));  // C1: U+0080..U+009F
+    } else {
+      out.append(text.substr(i, n));
+    }
+    i += std::max<size_t>(n, 1);
   }
   return out;
 }

@@ -16,15 +16,15 @@ void print_native_stack(const RankProgress& r) {
   constexpr size_t kFramesShown = 12;
   if (!r.native_tid) return;
   if (r.native_stack.empty()) {
-    fmt::print("  native: rank {} thread {}: not read ({})\n", r.rank, r.native_tid, r.native_unread);
+    print_text("  native: rank {} thread {}: not read ({})\n", r.rank, r.native_tid, r.native_unread);
     return;
   }
-  fmt::print("  native: rank {} thread {} (stacks written at a {}; scanned, not unwound: a stale frame may show):\n",
+  print_text("  native: rank {} thread {} (stacks written at a {}; scanned, not unwound: a stale frame may show):\n",
              r.rank, r.native_tid, r.stacks_reason);
   for (size_t i = 0; i < r.native_stack.size() && i < kFramesShown; ++i)
-    fmt::print("    #{} {}\n", i, r.native_stack[i]);
+    print_text("    #{} {}\n", i, r.native_stack[i]);
   if (r.native_stack.size() > kFramesShown)
-    fmt::print("    ... {} more frame(s) (see --json)\n", r.native_stack.size() - kFramesShown);
+    print_text("    ... {} more frame(s) (see --json)\n", r.native_stack.size() - kFramesShown);
 }
 
 
@@ -216,49 +216,49 @@ void write_hang_csv(const HangReport& report) {
 }
 
 void print_hang_text(const HangReport& report) {
-  fmt::print("verdict: {}\n", report.verdict);
-  if (report.window.partial()) fmt::print("judged on the ops kept: {}\n", report.window.text());
+  print_text("verdict: {}\n", report.verdict);
+  if (report.window.partial()) print_text("judged on the ops kept: {}\n", report.window.text());
   for (const CommHang& c : report.comms) {
-    fmt::print("\ncomm {}{} ({} ranks): last seq issued {}, completed by every rank {}\n", hex_id(c.comm_id),
+    print_text("\ncomm {}{} ({} ranks): last seq issued {}, completed by every rank {}\n", hex_id(c.comm_id),
                c.name.empty() ? "" : " \"" + c.name + "\"", c.nranks, c.last_seq_issued, c.last_seq_completed_by_all);
-    if (uint64_t n = rank_count(c.absent)) fmt::print("  absent (no trace): {} rank(s): {}\n", n, ranges_text(c.absent));
+    if (uint64_t n = rank_count(c.absent)) print_text("  absent (no trace): {} rank(s): {}\n", n, ranges_text(c.absent));
     if (!c.init_never_returned.empty())
-      fmt::print("  creation never returned: rank(s) {}\n", ranks_text(c.init_never_returned));
+      print_text("  creation never returned: rank(s) {}\n", ranks_text(c.init_never_returned));
     for (const MissingRank& m : c.missing)
-      fmt::print("  missing: rank {} never issued seq {}{} (last issued {}{}){}\n", m.rank, m.last_seq + 1,
+      print_text("  missing: rank {} never issued seq {}{} (last issued {}{}){}\n", m.rank, m.last_seq + 1,
                  graph_replay_note(c, m.last_seq + 1), m.last_seq, m.process_ended ? ", process exited" : "", where_note(m));
     for (const IncompleteRank& r : c.incomplete)
-      fmt::print("  never completed: rank {} seqs {}..{}{}\n", r.rank, r.from_seq, r.to_seq, graph_replay_note(c, r.from_seq));
+      print_text("  never completed: rank {} seqs {}..{}{}\n", r.rank, r.from_seq, r.to_seq, graph_replay_note(c, r.from_seq));
     for (const RankProgress& r : c.per_rank)
-      if (!r.where.empty()) fmt::print("  python: rank {} at {} (stacks written at a {})\n", r.rank, r.where, r.stacks_reason);
+      if (!r.where.empty()) print_text("  python: rank {} at {} (stacks written at a {})\n", r.rank, r.where, r.stacks_reason);
     for (const RankProgress& r : c.per_rank) print_native_stack(r);
     size_t shown = 0;
     for (const ArgumentMismatch& m : c.mismatches) {
       if (shown++ == kMaxMismatchesShown) {
-        fmt::print("  ... {} more mismatch(es) (see --json)\n", c.mismatches.size() - kMaxMismatchesShown);
+        print_text("  ... {} more mismatch(es) (see --json)\n", c.mismatches.size() - kMaxMismatchesShown);
         break;
       }
-      fmt::print("  mismatch at seq {}: {} {} on rank(s) {}, {} on the others\n", m.seq, m.field, dump_json(m.value),
+      print_text("  mismatch at seq {}: {} {} on rank(s) {}, {} on the others\n", m.seq, m.field, dump_json(m.value),
                  dump_json(m.ranks), dump_json(m.expected));
     }
     for (const Divergence& d : c.divergence)
-      fmt::print("  divergence: rank {} within seqs {}..{}: {}\n", d.rank, d.from_seq, d.to_seq, d.reason);
+      print_text("  divergence: rank {} within seqs {}..{}: {}\n", d.rank, d.from_seq, d.to_seq, d.reason);
     for (const StallSeen& s : c.stalls)
-      fmt::print("  stall: rank {} {} seq {}{} {} after {:.1f} s\n", s.rank, trace::api_name(s.op), s.seq,
+      print_text("  stall: rank {} {} seq {}{} {} after {:.1f} s\n", s.rank, trace::api_name(s.op), s.seq,
                  graph_replay_note(c, s.seq), s.stalled ? "stalled" : "resolved", s.pending_s);
     for (const UnmatchedP2P& p : c.p2p_unmatched)
-      fmt::print("  p2p: rank {} sent {} time(s) to rank {}, which received {}\n", p.src, p.sends, p.dst, p.recvs);
+      print_text("  p2p: rank {} sent {} time(s) to rank {}, which received {}\n", p.src, p.sends, p.dst, p.recvs);
     for (const StragglerRank& r : c.stragglers.ranks)
       if (r.finding)
-        fmt::print("  straggler: rank {} started last on the GPU {} time(s) (chance: {:.0f}), typically {:.3f} ms late "
+        print_text("  straggler: rank {} started last on the GPU {} time(s) (chance: {:.0f}), typically {:.3f} ms late "
                    "(mean {:.3f} ms)\n",
                    r.rank, r.times_last, r.expected_by_chance, r.typical_late_ms, r.mean_late_ms);
-    fmt::print("  verdict: {}\n", c.verdict);
+    print_text("  verdict: {}\n", c.verdict);
   }
   for (const EnvironmentDifference& e : report.environment) {
-    fmt::print("\nenvironment differs: {}\n", e.key);
+    print_text("\nenvironment differs: {}\n", e.key);
     for (const EnvironmentDifference::Value& v : e.values)
-      fmt::print("  {} on {} process(es), ranks {}\n", v.value, v.processes, json(v.ranks).dump());
+      print_text("  {} on {} process(es), ranks {}\n", v.value, v.processes, json(v.ranks).dump());
   }
 }
 

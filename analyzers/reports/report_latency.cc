@@ -94,27 +94,27 @@ int run_latency(const Options& options) {
   auto shown = [&](const std::optional<double>& v, int precision) { return v ? cell(v, precision) : std::string("-"); };
   // A communicator by the name the application gave it, else by its id.
   auto label = [](const std::string& name, uint64_t id) { return name.empty() ? hex_id(id) : name; };
-  fmt::print("{:<16} {:<18} {:>12} {:>6} {:>8} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {}\n", "comm", "op", "bytes",
+  print_text("{:<16} {:<18} {:>12} {:>6} {:>8} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {}\n", "comm", "op", "bytes",
              "ranks", "calls", "p50 us", "p90 us", "p99 us", "max us", "algbw", "busbw", "1st max us", "timing");
   for (const LatencyRow& r : table.rows)
-    fmt::print("{:<16} {:<18} {:>12} {:>6} {:>8} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {}\n", label(r.name, r.comm_id),
+    print_text("{:<16} {:<18} {:>12} {:>6} {:>8} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {}\n", label(r.name, r.comm_id),
                trace::api_name(r.api), r.bytes, r.nranks, r.calls, shown(r.p50_us, 1), shown(r.p90_us, 1),
                shown(r.p99_us, 1), shown(r.max_us, 1), shown(r.algbw_gbps, 2), shown(r.busbw_gbps, 2),
                shown(r.first_call_max_us, 1), r.timing == TimingSource::kHost ? "host (enqueue time)" : timing_name(r.timing));
-  if (table.rows.empty()) fmt::print("(no timed collectives in these traces)\n");
+  if (table.rows.empty()) print_text("(no timed collectives in these traces)\n");
   if (table.window.partial())
-    fmt::print("{}: calls count the whole run; percentiles come from the ops kept (gpu_run_histogram rows: from the "
+    print_text("{}: calls count the whole run; percentiles come from the ops kept (gpu_run_histogram rows: from the "
                "whole run's GPU histogram, to half an octave)\n",
                table.window.text());
-  fmt::print("bandwidths in GB/s, GPU-timed rows only; {}\n{}\n", kSizeConvention, kSteadyState);
+  print_text("bandwidths in GB/s, GPU-timed rows only; {}\n{}\n", kSizeConvention, kSteadyState);
   if (std::any_of(table.rows.begin(), table.rows.end(), [](const LatencyRow& r) { return r.timing == TimingSource::kGpuGraphReplay; }))
-    fmt::print("gpu_graph_replay rows: ops run by CUDA graph launches, timed by GPU events around each launch: the whole "
+    print_text("gpu_graph_replay rows: ops run by CUDA graph launches, timed by GPU events around each launch: the whole "
                "replay's time, an upper bound of the op's own (and its bandwidth a lower bound) when the graph holds "
                "other work too\n");
   if (!table.communicators.empty()) {
-    fmt::print("\n{:<16} {:>6} {:>12} {:>12} {:>14}\n", "comm", "ranks", "init p50 ms", "init max ms", "destroy max ms");
+    print_text("\n{:<16} {:>6} {:>12} {:>12} {:>14}\n", "comm", "ranks", "init p50 ms", "init max ms", "destroy max ms");
     for (const CommLifetimes& c : table.communicators)
-      fmt::print("{:<16} {:>6} {:>12.1f} {:>12.1f} {:>14}\n", label(c.name, c.comm_id), c.nranks, c.init_ms_p50, c.init_ms_max,
+      print_text("{:<16} {:>6} {:>12.1f} {:>12.1f} {:>14}\n", label(c.name, c.comm_id), c.nranks, c.init_ms_p50, c.init_ms_max,
                  shown(c.destroy_ms_max, 1));
   }
   return 0;

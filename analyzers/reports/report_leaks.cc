@@ -266,10 +266,10 @@ void write_leaks_csv(const Job& job, const LeakReport& report) {
 
 void print_leaks_text(const LeakReport& report) {
   if (!report.leaks()) {
-    fmt::print("No leaks: {} communicator instance(s) in {} trace file(s), all released.\n", report.communicators.size(),
+    print_text("No leaks: {} communicator instance(s) in {} trace file(s), all released.\n", report.communicators.size(),
                report.traces);
   } else {
-    fmt::print("{} communicator(s) never destroyed ({} rank instance(s)), {} NCCL resource(s) never released\n",
+    print_text("{} communicator(s) never destroyed ({} rank instance(s)), {} NCCL resource(s) never released\n",
                report.leaked.size(), report.leaked_instances.size(), report.open_resources.size());
     for (const LeakedComm& l : report.leaked) {
       const CommInstance& c = *l.first;
@@ -280,34 +280,34 @@ void print_leaks_text(const LeakReport& report) {
                               ? ""
                               : " (world rank(s) " + ranks_list(l.world_ranks) + ")";
       std::string group = c.process_group.empty() ? "" : ", " + c.process_group.describe();
-      fmt::print("  comm {}{} ({}, {} ranks{}): {} on rank(s) {}{}\n", hex_id(l.id), c.name.empty() ? "" : " \"" + c.name + "\"",
+      print_text("  comm {}{} ({}, {} ranks{}): {} on rank(s) {}{}\n", hex_id(l.id), c.name.empty() ? "" : " \"" + c.name + "\"",
                  trace::api_name(c.api), c.nranks, group, states, ranks_list(l.ranks), world);
       if (!l.site.first.empty())
-        fmt::print("      created at {}{}\n", l.site.first, c.nvshmem ? lifecycle::kNvshmemMadeNote : "");
+        print_text("      created at {}{}\n", l.site.first, c.nvshmem ? lifecycle::kNvshmemMadeNote : "");
       if (c.creation_unrecorded)
-        fmt::print("      created at: unknown (its records were lost to a full trace; the shim's list of communicators "
+        print_text("      created at: unknown (its records were lost to a full trace; the shim's list of communicators "
                    "alive at exit names it)\n");
-      if (c.python_site.size() > 1) fmt::print("      python: {}\n", python_stack_text(c.python_site));
-      if (std::string memory = memory_text(c.memory); !memory.empty()) fmt::print("      held {}\n", memory);
-      if (l.process->has_several_libraries()) fmt::print("      by NCCL {}\n", l.process->library_path(c));
+      if (c.python_site.size() > 1) print_text("      python: {}\n", python_stack_text(c.python_site));
+      if (std::string memory = memory_text(c.memory); !memory.empty()) print_text("      held {}\n", memory);
+      if (l.process->has_several_libraries()) print_text("      by NCCL {}\n", l.process->library_path(c));
     }
     for (const OpenResourceRow& row : report.open_resources) {
       const ResourceInstance& r = *row.resource;
-      fmt::print("  {} 0x{:x}{} ({}) on {} pid {}{}: never released{}\n", trace::resource_kind(r.api), r.handle,
+      print_text("  {} 0x{:x}{} ({}) on {} pid {}{}: never released{}\n", trace::resource_kind(r.api), r.handle,
                  r.bytes ? fmt::format(", {} bytes", r.bytes) : "", trace::api_name(r.api), row.process->host(),
                  row.process->pid(), r.comm_id ? fmt::format(", comm {} rank {}", hex_id(r.comm_id), r.rank) : "",
                  row.site.first.empty() ? "" : "; made at " + row.site.first);
     }
-    for (const std::string& remedy : report.remedies) fmt::print("{}{}\n", lifecycle::kRemedyLead, remedy);
+    for (const std::string& remedy : report.remedies) print_text("{}{}\n", lifecycle::kRemedyLead, remedy);
   }
-  for (const TeardownHang& h : report.teardown_hangs) fmt::print("  TEARDOWN HUNG: {}\n", teardown_hang_text(h));
-  for (const std::string& line : lifecycle_lines(report)) fmt::print("{}\n", line);
+  for (const TeardownHang& h : report.teardown_hangs) print_text("  TEARDOWN HUNG: {}\n", teardown_hang_text(h));
+  for (const std::string& line : lifecycle_lines(report)) print_text("{}\n", line);
   for (const auto& [id, ranks] : report.finalized_only)
-    fmt::print("  note: comm {} on rank(s) {} was {}\n", hex_id(id), ranks_list(ranks), lifecycle::kFinalizedNote);
+    print_text("  note: comm {} on rank(s) {} was {}\n", hex_id(id), ranks_list(ranks), lifecycle::kFinalizedNote);
   for (const UntracedCopy& u : report.untraced)
-    fmt::print("  NOT TRACED in {} process(es): {}: {} (its communicators are not counted here)\n", u.processes, u.path,
+    print_text("  NOT TRACED in {} process(es): {}: {} (its communicators are not counted here)\n", u.processes, u.path,
                u.reason);
-  for (const std::string& line : lost_history_lines(report)) fmt::print("{}\n", line);
+  for (const std::string& line : lost_history_lines(report)) print_text("{}\n", line);
 }
 
 }  // namespace
@@ -506,9 +506,9 @@ int run_leaks(const Job& job, const Options& options) {
     say_other_builds(report);
     std::string counts;
     for (const auto& [state, n] : report.state_counts) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", n, state);
-    if (!counts.empty()) fmt::print("Communicator instances by end state: {}\n", counts);
+    if (!counts.empty()) print_text("Communicator instances by end state: {}\n", counts);
     if (report.peak.process && report.peak.count > 1)
-      fmt::print("Communicators alive at once: at most {} (rank {}, {:.1f} s after it started)\n", report.peak.count,
+      print_text("Communicators alive at once: at most {} (rank {}, {:.1f} s after it started)\n", report.peak.count,
                  world_rank(*report.peak.process), report.peak.at_s);
   }
   return report.findings() ? 1 : 0;

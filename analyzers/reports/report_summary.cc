@@ -90,68 +90,68 @@ json pile_ups_json(const LeakReport& leaks) {
 
 // The job, its NCCL copies and how its processes ended.
 void print_job_lines(const SummaryReport& s) {
-  fmt::print("ncclwatch summary: {} process trace(s), {} rank(s) on {} host(s), {} communicator(s)\n", s.traces, s.ranks,
+  print_text("ncclwatch summary: {} process trace(s), {} rank(s) on {} host(s), {} communicator(s)\n", s.traces, s.ranks,
              s.hosts.size(), s.communicators);
   std::string by_state;
   for (const auto& [state, n] : s.leaks.state_counts) by_state += fmt::format("{}{} {}", by_state.empty() ? "" : ", ", n, state);
-  if (!by_state.empty()) fmt::print("  communicator instances: {}\n", by_state);
+  if (!by_state.empty()) print_text("  communicator instances: {}\n", by_state);
   for (const auto& [path, use] : s.libraries) {
     if (use.status == trace::library_record::kNotTraced)
-      fmt::print("  NOT TRACED: {} in {} process(es): {}\n", path, use.processes, use.how);
+      print_text("  NOT TRACED: {} in {} process(es): {}\n", path, use.processes, use.how);
     else
-      fmt::print("  NCCL {} {}: {} in {} process(es){}\n", nccl_version_text(use.version), path, use.status, use.processes,
+      print_text("  NCCL {} {}: {} in {} process(es){}\n", nccl_version_text(use.version), path, use.status, use.processes,
                  use.how.empty() ? "" : " (" + use.how + ")");
   }
   if (s.processes_without_final_record)
-    fmt::print("  {} process(es) ended without a final record (killed or crashed)\n", s.processes_without_final_record);
-  for (const auto& [name, n] : s.ended_by_signal) fmt::print("  {} process(es) ended by {}\n", n, name);
-  if (s.lost_records) fmt::print("  {} record(s) were lost while tracing\n", s.lost_records);
-  if (s.window.partial()) fmt::print("  {}\n", s.window.text());
+    print_text("  {} process(es) ended without a final record (killed or crashed)\n", s.processes_without_final_record);
+  for (const auto& [name, n] : s.ended_by_signal) print_text("  {} process(es) ended by {}\n", n, name);
+  if (s.lost_records) print_text("  {} record(s) were lost while tracing\n", s.lost_records);
+  if (s.window.partial()) print_text("  {}\n", s.window.text());
 }
 
 // What leaked, piled up or was released out of order.
 void print_leak_lines(const LeakReport& leaks) {
   if (leaks.leaks())
-    fmt::print("  LEAKS: {} communicator(s) never destroyed{}, {} resource(s) never released — run `ncclwatch-report leaks`\n",
+    print_text("  LEAKS: {} communicator(s) never destroyed{}, {} resource(s) never released — run `ncclwatch-report leaks`\n",
                leaks.leaked.size(),
                leaks.leaked_memory_bytes
                    ? fmt::format(" (holding {} of GPU memory when made, all ranks)", bytes_text(leaks.leaked_memory_bytes))
                    : "",
                leaks.open_resources.size());
   else
-    fmt::print("  no leaks: every communicator and resource was released\n");
+    print_text("  no leaks: every communicator and resource was released\n");
   for (const PileUpFinding& f : leaks.pile_ups)
-    fmt::print("  PILING UP: {} communicators made at {} on rank(s) {} in {} bursts, {} never destroyed before "
+    print_text("  PILING UP: {} communicators made at {} on rank(s) {} in {} bursts, {} never destroyed before "
                "exit, at most {} alive at once — run `ncclwatch-report leaks`\n",
                f.pile.made, pile_up_site(f.pile), ranks_text(f.pile.ranks), f.pile.bursts, f.pile.not_destroyed,
                f.pile.peak_alive);
   if (!leaks.order.empty())
-    fmt::print("  ORDER: {} resource(s) released out of order or registered twice — run `ncclwatch-report leaks`\n",
+    print_text("  ORDER: {} resource(s) released out of order or registered twice — run `ncclwatch-report leaks`\n",
                leaks.order.size());
 }
 
 // Mismatches, hangs, departures, stalls, stragglers and settings that differ.
 void print_hang_lines(const HangReport& hang) {
   if (hang.mismatched_seqs)
-    fmt::print("  MISMATCHES: ranks passed different arguments to {} collective(s) — run `ncclwatch-report hang`\n",
+    print_text("  MISMATCHES: ranks passed different arguments to {} collective(s) — run `ncclwatch-report hang`\n",
                hang.mismatched_seqs);
   if (hang.init_hung_ranks)
-    fmt::print("  HANG: {} rank(s) entered a communicator's creation and never returned — run `ncclwatch-report hang`\n",
+    print_text("  HANG: {} rank(s) entered a communicator's creation and never returned — run `ncclwatch-report hang`\n",
                hang.init_hung_ranks);
   if (hang.missing_ranks || hang.absent_ranks)
-    fmt::print("  HANG: {} rank(s) stopped short, {} rank(s) left no trace — run `ncclwatch-report hang`\n", hang.missing_ranks,
+    print_text("  HANG: {} rank(s) stopped short, {} rank(s) left no trace — run `ncclwatch-report hang`\n", hang.missing_ranks,
                hang.absent_ranks);
-  if (hang.divergences) fmt::print("  {} rank(s) departed from their peers' program\n", hang.divergences);
-  if (hang.stall_records) fmt::print("  {} stall record(s) from the watchdog\n", hang.stall_records);
-  for (const std::string& s : hang.stragglers) fmt::print("  STRAGGLER: {}\n", s);
-  for (const std::string& key : hang.environment_keys) fmt::print("  environment differs across ranks: {}\n", key);
+  if (hang.divergences) print_text("  {} rank(s) departed from their peers' program\n", hang.divergences);
+  if (hang.stall_records) print_text("  {} stall record(s) from the watchdog\n", hang.stall_records);
+  for (const std::string& s : hang.stragglers) print_text("  STRAGGLER: {}\n", s);
+  for (const std::string& key : hang.environment_keys) print_text("  environment differs across ranks: {}\n", key);
 }
 
 void print_slowest_ops(const std::vector<LatencyRow>& rows) {
   if (rows.empty()) return;
-  fmt::print("  slowest ops:\n");
+  print_text("  slowest ops:\n");
   for (const LatencyRow& r : rows)
-    fmt::print("    {} {} B on comm {}: max {:.1f} us, p50 {:.1f} us ({}, {} calls){}\n", trace::api_name(r.api), r.bytes,
+    print_text("    {} {} B on comm {}: max {:.1f} us, p50 {:.1f} us ({}, {} calls){}\n", trace::api_name(r.api), r.bytes,
                r.name.empty() ? hex_id(r.comm_id) : fmt::format("\"{}\" ({})", r.name, hex_id(r.comm_id)), *r.max_us, *r.p50_us,
                r.timing == TimingSource::kHost ? "host enqueue" : timing_name(r.timing), r.calls,
                // a first call worth naming: slower than any steady one (NCCL's connection set-up)
@@ -165,7 +165,7 @@ void print_summary_text(const SummaryReport& s) {
   print_leak_lines(s.leaks);
   print_hang_lines(s.hang);
   print_slowest_ops(s.slowest_ops);
-  fmt::print("  look first at: {}\n", s.first_look);
+  print_text("  look first at: {}\n", s.first_look);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "model/model.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <sys/types.h>
@@ -81,6 +82,14 @@ struct StreamedArray {
 // Writes `head` with `arrays` in it, exactly as dump_json(…, 2) writes the whole object, without the
 // whole ever being held: a job's tens of thousands of communicators take gigabytes as one tree.
 void write_json_streamed(std::ostream& out, nlohmann::json head, const std::vector<StreamedArray>& arrays);
+
+// Text reports' lines on standard output: as fmt::print, every text argument made printable
+// (printable_text: names, hosts, paths, call sites and notices come from traces, and a terminal
+// would act on the escape sequences they may hold).
+template <class... Args>
+void print_text(fmt::format_string<printable_arg_t<Args>...> format, Args&&... args) {
+  fmt::print(format, printable_arg(std::forward<Args>(args))...);
+}
 
 // "4 KiB", "1.5 MiB": bytes as people read them (binary units, one decimal unless whole).
 std::string bytes_text(uint64_t bytes);

@@ -241,6 +241,29 @@ def host_named_like_a_path():
         comm_created(1, 0xC0FFEE, 0xA11CE00000000001) + op(0xA11CE00000000001, 1) + exit_records()
 
 
+# Terminal escape sequences a trace may carry in any text: retitle the window (OSC 0 ... BEL), colour
+# what follows red (CSI 31 m), a newline that would forge a report line, DEL, and CSI as the C1
+# control U+009B (two bytes in UTF-8).
+ESCAPES = b"\x1b]0;owned\x07\x1b[31m\nFAKE: all clear\x7f\xc2\x9b2J"
+
+
+def control_characters(rank=0, nranks=2, escapes=ESCAPES):
+    """Rank `rank` of a communicator it leaked, every text of it holding `escapes`: the host (file
+    header and process record), the communicator's name, its recorded call site, the NCCL library's
+    path and an NCCL_ setting whose value differs between ranks."""
+    host = b"node" + escapes[:40]
+    comm_id = 0xE5C0000000000001
+    out = file_header(host=host, pid=4242 + rank)
+    out += strings(PROCESS, [b"host=" + host, b"pid=%d" % (4242 + rank), b"env.NCCL_ALGO=Ring" + escapes + b"%d" % rank])
+    out += strings(LIBRARY, [b"path=/usr/lib/" + escapes + b"/libnccl.so.2", b"version=22809"])
+    out += comm_created(1, 0xC0FFEE, comm_id, rank=rank, nranks=nranks, name=b"tp" + escapes,
+                        site=b"train.py:7 (main" + escapes + b")")
+    out += op(comm_id, 1, rank=rank, nranks=nranks, launch_id=1)
+    if rank == 0:
+        out += op(comm_id, 2, rank=rank, nranks=nranks, launch_id=2)  # a seq rank 1 never issued
+    return out + exit_records()
+
+
 def corpus(folder):
     """The crafted seeds of the fuzz corpus (small files, one per hostile shape). The corpus also
     holds inputs the fuzzer found, kept as they were (e.g. leak_age_overflow.nwt)."""
@@ -258,6 +281,8 @@ def corpus(folder):
         "ring_chunk_mostly_unwritten.nwt": ring_claiming_more_chunks(slots=128, chunks=2, lap=3),
         "records_after_a_hole.nwt": records_after_a_hole(),
         "host_named_like_a_path.nwt": host_named_like_a_path(),
+        "control_characters_rank_0.nwt": control_characters(rank=0),
+        "control_characters_rank_1.nwt": control_characters(rank=1),
     }
     seeds["host_not_utf8.nwt"][HOST_OFFSET + 1:HOST_OFFSET + 3] = b"\xff\xfe"
     os.makedirs(folder, exist_ok=True)

@@ -169,6 +169,20 @@ TEST_CASE("text from a trace becomes valid UTF-8, one U+FFFD per byte that start
   CHECK(valid_utf8("\xE2\x82") == fffd + fffd);                       // truncated three-byte sequence
 }
 
+TEST_CASE("text for a terminal: every control character and byte that is not UTF-8 escaped, once") {
+  using ncclwatch::model::LineBreaks;
+  using ncclwatch::model::printable_text;
+  CHECK(printable_text("tp-world \\ \xC3\xB6 \xF0\x9F\x98\x80") == "tp-world \\ \xC3\xB6 \xF0\x9F\x98\x80");  // kept
+  CHECK(printable_text("\x1B]0;t\x07\x1B[31m") == "\\x1b]0;t\\x07\\x1b[31m");  // OSC retitle, CSI colour
+  CHECK(printable_text("a\nb\tc\rd") == "a\\x0ab\\x09c\\x0dd");               // a line break forges a line
+  CHECK(printable_text("a\nb", LineBreaks::kKept) == "a\nb");
+  CHECK(printable_text(std::string("a\0b\x7F", 4)) == "a\\x00b\\x7f");           // NUL, DEL
+  CHECK(printable_text("\xC2\x9B" "2J \xC2\x85 \xC2\xA0") == "\\u009b2J \\u0085 \xC2\xA0");  // C1; NBSP is text
+  CHECK(printable_text("job\xE9 \xC0\xAF") == "job\\xe9 \\xc0\\xaf");          // not UTF-8
+  for (std::string_view hostile : {"\x1B[2J\n\x9B\xC2\x9B", "\\x1b", "\xFF\x07"})
+    CHECK(printable_text(printable_text(hostile)) == printable_text(hostile));  // once is enough
+}
+
 TEST_CASE("the ranks a latency row counts are kept by rank seen, not by rank value") {
   std::vector<int32_t> ranks;
   for (int32_t r : {5, 5, 1, 1 << 30, 3, 5, 1}) note_rank(ranks, r);

@@ -660,6 +660,46 @@ def test_not_utf8_never_aborts():
     check(out["leaks"]["leaks"][0]["host"] == "n\ufffd\ufffde0", out["leaks"]["leaks"][0])
 
 
+def control_characters_in(data):
+    """The control characters of `data` (bytes) a terminal would act on: C0 but the newline, DEL,
+    C1 (U+0080..U+009F) and bytes that are not UTF-8 (a terminal may take them as C1)."""
+    text = data.decode("utf-8", "surrogateescape")
+    return sorted({ch for ch in text if (ord(ch) < 0x20 and ch != "\n") or 0x7F <= ord(ch) <= 0x9F or
+                   0xDC80 <= ord(ch) <= 0xDCFF})
+
+
+def test_control_characters_escaped_in_text():
+    # Two ranks whose host, communicator name, call site, NCCL path and a setting hold terminal
+    # escape sequences, a newline that forges a line, DEL and C1's CSI; beside them a trace whose
+    # file name holds them. The text reports showed them raw: the reader's terminal was retitled.
+    d = tempdir().encode()
+    for rank in (0, 1):
+        with open(os.path.join(d, b"r%d.nwt" % rank), "wb") as f:
+            f.write(craft_trace.control_characters(rank=rank))
+    with open(os.path.join(d, b"bad" + craft_trace.ESCAPES.replace(b"\n", b"") + b"\xff.nwt"), "wb") as f:
+        f.write(b"not a trace")
+    texts = [["summary"], ["leaks"], ["leaks", "--no-symbols"], ["hang"], ["latency"]]
+    for sub in texts:
+        p = run_raw([*sub, d])
+        check_survived(p, sub)
+        check(not control_characters_in(p.stdout) and not control_characters_in(p.stderr),
+              (sub, control_characters_in(p.stdout), control_characters_in(p.stderr), p.stdout[-3000:], p.stderr))
+        check(b"not an ncclwatch trace" in p.stderr and b"bad\\x1b]0;owned\\x07" in p.stderr,
+              (sub, p.stderr))
+    leaks = run_raw(["leaks", d]).stdout.decode()
+    escaped = "\\x1b]0;owned\\x07\\x1b[31m\\x0aFAKE: all clear\\x7f\\u009b2J"
+    check(f'"tp{escaped}"' in leaks and f"train.py:7 (main{escaped})" in leaks, leaks)
+    check(not any(line.startswith("FAKE") for line in leaks.splitlines()), leaks)
+    hang = run_raw(["hang", d]).stdout.decode()
+    check(f"Ring{escaped}0" in hang and f"tp{escaped}" in hang, hang)
+    # JSON and CSV keep the text itself (their writers escape it for their readers).
+    rc, out, _ = report_json("leaks", d)
+    check(out["leaks"][0]["name"] == "tp" + craft_trace.ESCAPES.decode(), out["leaks"][0])
+    check(out["leaks"][0]["host"] == "node" + craft_trace.ESCAPES[:40].decode(), out["leaks"][0])
+    rows = list(csv.DictReader(io.StringIO(run_raw(["leaks", "--format", "csv", d]).stdout.decode(), newline="")))
+    check(rows[0]["name"] == "tp" + craft_trace.ESCAPES.decode(), rows)
+
+
 def test_flipped_bytes_never_crash():
     d = job("clean")
     original = open(os.path.join(d, sorted(os.listdir(d))[0]), "rb").read()
