@@ -42,9 +42,12 @@ uint64_t bytes_of(Api api, uint64_t count, uint8_t datatype, int32_t nranks) {
     case Api::kReduceScatter:  // count is the recvcount: the send buffer holds n of them
     case Api::kAlltoAll:       // count goes to each peer
     case Api::kGather:
-    case Api::kScatter: return count * n * element;
-    default: return count * element;
+    case Api::kScatter: break;
+    default: n = 1;
   }
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(count, n, &bytes) || __builtin_mul_overflow(bytes, element, &bytes)) return kSizePastRange;
+  return bytes;
 }
 
 double busbw_factor(Api api, int32_t nranks) {

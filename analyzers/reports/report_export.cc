@@ -55,7 +55,7 @@ enum OpColumn {
 };
 const std::vector<ColumnSpec> kOpsSchema = with_process({
     {"comm_id", Kind::kString}, {"rank", Kind::kInt32}, {"nranks", Kind::kInt32}, {"seq", Kind::kInt64},
-    {"op", Kind::kString}, {"count", Kind::kInt64}, {"bytes", Kind::kInt64}, {"datatype", Kind::kString},
+    {"op", Kind::kString}, {"count", Kind::kInt64, true}, {"bytes", Kind::kInt64, true}, {"datatype", Kind::kString},
     {"redop", Kind::kString, true}, {"peer", Kind::kInt32, true}, {"root", Kind::kInt32, true},
     {"stream", Kind::kInt64}, {"tid", Kind::kInt32}, {"launch_id", Kind::kInt64}, {"grouped", Kind::kBool},
     {"launch_ops", Kind::kInt32, true}, {"result", Kind::kInt32}, {"host_begin_ns", Kind::kInt64},
@@ -79,7 +79,7 @@ const std::vector<ColumnSpec> kCommsSchema = with_process({
 });
 const std::vector<ColumnSpec> kResourcesSchema = with_process({
     {"world_rank", Kind::kInt32, true}, {"api", Kind::kString}, {"comm_id", Kind::kString, true},
-    {"rank", Kind::kInt32}, {"bytes", Kind::kInt64}, {"created_ns", Kind::kInt64, true},
+    {"rank", Kind::kInt32}, {"bytes", Kind::kInt64, true}, {"created_ns", Kind::kInt64, true},
     {"released", Kind::kBool}, {"released_ns", Kind::kInt64, true}, {"released_with_comm", Kind::kBool},
     {"site", Kind::kString, true},
 });
@@ -104,6 +104,38 @@ std::string partition_value(std::string_view text) {
 }
 
 std::string stem_of(const std::string& path) { return fs::path(path).stem().string(); }
+
+// A trace's file name (without .nwt) as the name of its tables' files. A file name is any bytes but
+// '/' and NUL, and engines take some apart: DuckDB reads a backslash as a folder separator (the
+// file's rows vanished from its glob), one byte that is not UTF-8 fails every query over the
+// folder, glob characters match other files, a leading '.' hides the file. Every byte but letters,
+// digits, '-', '_' and a '.' that does not lead is percent-encoded (%5C), so that distinct names
+// stay distinct; the tables' `trace` column keeps the name itself. A name too long for the file
+// system once encoded keeps its first 180 bytes and a hash of the whole after "%%" (which no
+// encoding makes).
+std::string file_name_of(std::string_view stem) {
+  std::string out;
+  for (size_t i = 0; i < stem.size(); ++i) {
+    auto byte = static_cast<unsigned char>(stem[i]);
+    if (std::isalnum(byte) || byte == '-' || byte == '_' || (byte == '.' && i > 0)) out += stem[i];
+    else out += fmt::format("%{:02X}", byte);
+  }
+  constexpr size_t kLongest = 200, kKept = 180;  // NAME_MAX is 255: room for ".parquet" and temporary names
+  if (out.size() > kLongest) {
+    uint64_t hash = 0xcbf29ce484222325;  // FNV-1a: the same name gives the same file on every export
+    for (char ch : stem) hash = (hash ^ static_cast<unsigned char>(ch)) * 0x100000001b3;
+    size_t cut = kKept;
+    while (cut > 0 && (out[cut - 1] == '%' || (cut > 1 && out[cut - 2] == '%'))) --cut;  // never inside a %XX
+    out = fmt::format("{}%%{:016x}", out.substr(0, cut), hash);
+  }
+  return out.empty() ? "unknown" : out;
+}
+
+// A count or size (unsigned in the trace) into a BIGINT column: one past its range (2^63 - 1: no
+// buffer is that large, a damaged or hostile trace's is) is null, never a negative number.
+void add_unsigned(parquet::ColumnData& column, uint64_t value) {
+  column.add_optional(value <= static_cast<uint64_t>(INT64_MAX), static_cast<int64_t>(value));
+}
 
 // An op as its row will be written: kept while its launch waits for a GPU timing.
 struct OpRow {
@@ -148,8 +180,8 @@ class OpsFile {
     w[kOpNranks].add(int64_t{o.nranks});
     w[kOpSeq].add(static_cast<int64_t>(o.seq));
     w[kOpName].add(std::string_view(row.api));
-    w[kOpCount].add(static_cast<int64_t>(o.count));
-    w[kOpBytes].add(static_cast<int64_t>(bytes_of(api, o.count, o.datatype, o.nranks)));
+    add_unsigned(w[kOpCount], o.count);
+    add_unsigned(w[kOpBytes], bytes_of(api, o.count, o.datatype, o.nranks));
     w[kOpDatatype].add(std::string_view(datatype_name(o.datatype)));
     w[kOpRedop].add_optional(o.redop >= 0, std::string_view(o.redop >= 0 ? redop_name(o.redop) : ""));
     w[kOpPeer].add_optional(p2p && o.peer >= 0, int64_t{o.peer});
@@ -340,7 +372,8 @@ class TraceTables {
     w[16].add_optional(released, std::string_view(released ? api_name(c.release_api) : ""));
     add_time(w[17], c.release_begin_ns, offset_);
     add_time(w[18], c.release_end_ns, offset_);
-    w[19].add_optional(c.memory.known(), static_cast<int64_t>(c.memory.bytes));
+    if (c.memory.known()) add_unsigned(w[19], c.memory.bytes);
+    else w[19].add_null();
     SiteText site = describe_site(symbolizer, p, c.stack, c.site, c.python_site);
     std::string site_text = valid_utf8(site.first);
     w[20].add_optional(!site_text.empty(), std::string_view(site_text));
@@ -361,7 +394,7 @@ class TraceTables {
     std::string comm = r.comm_id ? hex_id(r.comm_id) : "";
     w[4].add_optional(r.comm_id != 0, std::string_view(comm));
     w[5].add(int64_t{r.rank});
-    w[6].add(static_cast<int64_t>(r.bytes));
+    add_unsigned(w[6], r.bytes);
     add_time(w[7], r.created_ns, offset_);
     w[8].add(r.released);
     add_time(w[9], r.released ? r.released_ns : 0, offset_);
@@ -457,7 +490,7 @@ int run_export(const Options& options, const std::string& job_asked) {
   uint64_t op_rows = 0, comm_rows = 0;
   for (size_t i : usable) {
     const TraceExport& t = traces[i];
-    std::string host = partition_value(t.process.host()), stem = stem_of(files[i]);
+    std::string host = partition_value(t.process.host()), stem = file_name_of(stem_of(files[i]));
     if (t.staged.empty()) errors.push_back(fmt::format("the ops of {} were not written", files[i]));
     else if (fs::rename(t.staged, partition_file(out, "ops", job_id, host, stem), ec); ec)
       errors.push_back(fmt::format("cannot move the ops of {} into place: {}", files[i], ec.message()));

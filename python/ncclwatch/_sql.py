@@ -17,6 +17,7 @@ partition values are read as text on both engines (a job named 20261201 stays "2
 """
 import argparse
 import os
+import re
 import sys
 
 TABLES = ("ops", "comms", "processes", "resources", "stalls", "environment", "notices")
@@ -62,6 +63,49 @@ def _check_export(export_dir):
     return [t for t in TABLES if t not in missing]
 
 
+_DUCKDB_GLOB = re.compile(r"[\[*?]")
+
+
+def _duckdb_files(table_dir):
+    """The DuckDB file list (SQL text) of a table's files, table_dir/job=*/host=*/*.parquet, that
+    reads those and no others: the folder's path is no glob (exp[1] read the folder exp1)."""
+    if "\\" not in table_dir:
+        # Each of DuckDB's glob characters inside brackets matches only itself.
+        pattern = os.path.join(_DUCKDB_GLOB.sub(r"[\g<0>]", table_dir), "*", "*", "*.parquet")
+        return "'" + pattern.replace("'", "''") + "'"
+    # DuckDB's glob takes a backslash for a folder separator and has no escape for it; a path without
+    # glob characters is read as it is: the files, listed here.
+    files = sorted(os.path.join(table_dir, job, host, name)
+                   for job in os.listdir(table_dir) if job.startswith("job=")
+                   for host in _listdir(os.path.join(table_dir, job)) if host.startswith("host=")
+                   for name in _listdir(os.path.join(table_dir, job, host))
+                   if name.endswith(".parquet") and not name.startswith("."))
+    if any(_DUCKDB_GLOB.search(f) for f in files):
+        raise ValueError(f"{table_dir}: DuckDB cannot read a file whose path holds both a backslash and [, * or ?; "
+                         "move or link the export to a plainer path")
+    return "[" + ", ".join("'" + f.replace("'", "''") + "'" for f in files) + "]" if files else "'" + table_dir.replace("'", "''") + "'"
+
+
+def _listdir(path):
+    return os.listdir(path) if os.path.isdir(path) else []
+
+
+def _hadoop_glob(path):
+    """`path` as a Hadoop glob (what Spark's reader takes) matching only itself: its glob characters
+    escaped with a backslash."""
+    return re.sub(r"([\\\[\]{}*?^!])", r"\\\1", path)
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text):
+    """Text as a terminal may show it, as the report tool writes it: each control character (C0,
+    newlines included; DEL; C1) as \\xNN or \\u00NN, so that no escape sequence from a trace reaches
+    the terminal."""
+    return _CONTROL.sub(lambda m: (f"\\u{ord(m[0]):04x}" if ord(m[0]) >= 0x80 else f"\\x{ord(m[0]):02x}"), text)
+
+
 def connect(export_dir):
     """A DuckDB connection with a view per table of the export, and the shared views (last_starts,
     steady_gpu_calls)."""
@@ -69,8 +113,8 @@ def connect(export_dir):
 
     con = duckdb.connect()
     for table in _check_export(export_dir):
-        files = os.path.join(export_dir, table, "*", "*", "*.parquet").replace("'", "''")
-        con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{files}', hive_partitioning = true, "
+        files = _duckdb_files(os.path.join(export_dir, table))
+        con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet({files}, hive_partitioning = true, "
                     "hive_types = {'job': VARCHAR, 'host': VARCHAR}, union_by_name = true)")
     for _, statement in _derived_views():
         con.execute(statement)
@@ -92,8 +136,10 @@ def spark_views(spark, export_dir):
     spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
     for table in TABLES:
         path = export_dir.rstrip("/") + "/" + table
-        # mergeSchema: exports of a later schema version (columns added at the end) read beside older ones.
-        spark.read.option("basePath", path).option("mergeSchema", "true").parquet(path).createOrReplaceTempView(table)
+        # mergeSchema: exports of a later schema version (columns added at the end) read beside older
+        # ones. The path is read as a glob: escaped, it names only itself.
+        spark.read.option("basePath", path).option("mergeSchema", "true").parquet(_hadoop_glob(path)) \
+            .createOrReplaceTempView(table)
     for _, statement in _derived_views():
         spark.sql(statement)
 
@@ -131,8 +177,13 @@ def main(argv=None, prog="ncclwatch sql"):
         else:
             import pandas as pd
 
+            # Text cells come from traces: made printable for the terminal (CSV keeps them as they are).
+            frame = result.df()
+            for column in frame.columns:
+                if pd.api.types.is_object_dtype(frame[column]) or pd.api.types.is_string_dtype(frame[column]):
+                    frame[column] = frame[column].map(lambda v: printable(v) if isinstance(v, str) else v)
             with pd.option_context("display.max_rows", 200, "display.max_columns", 50, "display.width", 200):
-                print(result.df().to_string(index=False))
+                print(frame.to_string(index=False))
     except (ValueError, duckdb.Error) as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 2

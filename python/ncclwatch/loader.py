@@ -532,7 +532,14 @@ def _name_op_and_size(o):
                                                                            len(tf.DATATYPE_BYTES))]
     per_rank = np.isin(o["op"].to_numpy(), list(tf.COUNT_PER_RANK))
     nranks = np.maximum(o["nranks"].to_numpy(), 1).astype(np.uint64)
-    o["bytes"] = o["count"].to_numpy().astype(np.uint64) * element * np.where(per_rank, nranks, np.uint64(1))
+    # As the report tool counts (bytes_of): a size past 2^64 (a damaged or hostile trace's count) is
+    # 2^64 - 1, never the product wrapped round to a small size.
+    count = o["count"].to_numpy().astype(np.uint64)
+    factor = element * np.where(per_rank, nranks, np.uint64(1))
+    with np.errstate(over="ignore"):
+        size = count * factor
+    past = (factor != 0) & (count > np.iinfo(np.uint64).max // np.maximum(factor, np.uint64(1)))
+    o["bytes"] = np.where(past, np.iinfo(np.uint64).max, size).astype(np.uint64)
 
 
 def _led_by_file(frames, empty):

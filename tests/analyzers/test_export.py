@@ -294,6 +294,67 @@ def test_bad_inputs_named():
     check(p.returncode == 0 and p.stdout.startswith("job,comm_id,rank,host,times_last"), (p.stdout, p.stderr))
 
 
+def test_hostile_names_and_paths_read_back():
+    # Trace file names an engine takes apart: a backslash (DuckDB's glob read it as a folder: its rows
+    # vanished), a byte that is not UTF-8 (every query over the export failed), glob characters, a
+    # leading dot (a hidden file), names that percent-encoding could confuse, and one too long for a
+    # file name once encoded. Then exports into folders named like globs: exp[1] read exp1.
+    import craft_trace
+
+    names = [b"a\\b", b"bad\xff", b".hidden", b"x[1]*?{a,b}", b"%41", b"A", b"e=1", b"n" * 120 + b"\\" * 120]
+    traces = tempdir().encode()
+    for i, name in enumerate(names):
+        with open(os.path.join(traces, name + b".nwt"), "wb") as f:
+            f.write(craft_trace.leaked_comm_named(b"tp" + craft_trace.ESCAPES + b"%d" % i))
+    want = {(name + b".nwt").decode("utf-8", "replace"): 1 for name in names}
+    for folder in ("exp[1]", "e*x", "e\\x"):
+        out = os.path.join(tempdir(), folder)
+        export(traces.decode("utf-8", "surrogateescape"), out=out)
+        # A folder the unescaped glob also matches holds a job of its own.
+        export(os.path.join(REAL, "skip"), out=os.path.join(os.path.dirname(out), {"exp[1]": "exp1", "e*x": "eAx"}.get(folder, "e/x")))
+        for table in TABLES:
+            got = {r["trace"]: r["n"] for r in rows(out, f"SELECT trace, count(*) AS n FROM {table} GROUP BY trace")}
+            if table in ("ops", "comms", "processes"):
+                check(got == want, (folder, table, got, want))
+            else:
+                check(set(got) <= set(want), (folder, table, got))
+        # The table's files: one per trace, names no engine takes apart.
+        files = os.listdir(os.path.join(out, "ops", os.listdir(os.path.join(out, "ops"))[0], "host=node0"))
+        check(len(files) == len(names) and all(re.fullmatch(r"[A-Za-z0-9_%-][A-Za-z0-9._%-]*\.parquet", f) and len(f) < 240
+                                               for f in files), files)
+        # ncclwatch sql's table shows a trace's text made printable; --csv keeps it.
+        p = subprocess.run([LAUNCHER, "sql", out, "SELECT name FROM comms ORDER BY name"], capture_output=True,
+                           timeout=60)
+        check(p.returncode == 0 and b"\x1b" not in p.stdout and b"\\x1b]0;owned\\x07" in p.stdout, (p.stdout, p.stderr))
+        p = subprocess.run([LAUNCHER, "sql", out, "SELECT name FROM comms ORDER BY name", "--csv"], capture_output=True,
+                           timeout=60)
+        check(p.returncode == 0 and b"\x1b]0;owned\x07" in p.stdout, (p.stdout, p.stderr))
+
+
+def test_huge_counts_never_wrap():
+    # Counts whose size in bytes passes 2^64 (2^62 floats) or BIGINT (2^64 - 1): written as the size
+    # wrapped (0) or as a negative number. The size saturates in the reports, and is null in the export.
+    import craft_trace
+
+    d = tempdir()
+    comm_id = 0xA11CE00000000001
+    ops = b"".join(craft_trace.op(comm_id, 1 + i, count=count, launch_id=1 + i)
+                   for i, count in enumerate((1 << 62, (1 << 64) - 1, (1 << 61) - 1, 1024)))
+    with open(os.path.join(d, "huge.nwt"), "wb") as f:
+        f.write(craft_trace.file_header() + craft_trace.process() + craft_trace.comm_created(1, 0xC0FFEE, comm_id) +
+                ops + craft_trace.exit_records())
+    out = export(d)
+    got = [(r["count"], r["bytes"]) for r in rows(out, "SELECT count, bytes FROM ops ORDER BY seq")]
+    got = [tuple(None if v != v or v is None else int(v) for v in r) for r in got]  # NaN: pandas' null
+    check(got == [(1 << 62, None), (None, None), ((1 << 61) - 1, ((1 << 61) - 1) * 4), (1024, 4096)], got)
+    latency = json.loads(report("latency", "--json", d).stdout)
+    sizes = sorted(r["bytes"] for r in latency["rows"])
+    check(sizes == [4096, ((1 << 61) - 1) * 4, (1 << 64) - 1], sizes)  # 2^62 floats and 2^64 - 1: past 2^64
+    # ncclwatch.load's ops: the same sizes, saturated.
+    loaded = ncclwatch.load(d, symbolize=False).ops.sort_values("seq")
+    check(loaded["bytes"].tolist() == [(1 << 64) - 1, (1 << 64) - 1, ((1 << 61) - 1) * 4, 4096], loaded["bytes"].tolist())
+
+
 def test_writer_edge_cases_read_back():
     # Files of the writer's edge cases (parquet_cases.cc), read by DuckDB against values computed here.
     import duckdb

@@ -40,9 +40,17 @@ def test_queries_run_unchanged_on_spark():
         raise AssertionError("no java: scripts/bootstrap installs Debian's OpenJDK for this test")
     from pyspark.sql import SparkSession
 
-    out = tempdir()
+    # A folder named like a glob (exp[1] matched the folder exp1, which holds another job here), and
+    # a trace whose file name holds what engines take apart (its tables' files percent-encoded).
+    root = tempdir()
+    out = os.path.join(root, "exp[1]")
+    export([os.path.join(REAL, "skip")], os.path.join(root, "exp1"))
     for name in sorted(os.listdir(REAL)):
         export([os.path.join(REAL, name)], out)
+    hostile = tempdir()
+    first = sorted(os.listdir(os.path.join(REAL, "skip")))[0]
+    shutil.copy(os.path.join(REAL, "skip", first), os.path.join(hostile, "a\\b %x[1]{y}.nwt"))
+    export([hostile], out)
     for i in range(10):
         d = tempdir()
         subprocess.run([GEN, "fleet", d, str(i)], check=True, stdout=subprocess.DEVNULL)
