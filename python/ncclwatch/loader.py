@@ -8,10 +8,15 @@ window; processes.ring_* say how much of the run it is) and `totals` counts ever
 Times are each process's CLOCK_MONOTONIC in ns, as recorded: on one host they compare directly;
 across hosts, `ncclwatch-report` aligns them (processes.start_* give each file's wall-clock anchor).
 """
+import bisect
+import errno
 import json
+import mmap
 import os
+import stat
 import struct
 import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -55,8 +60,101 @@ def trace_files(paths):
     return files
 
 
-def _records(data, path, problems):
-    """Offsets of committed records by type, and the file header; None when the file is unusable."""
+_FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
+
+
+class _Unreadable(Exception):
+    """A file that cannot be read at all; its message says why, as the report tool says it."""
+
+
+def _data_extents(fd, size):
+    """The [begin, end) runs of the file that hold data (SEEK_DATA/SEEK_HOLE), in order; the whole
+    file where the system cannot tell."""
+    if not hasattr(os, "SEEK_DATA"):
+        return [(0, size)]
+    extents, at = [], 0
+    while at < size:
+        try:
+            begin = os.lseek(fd, at, os.SEEK_DATA)
+        except OSError as e:
+            if e.errno != errno.ENXIO:  # ENXIO: nothing but a hole from here on
+                extents.append((at, size))
+            break
+        if begin >= size:
+            break
+        try:
+            end = min(os.lseek(fd, begin, os.SEEK_HOLE), size)
+        except OSError:
+            end = size
+        end = end if end > begin else size
+        extents.append((begin, end))
+        at = end
+    return extents
+
+
+def _read_into(fd, view, offset):
+    """Reads into `view` from `offset`: the bytes read."""
+    if hasattr(os, "preadv"):
+        return os.preadv(fd, [view], offset)
+    chunk = os.pread(fd, len(view), offset)
+    view[:len(chunk)] = chunk
+    return len(chunk)
+
+
+def _read_image(path):
+    """A trace file's bytes and its data extents, read as the report tool reads them (trace_image.cc),
+    so that a file in a folder others can write costs no more than the data it holds: opened without
+    waiting (a FIFO waits for a writer forever), regular files only, and only the data extents read.
+    A hole (a sparse file: `truncate -s 40G`, or a trace copied with cp -S) takes no memory: past the
+    last data nothing is kept, and between data it is an untouched page of an anonymous mapping.
+    Returns (data, extents): data a buffer of the file up to its last data; raises _Unreadable."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0))
+    except OSError as e:
+        raise _Unreadable(f"cannot open: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((name for test, name in _FILE_KINDS if test(st.st_mode)), "not a file")
+            raise _Unreadable(f"not a regular file ({kind})")
+        if st.st_size == 0:
+            raise _Unreadable("empty file")
+        extents = _data_extents(fd, st.st_size)
+        # A writer that died before its header may leave the first page a hole: the header reads zeros.
+        span = max(extents[-1][1] if extents else 0, min(st.st_size, tf.HEADER_BYTES))
+        holes = sum(end - begin for begin, end in extents) < span
+        if holes:
+            page = mmap.PAGESIZE
+            buffer = mmap.mmap(-1, (span + page - 1) // page * page, flags=mmap.MAP_PRIVATE | _MAP_NORESERVE,
+                               prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        else:
+            buffer = bytearray(span)
+        view = memoryview(buffer)
+        kept = []
+        for begin, end in extents:
+            at = begin
+            while at < end:
+                n = _read_into(fd, view[at:min(end, at + (1 << 30))], at)
+                if n <= 0:  # shrank while being read: what came before stands
+                    break
+                at += n
+            if at > begin:
+                kept.append((begin, at))
+            if at < end:
+                span = at
+                break
+        return view[:span], kept
+    except OSError as e:
+        raise _Unreadable(f"cannot read: {e.strerror}") from None
+    finally:
+        os.close(fd)
+
+
+def _records(data, path, problems, extents=None):
+    """Offsets of committed records by type, and the file header; None when the file is unusable.
+    `extents`: the runs of `data` that hold data (the rest is zeros, a file's holes: stepped over)."""
     if len(data) < 8 or data[:8] != tf.MAGIC:
         problems.append((path, "not an ncclwatch trace (bad magic)" if len(data) >= 8 and any(data[:8]) else
                          "no trace header"))
@@ -93,6 +191,8 @@ def _records(data, path, problems):
     op_word, timing_word = commit | tf.RECORD_TYPE["op"], commit | tf.RECORD_TYPE["gpu_timing"]
     ops_append, timings_append = lists[tf.RECORD_TYPE["op"]].append, lists[tf.RECORD_TYPE["gpu_timing"]].append
     limit = tf.MAX_RECORD_BYTES
+    extents = extents if extents is not None else [(0, size)]
+    _, data_end = _next_data(extents, offset, size)
     while offset + 8 <= size:
         n, word = unpack(data, offset)
         if 8 <= n and not n & 7 and offset + n <= size and (n <= limit or word in chunk_words and
@@ -116,9 +216,15 @@ def _records(data, path, problems):
             continue
         start = offset
         offset += 8
+        dirty = False
         while offset + 8 <= size and not plausible(offset):
             offset += 8
-        if any(data[start:offset]):
+            if offset >= data_end:
+                # Zeros hold no record: a hole (gigabytes of one, in a sparse file) is stepped over.
+                dirty = dirty or any(data[start:min(offset, data_end)])
+                offset, data_end = _next_data(extents, offset, size)
+                start = offset
+        if dirty or any(data[start:offset]):
             skipped += offset - start
     if skipped:
         problems.append((path, f"corrupt spans skipped ({skipped} bytes)"))
@@ -129,6 +235,17 @@ def _records(data, path, problems):
         problems.append((path, "holds no records"))
         return None, None
     return by_type, header
+
+
+def _next_data(extents, offset, size):
+    """(where the scan goes on, the end of that run of data): `offset` where it lies in data, else
+    the start of the next data (a multiple of 8); (size, size) when no data follows."""
+    i = bisect.bisect_right(extents, offset, key=lambda e: e[1]) if sys.version_info >= (3, 10) else \
+        next((i for i, e in enumerate(extents) if e[1] > offset), len(extents))
+    if i == len(extents):
+        return size, size
+    begin, end = extents[i]
+    return max(offset, (begin + 7) // 8 * 8), end
 
 
 def _gather(words, offsets, dtype):
@@ -393,18 +510,20 @@ def load(paths, symbolize=True):
                kept in one place, the report tool's: these rows are `ncclwatch-report leaks --json`'s
                (symbolize=False skips symbolizing the call sites; None when the tool is not found)
     leaks      the communicators and resources never released, as `leaks` lists them
-    problems   what could not be read: file, problem
+    problems   what could not be read: file, problem. A file that is not a regular one (a FIFO, a
+               device) is refused unopened and named in a warning too; a sparse file costs the data
+               it holds, not the size it claims
     """
     problems = []
     ops, timings, totals, calls, stalls, processes, env = [], [], [], [], [], [], []
     for path in trace_files(paths):
         try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except OSError as e:
-            problems.append((path, f"cannot read: {e.strerror}"))
+            data, extents = _read_image(path)
+        except _Unreadable as e:
+            problems.append((path, str(e)))
+            warnings.warn(f"ncclwatch.load: {path}: {e} (skipped)")
             continue
-        by_type, header = _records(data, path, problems)
+        by_type, header = _records(data, path, problems, extents)
         if by_type is None:
             continue
         host = header["host"].split(b"\0", 1)[0].decode("utf-8", "replace")

@@ -326,6 +326,58 @@ def bad_files_are_named_and_the_rest_read():
     check(len(loaded.processes) == 2 and len(loaded.ops) > 0, loaded)
 
 
+def hostile_files_bounded_like_the_report_tool():
+    # A folder others can write: a FIFO named *.nwt (opening it to read waited for a writer forever),
+    # a link to /dev/zero, a trace followed by a 40 GiB hole (truncate -s 40G: reading it whole was
+    # a MemoryError that lost every file of the load), and one whose last records lie past a 40 GiB
+    # hole (a copy that makes a trace sparse keeps records after holes). The good files load, each
+    # bad one is named, and memory stays bounded by the data on disk.
+    d = tempfile.mkdtemp(prefix="ncclwatch-hostile-")
+    with open(os.path.join(d, "probe"), "wb") as f:
+        f.truncate(1 << 30)
+    if os.stat(os.path.join(d, "probe")).st_blocks * 512 >= 1 << 20:
+        print("skipped: this file system fills holes in", d)
+        return
+    os.unlink(os.path.join(d, "probe"))
+    comm_id = 0xA11CE00000000001
+    with open(os.path.join(d, "good.nwt"), "wb") as f:
+        f.write(craft.leaked_comm_named(b"world"))
+    with open(os.path.join(d, "sparse.nwt"), "wb") as f:
+        f.write(craft.leaked_comm_named(b"world"))
+        f.truncate(40 << 30)
+    with open(os.path.join(d, "after_hole.nwt"), "wb") as f:
+        f.write(craft.file_header(pid=4343) + craft.process() + craft.comm_created(1, 0xC0FFEE, comm_id))
+        f.seek(40 << 30, os.SEEK_CUR)
+        f.write(craft.comm_destroyed(2, 0xC0FFEE, comm_id) + craft.exit_records())
+    os.mkfifo(os.path.join(d, "stuck.nwt"))
+    os.symlink("/dev/zero", os.path.join(d, "zero.nwt"))
+    child = f"""
+import json, resource, sys, warnings
+sys.path.insert(0, {os.path.join(HERE, "..", "..", "python")!r})
+import ncclwatch
+with warnings.catch_warnings(record=True) as said:
+    warnings.simplefilter("always")
+    job = ncclwatch.load({d!r}, symbolize=False)
+print(json.dumps({{"problems": job.problems.values.tolist(), "files": sorted(job.processes["file"]),
+                  "states": sorted(zip(job.comms["file"], job.comms["state"])), "warnings": [str(w.message) for w in said],
+                  "ops": len(job.ops), "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+"""
+    try:
+        p = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("ncclwatch.load still running after 60 s: it opened a FIFO to read, or read a hole")
+    check(p.returncode == 0, (p.returncode, p.stderr[-3000:]))
+    out = json.loads(p.stdout)
+    at = lambda name: os.path.join(d, name)  # noqa: E731
+    check(out["files"] == [at("after_hole.nwt"), at("good.nwt"), at("sparse.nwt")], out)
+    check(sorted(out["problems"]) == [[at("stuck.nwt"), "not a regular file (a FIFO)"],
+                                      [at("zero.nwt"), "not a regular file (a character device)"]], out["problems"])
+    check(any("stuck.nwt" in w and "FIFO" in w for w in out["warnings"]), out["warnings"])
+    check(out["states"] == [[at("after_hole.nwt"), "destroyed"], [at("good.nwt"), "leaked"], [at("sparse.nwt"), "leaked"]],
+          out["states"])
+    check(out["ops"] == 2 and out["rss_mb"] < 400, out)
+
+
 def ops_dtypes_are_the_same_with_and_without_gpu_timing():
     # One job GPU-timed (events on every launch), one host-timed (no GPU column has a value), one
     # folder with no readable trace (an empty frame): the ops table has OPS_DTYPES in each.
@@ -360,4 +412,5 @@ if __name__ == "__main__":
     main({f.__name__: f for f in [layout_matches_the_cpp_header, tables_match_dump, bad_files_are_named_and_the_rest_read,
                                   ring_window_of_a_real_job, crafted_ring_reads_as_the_cpp_reader_does,
                                   older_formats_still_read, large_ring_chunks_are_read,
-                                  ops_dtypes_are_the_same_with_and_without_gpu_timing]})
+                                  ops_dtypes_are_the_same_with_and_without_gpu_timing,
+                                  hostile_files_bounded_like_the_report_tool]})
