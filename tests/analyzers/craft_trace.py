@@ -264,6 +264,15 @@ def control_characters(rank=0, nranks=2, escapes=ESCAPES):
     return out + exit_records()
 
 
+def huge_counts(counts=(1 << 62, (1 << 64) - 1, (1 << 61) - 1, 1024)):
+    """All-reduces of float32 elements with these counts: 2^62 and 2^64 - 1 make sizes past 2^64
+    bytes (a product wrapped round to 0 and to 2^64 - 4), 2^61 - 1 the largest size within BIGINT's
+    range (2^63 - 4 bytes)."""
+    comm_id = 0xA11CE00000000001
+    ops = b"".join(op(comm_id, 1 + i, count=count, launch_id=1 + i) for i, count in enumerate(counts))
+    return file_header() + process() + comm_created(1, 0xC0FFEE, comm_id) + ops + exit_records()
+
+
 def corpus(folder):
     """The crafted seeds of the fuzz corpus (small files, one per hostile shape). The corpus also
     holds inputs the fuzzer found, kept as they were (e.g. leak_age_overflow.nwt)."""
@@ -283,6 +292,7 @@ def corpus(folder):
         "host_named_like_a_path.nwt": host_named_like_a_path(),
         "control_characters_rank_0.nwt": control_characters(rank=0),
         "control_characters_rank_1.nwt": control_characters(rank=1),
+        "huge_counts.nwt": huge_counts(),
     }
     seeds["host_not_utf8.nwt"][HOST_OFFSET + 1:HOST_OFFSET + 3] = b"\xff\xfe"
     os.makedirs(folder, exist_ok=True)

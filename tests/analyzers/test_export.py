@@ -337,12 +337,8 @@ def test_huge_counts_never_wrap():
     import craft_trace
 
     d = tempdir()
-    comm_id = 0xA11CE00000000001
-    ops = b"".join(craft_trace.op(comm_id, 1 + i, count=count, launch_id=1 + i)
-                   for i, count in enumerate((1 << 62, (1 << 64) - 1, (1 << 61) - 1, 1024)))
     with open(os.path.join(d, "huge.nwt"), "wb") as f:
-        f.write(craft_trace.file_header() + craft_trace.process() + craft_trace.comm_created(1, 0xC0FFEE, comm_id) +
-                ops + craft_trace.exit_records())
+        f.write(craft_trace.huge_counts((1 << 62, (1 << 64) - 1, (1 << 61) - 1, 1024)))
     out = export(d)
     got = [(r["count"], r["bytes"]) for r in rows(out, "SELECT count, bytes FROM ops ORDER BY seq")]
     got = [tuple(None if v != v or v is None else int(v) for v in r) for r in got]  # NaN: pandas' null
