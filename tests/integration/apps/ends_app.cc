@@ -26,7 +26,10 @@ namespace {
 std::atomic<int> g_handled{0};
 void count_signal(int) { g_handled.fetch_add(1); }
 
+float* op_buffer();
+
 ncclComm_t one_rank_comm() {
+  op_buffer();  // a current context first, as a real driver needs
   ncclUniqueId id;
   CHECK(ncclGetUniqueId(&id));
   ncclComm_t comm = nullptr;
@@ -34,11 +37,31 @@ ncclComm_t one_rank_comm() {
   return comm;
 }
 
+// 4 KiB the all-reduces work on: GPU memory under a real driver (the program then runs on a GPU
+// with the real NCCL), host memory under the stand-in, which has no cuMemAlloc.
+float* op_buffer() {
+  static float* buffer = [] {
+    cuInit(0);
+    CUdevice device = 0;
+    CUcontext context = nullptr;
+    cuDeviceGet(&device, 0);
+    cuDevicePrimaryCtxRetain(&context, device);
+    cuCtxSetCurrent(context);
+    using AllocFn = CUresult (*)(CUdeviceptr*, size_t);
+    CUdeviceptr on_device = 0;
+    if (auto alloc = reinterpret_cast<AllocFn>(dlsym(RTLD_DEFAULT, "cuMemAlloc_v2")); alloc && alloc(&on_device, 4096) == CUDA_SUCCESS)
+      return reinterpret_cast<float*>(on_device);
+    static float on_host[1024];
+    return on_host;
+  }();
+  return buffer;
+}
+
 // A few all-reduces on a stream, finished on the device before the program goes on.
 void all_reduces(ncclComm_t comm, int n) {
+  float* data = op_buffer();
   CUstream stream = nullptr;
   cuStreamCreate(&stream, 0);
-  static float data[1024];
   for (int i = 0; i < n; ++i) CHECK(ncclAllReduce(data, data, 1024, ncclFloat, ncclSum, comm, stream));
   cuStreamSynchronize(stream);
 }
