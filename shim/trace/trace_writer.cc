@@ -39,6 +39,7 @@ constexpr uint64_t kExitReserveBytes = 20 << 10;
 // (`ulimit -v`) the trace takes at most this share of it, and never less than the minimum.
 constexpr uint64_t kAddressSpaceShare = 64;
 constexpr uint64_t kMinLimitedBytes = 2 * kChunkBytes;
+constexpr uint64_t kMaxLimitedBytes = 256ull << 20;  // CUDA jobs need limits of many GiB
 
 enum class State : int { kClosed, kOpen, kFailed };
 
@@ -316,7 +317,7 @@ uint64_t trace_capacity_bytes() noexcept {
     struct rlimit limit{};
     if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return wanted;
     uint64_t share = limit.rlim_cur / kAddressSpaceShare / kChunkBytes * kChunkBytes;
-    return std::min(wanted, std::max(share, kMinLimitedBytes));
+    return std::min(wanted, std::clamp(share, kMinLimitedBytes, kMaxLimitedBytes));
   }();
   return capacity;
 }

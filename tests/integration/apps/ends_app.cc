@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -263,6 +264,18 @@ int exec_other(const char* how) {
 int large_allocation(int mib) {
   ncclComm_t comm = one_rank_comm();
   all_reduces(comm, 2);
+  if (mib <= 0) {  // what is left under the limit, after the first NCCL call
+    struct rlimit limit{};
+    getrlimit(RLIMIT_AS, &limit);
+    FILE* f = std::fopen("/proc/self/status", "r");
+    char line[256];
+    long size_kib = 0;
+    while (f && std::fgets(line, sizeof(line), f))
+      if (std::sscanf(line, "VmSize: %ld kB", &size_kib) == 1) break;
+    if (f) std::fclose(f);
+    std::printf("headroom %ld MiB\n", static_cast<long>(limit.rlim_cur >> 20) - size_kib / 1024);
+    return 0;
+  }
   void* block = std::malloc(static_cast<size_t>(mib) << 20);
   std::printf("allocated %d MiB: %d\n", mib, block != nullptr);
   std::free(block);
