@@ -12,8 +12,9 @@ export NCCLWATCH_BUILD_DIR=$build NCCLWATCH_SHIM=$build/shim/libncclwatch.so NCC
 export HOSTNCCL_DIR=$nccl_lib MPRUN_DIR=$root/tests/launcher
 # The report tool brings its elfutils (tests/gpu/stage.sh).
 export LD_LIBRARY_PATH="$build/analyzers/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-# CUDA reserves much address space: the ulimit -v case runs under 256 GiB here.
-export NCCLWATCH_TEST_ADDRESS_SPACE_GIB=${NCCLWATCH_TEST_ADDRESS_SPACE_GIB:-256}
+# CUDA reserves much address space (an H200 job with PyTorch's NCCL took about 294 GiB before its
+# first allocation): the ulimit -v case runs under 512 GiB here.
+export NCCLWATCH_TEST_ADDRESS_SPACE_GIB=${NCCLWATCH_TEST_ADDRESS_SPACE_GIB:-512}
 failed=0
 for case in one_shot_handlers_run_once handler_installed_later_stays_behind_the_guard ignored_bus_error_stays_ignored \
             alternate_stack_is_kept quick_exit_ends_the_trace_as_it_is forked_worker_ending_by_quick_exit \
