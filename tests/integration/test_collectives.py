@@ -382,13 +382,15 @@ def graphs_the_shim_cannot_follow_are_said_and_harmless():
         check("invalidated capture: query 906, end 901, graph none" in r.stdout, r.stdout)
     for rank, data in ops_by_rank(job).items():
         ran = [(o["seq"], bool(o["flags"] & 16), o["graph"]) for o in data["ops"] if o["op"] == "ncclAllReduce" and o["seq"]]
-        check(ran == [(1, True, 1), (2, True, 1), (3, True, 2), (4, False, 0)],
+        # The relaxed capture holds the very same all-reduce: it is graph 1 again (one kept graph per
+        # distinct list of NCCL ops, so a loop that re-captures each step keeps no more state).
+        check(ran == [(1, True, 1), (2, True, 1), (3, True, 1), (4, False, 0)],
               f"rank {rank}: replays of the destroyed graph's exec on both streams, none after the update, the "
               f"relaxed capture's, then the eager op: {ran}")
     for trace in job.traces():
         events = [(g["event"], g["index"]) for g in graph_records(trace)]
-        check(events == [("captured", "1"), ("instantiated", "1"), ("not_followed", "1"), ("captured", "2"),
-                         ("instantiated", "2"), ("capture_failed", "3")], f"graph records {events}")
+        check(events == [("captured", "1"), ("instantiated", "1"), ("not_followed", "1"), ("captured", "1"),
+                         ("instantiated", "1"), ("capture_failed", "3")], f"graph records {events}")
     hang = json.loads(report(job, "hang", "--json").stdout)
     check(not hang["comms"][0]["missing"] and not hang["comms"][0]["incomplete"], f"consistent: {hang['comms'][0]}")
 
