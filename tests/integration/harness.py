@@ -112,6 +112,12 @@ def alert_blocks(stderr):
     return blocks
 
 
+def skip(reason):
+    """Ends the case as skipped (meson's exit status 77), saying why."""
+    print(f"skipped: {reason}")
+    raise SystemExit(77)
+
+
 def check(condition, message):
     if not condition:
         raise AssertionError(message)
