@@ -217,30 +217,28 @@ int chained_sigaction(int sig, const struct sigaction* act, struct sigaction* ol
   return result;
 }
 
-void give_back_claimed_signals() noexcept {
+namespace {
+// Installs, for every claimed signal, the action `pick` makes of the application's own.
+template <class Pick> void reinstall_claimed(Pick&& pick) {
   SigactionFn real = g_real_sigaction.load(std::memory_order_acquire);
   if (!real || !g_any_claimed.load(std::memory_order_acquire)) return;
   as_writer([&] {
     for (int sig = 1; sig < NSIG; ++sig) {
       Slot& s = g_slots[sig];
       if (!s.claimed.load(std::memory_order_relaxed)) continue;
-      struct sigaction app = load_app_action(s);
-      real(sig, &app, nullptr);
+      struct sigaction action = pick(load_app_action(s));
+      real(sig, &action, nullptr);
     }
   });
 }
+}  // namespace
+
+void give_back_claimed_signals() noexcept {
+  reinstall_claimed([](const struct sigaction& app) { return app; });
+}
 
 void reclaim_signals() noexcept {
-  SigactionFn real = g_real_sigaction.load(std::memory_order_acquire);
-  if (!real || !g_any_claimed.load(std::memory_order_acquire)) return;
-  as_writer([&] {
-    for (int sig = 1; sig < NSIG; ++sig) {
-      Slot& s = g_slots[sig];
-      if (!s.claimed.load(std::memory_order_relaxed)) continue;
-      struct sigaction ours = ours_in_front_of(load_app_action(s));
-      real(sig, &ours, nullptr);
-    }
-  });
+  reinstall_claimed([](const struct sigaction& app) { return ours_in_front_of(app); });
 }
 
 }  // namespace ncclwatch
