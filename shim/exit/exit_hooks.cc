@@ -315,6 +315,7 @@ void after_fork_in_child() {
 __attribute__((constructor)) void on_load() {
   pthread_atfork(nullptr, nullptr, after_fork_in_child);
   on_exit(on_final_exit, nullptr);
+  report_nccl_ahead_of_shim_at_load();
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <ncclwatch/trace_strings.h>
 
+#include <dlfcn.h>
 #include <link.h>
 #include <unistd.h>
 
@@ -71,6 +72,7 @@ struct Scan {
   ElfW(Addr) page_size = 4096;
   std::vector<NcclCopy> copies;  // every object, with what its dynamic symbols say; files read after
   bool object_skipped = false;   // an object could not be inspected: said after the walk
+  bool calls_nccl = false;       // an object other than NCCL's calls NCCL through the dynamic linker
 };
 
 constexpr const char* kCensusFailedText =
@@ -95,6 +97,8 @@ int inspect_object(dl_phdr_info* info, size_t, void* out) noexcept {
     if (image.defined_address(kMarkerSymbol)) {
       copy.exported = true;
       copy.binds_own_calls = image.binds_symbolically() || !image.relocates_symbols_starting_with("nccl");
+    } else if (!copy.named_libnccl && image.relocates_symbols_starting_with("nccl")) {
+      scan.calls_nccl = true;
     }
     scan.copies.push_back(std::move(copy));
   } catch (...) {
@@ -128,8 +132,28 @@ std::string why_not_traced(const NcclCopy& copy) {
 
 void say(const std::string& text) { ncclwatch::say(text.c_str()); }
 
+// The object that the global scope binds ncclCommInitRank to: the shim, unless a library loaded
+// ahead of it (a libnccl earlier in LD_PRELOAD) defines NCCL's names and takes the calls.
+const void* global_binding_base() {
+  void* found = real_dlsym(RTLD_DEFAULT, kMarkerSymbol);
+  Dl_info info{};
+  if (!found || !dladdr(found, &info)) return nullptr;
+  return info.dli_fbase;
+}
+
+// This shim's own file, as the fix names it.
+std::string shim_file() {
+  Dl_info info{};
+  if (!dladdr(reinterpret_cast<const void*>(&global_binding_base), &info) || !info.dli_fname) return "libncclwatch.so";
+  return info.dli_fname;
+}
+
+constexpr const char* kAheadOfShimReason =
+    "it comes before libncclwatch.so in the load order (LD_PRELOAD), so the program's NCCL calls go "
+    "straight to it";
+
 // Every loaded object that defines NCCL's API (the shim aside), files read for hidden copies.
-std::vector<NcclCopy> find_nccl_copies() {
+std::vector<NcclCopy> find_nccl_copies(bool* someone_calls_nccl = nullptr) {
   Scan scan;
   scan.shim = shim_load_address();
   scan.page_size = static_cast<ElfW(Addr)>(sysconf(_SC_PAGESIZE));
@@ -138,6 +162,7 @@ std::vector<NcclCopy> find_nccl_copies() {
   std::vector<NcclCopy> found;
   for (NcclCopy& copy : scan.copies)
     if (confirm_from_file(copy)) found.push_back(std::move(copy));
+  if (someone_calls_nccl) *someone_calls_nccl = scan.calls_nccl;
   return found;
 }
 
@@ -184,20 +209,30 @@ void announce_libraries() noexcept {
 
 void report_untraced_nccl(bool at_exit) noexcept {
   try {
-    std::vector<NcclCopy> copies = find_nccl_copies();
+    bool someone_calls_nccl = false;
+    std::vector<NcclCopy> copies = find_nccl_copies(&someone_calls_nccl);
     std::vector<const RealNccl*> attached = known_libraries();
+    const void* bound_globally = global_binding_base();
     std::lock_guard lock(g_census_mutex);
     for (const NcclCopy& copy : copies) {
       bool is_attached = std::any_of(attached.begin(), attached.end(), [&](const RealNccl* lib) { return lib->base == copy.base; });
       // A libnccl of its own that no call reached yet: unused rather than hidden from us. Said
       // only at exit (it may still be attached before), and only into a trace that exists anyway.
       bool unused_library = copy.named_libnccl && copy.exported;
+      // Unless it sits ahead of the shim while the program calls NCCL: then no call ever will.
+      bool ahead_of_shim = unused_library && copy.base == bound_globally && someone_calls_nccl;
       if (is_attached || std::find(reported().begin(), reported().end(), copy.base) != reported().end()) continue;
-      if (unused_library && (!at_exit || !g_process_attached.load(std::memory_order_acquire))) continue;
+      if (unused_library && !ahead_of_shim && (!at_exit || !g_process_attached.load(std::memory_order_acquire)))
+        continue;
       // An unused libnccl is never called: its banner tells its version.
       int version = unused_library ? std::max(ElfFile(copy.path).nccl_banner_version(), 0) : copy.version;
       std::string blob;
-      if (unused_library) {
+      if (ahead_of_shim) {
+        blob = unreached_library_strings(copy.path, version, trace::library_record::kNotTraced, kAheadOfShimReason);
+        say("ncclwatch: not traced: " + copy.path + ": " + kAheadOfShimReason +
+            "; its communicators are missing from the trace. Put the shim first: LD_PRELOAD=" + shim_file() + ":" +
+            copy.path + " (ncclwatch run does)");
+      } else if (unused_library) {
         blob = unreached_library_strings(copy.path, version, trace::library_record::kUnused,
                                          "no call reached it through ncclwatch");
       } else {
@@ -212,6 +247,13 @@ void report_untraced_nccl(bool at_exit) noexcept {
   } catch (...) {
     notice_once(Notice::kCensusFailed, kCensusFailedText);
   }
+}
+
+void report_nccl_ahead_of_shim_at_load() noexcept {
+  // One lookup for every process: only where another library takes NCCL's names does the census
+  // run (a program that calls NCCL itself hears it now; one that loads NCCL later, at exit).
+  const void* bound = global_binding_base();
+  if (bound && bound != shim_load_address() && config().record) report_untraced_nccl(false);
 }
 
 void library_census_process_attached() noexcept {

@@ -23,6 +23,10 @@ void library_census_process_attached() noexcept;
 // (before exit one may still be).
 void report_untraced_nccl(bool at_exit) noexcept;
 
+// At load: when a library loaded ahead of the shim takes NCCL's names (a libnccl earlier in
+// LD_PRELOAD) and the program calls NCCL, the calls never reach the shim: said now, with the fix.
+void report_nccl_ahead_of_shim_at_load() noexcept;
+
 // The kLibrary record's strings (ncclwatch/trace_strings.h) for a library the shim's calls reach ...
 std::string attached_library_strings(const RealNccl& lib);
 // ... and for a copy they do not reach: `status` is library_record::kUnused or kNotTraced.

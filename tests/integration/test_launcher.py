@@ -7,7 +7,7 @@ import sys
 
 import test_watch
 
-from harness import BUILD, Job, app, check, main
+from harness import BUILD, HOSTNCCL_DIR, SANITIZER_RUNTIME, SHIM, Job, app, check, main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LAUNCHER = os.path.join(ROOT, "scripts", "ncclwatch")
@@ -73,6 +73,40 @@ def launcher_says_when_the_verdict_is_off_and_leaves_no_request_behind():
     check("dump-now" not in left and "watching" not in left, f"the launcher's own files are gone: {left}")
 
 
+def nccl_preloaded_ahead_of_the_shim_is_named_and_the_launcher_puts_the_shim_first():
+    # LD_PRELOAD=libnccl.so.2:libncclwatch.so (how one tries another NCCL under a framework): every
+    # NCCL call went straight to the library, and there was no trace, no alert, not a word.
+    nccl = os.path.join(HOSTNCCL_DIR, "libnccl.so.2")
+    runtime = [SANITIZER_RUNTIME] if SANITIZER_RUNTIME else []
+    job = Job([app("lifecycle_app"), "leaky"], nranks=1, env={"LD_PRELOAD": ":".join(runtime + [nccl, SHIM])})
+    r = job.run()[0]
+    check(r.returncode == 0, f"the job runs: {r.returncode} {r.stderr}")
+    said = [line for line in r.stderr.splitlines() if "Put the shim first" in line]
+    check(len(said) == 1 and nccl in said[0] and f"LD_PRELOAD={SHIM}:{nccl}" in said[0],
+          f"said once, with the fix: {r.stderr}")
+    code, leaks, _ = job.report("leaks", "--json")
+    check([u["path"] for u in leaks["not_traced"]] == [nccl] and "before libncclwatch.so" in leaks["not_traced"][0]["reason"],
+          f"the trace names the library its calls went to: {leaks['not_traced']}")
+    code, summary, _ = job.report("summary")
+    check(nccl in summary and "not traced" in summary, f"the summary says it: {summary}")
+    # A program that never calls NCCL (a shell under the same preload) hears nothing of it.
+    proc = subprocess.run(["sh", "-c", "true"], env=job.env, capture_output=True, text=True, timeout=60)
+    check(proc.returncode == 0 and "ncclwatch" not in proc.stderr, f"a shell is left alone: {proc.stderr}")
+
+    # The launcher puts the shim first: the same job is traced, its leak alerted.
+    env = dict(job.env, NCCLWATCH_SHIM=SHIM, LD_PRELOAD=":".join(runtime + [nccl]))
+    env.pop("NCCLWATCH_DIR")
+    folder = os.path.join(job.tmp, "launched")
+    proc = subprocess.run([LAUNCHER, "run", "--dir", folder, "--", app("lifecycle_app"), "leaky"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    check(proc.returncode == 0 and "never destroyed" in proc.stderr and "Put the shim first" not in proc.stderr,
+          f"traced under the launcher: {proc.stderr}")
+    job.trace_dir = folder
+    code, leaks, _ = job.report("leaks", "--json")
+    check(leaks["not_traced"] == [] and code == 1, f"the launcher's run is traced: {code} {leaks}")
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (launcher_folders_are_owner_only_under_any_umask,
-                                  launcher_says_when_the_verdict_is_off_and_leaves_no_request_behind)})
+                                  launcher_says_when_the_verdict_is_off_and_leaves_no_request_behind,
+                                  nccl_preloaded_ahead_of_the_shim_is_named_and_the_launcher_puts_the_shim_first)})
