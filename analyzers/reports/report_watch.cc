@@ -545,8 +545,9 @@ int run_watch(const Options& options, double interval_s, pid_t until_pid, const 
     std::string why = stalls ? fmt::format("{} process(es) stalled: {}", stalls, first_stall->second.line)
                              : suspected.begin()->second.line;
     say_line(fmt::format("ncclwatch: HANG SUSPECTED ({})\n{}", why, v->text));
-    write_verdict(verdict_files, v->json);
+    // The series first: whoever sees verdict.json finds the metrics already saying it.
     write_metrics(metrics_file, &v->json);
+    write_verdict(verdict_files, v->json);
     said = v->text;
   }
   return 0;

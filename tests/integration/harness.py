@@ -2,6 +2,7 @@
 CPU stand-in for NCCL, then ask ncclwatch-report about the traces they left."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -124,7 +125,20 @@ def check(condition, message):
 
 
 def main(cases):
-    """Runs the case named on the command line (meson registers one test per case)."""
+    """Runs the case named on the command line (meson registers one test per case).
+
+    Its temporary folders go in one scratch folder, removed unless the case fails (kept then, for
+    its traces): a suite run three times over (plain and two sanitizers) left gigabytes behind."""
     name = sys.argv[1]
-    cases[name]()
+    tempfile.tempdir = tempfile.mkdtemp(prefix="nw-")
+    try:
+        cases[name]()
+    except SystemExit as end:
+        if end.code == 77:
+            shutil.rmtree(tempfile.tempdir, ignore_errors=True)
+        raise
+    except BaseException:
+        print(f"{name}: its files are kept in {tempfile.tempdir}", file=sys.stderr)
+        raise
+    shutil.rmtree(tempfile.tempdir, ignore_errors=True)
     print(f"{name}: ok")
