@@ -55,6 +55,8 @@ def launcher_says_when_the_verdict_is_off_and_leaves_no_request_behind():
     job = Job([], nranks=1, preload=False)
     env = dict(job.env, NCCLWATCH_SHIM=os.path.join(BUILD, "shim", "libncclwatch.so"))
     env.pop("NCCLWATCH_DIR")
+    if SANITIZER_RUNTIME:  # a sanitized shim needs its runtime first; the launcher keeps it there, and the shim once
+        env["LD_PRELOAD"] = f"{SANITIZER_RUNTIME}:{SHIM}"
     alone = os.path.join(job.tmp, "bin")
     os.mkdir(alone)
     shutil.copy(LAUNCHER, alone)  # nothing beside it, and no ncclwatch-report on PATH
