@@ -11,7 +11,7 @@ std::map<uint64_t, std::string> comm_names(const Job& job) {
   std::map<uint64_t, std::string> names;
   for (const ProcessTrace& p : job.processes)
     for (const CommInstance& c : p.comms)
-      if (!c.name.empty()) names.emplace(c.id, c.name);
+      if (!c.known_name().empty()) names.emplace(c.id, c.known_name());
   return names;
 }
 

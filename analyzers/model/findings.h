@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -111,7 +112,9 @@ struct StragglerRank {
   double expected_by_chance = 0, typical_late_ms = 0, mean_late_ms = 0;
   bool far_more_than_chance = false;
   bool finding = false;  // far above chance, large, and measured on the GPU
-  std::string text;      // the finding in one sentence
+  // Withdrawn: a peer of it is a straggler on this communicator (straggler_analysis.cc)
+  uint64_t offset_by_comm = 0;
+  std::string text;      // the finding in one sentence (or why it was withdrawn)
 };
 struct LateArrival {
   uint64_t seq = 0;
@@ -124,6 +127,10 @@ struct StragglerStats {
   bool on_gpu = false;               // GPU start times (else host enqueue times)
   uint64_t seqs_judged = 0;
 };
+// Who made the others wait on each of `comm_ids` (straggler_analysis.cc): every rank last at least
+// once, the findings among them, those that contradict one another across communicators withdrawn.
+std::map<uint64_t, StragglerStats> judge_stragglers(const JobAnalysis& a, const std::set<uint64_t>& comm_ids,
+                                                    const std::map<uint64_t, std::string>& names);
 struct CommHang {
   uint64_t comm_id = 0;
   std::string name;  // the application's, where it gave one

@@ -71,6 +71,11 @@ struct CommInstance {
   std::string site;             // the shim's own reading of the call site (dynamic symbols)
   std::vector<PythonFrame> python_site;  // the Python lines that made it, innermost first
   ProcessGroupName process_group;        // PyTorch's group it was made for, where the shim saw it
+  // The name people know it by: its config name, else the description PyTorch gave its process
+  // group ("mesh_dp", "default_pg", what new_group(group_desc=...) was given); "" when neither.
+  const std::string& known_name() const {
+    return !name.empty() || process_group.desc == trace::kUndescribedGroup ? name : process_group.desc;
+  }
   std::vector<uint64_t> release_stack;  // ... of the destroy or abort
   std::string release_site;
   std::vector<PythonFrame> release_python_site;

@@ -78,7 +78,8 @@ LatencyRow window_row(const LatencyBucket& b, uint64_t folded_host_calls, const 
     row.max_us = us(static_cast<double>(h.max()));
     row.min_us = us(static_cast<double>(h.min()));
     row.mean_us = us(h.mean());
-    bool gpu = b.key.timing == TimingSource::kGpu || b.key.timing == TimingSource::kGpuGraphReplay;
+    bool gpu = b.key.timing == TimingSource::kGpu || b.key.timing == TimingSource::kGpuGraphReplay ||
+               b.key.timing == TimingSource::kGpuUpperBound;
     if (gpu && h.percentile(50) > 0) {
       double gbps = static_cast<double>(b.key.bytes) / (static_cast<double>(h.percentile(50)) / 1e9) / 1e9;
       row.algbw_gbps = gbps;
@@ -94,16 +95,43 @@ LatencyRow window_row(const LatencyBucket& b, uint64_t folded_host_calls, const 
   return row;
 }
 
+LatencyKey exact_twin(LatencyKey k) {
+  k.timing = TimingSource::kGpu;
+  return k;
+}
+
+// Calls timed only as upper bounds (TimingSource::kGpuUpperBound) of sizes that also have exact GPU
+// samples: the exact ones give the row, counting these calls too. Each with its calls per rank.
+std::map<LatencyKey, uint64_t> bounds_folded_into_exact_rows(const JobAnalysis& a) {
+  std::set<LatencyKey> exact;
+  for (const LatencyBucket& b : a.latency)
+    if (b.key.timing == TimingSource::kGpu && b.hist.count()) exact.insert(b.key);
+  std::map<LatencyKey, uint64_t> folded;
+  for (const LatencyBucket& b : a.latency) {
+    if (b.key.timing != TimingSource::kGpuUpperBound || !exact.count(exact_twin(b.key))) continue;
+    size_t ranks = b.ranks.size();
+    folded[b.key] += ranks ? (b.samples() + ranks - 1) / ranks : b.samples();
+  }
+  return folded;
+}
+
 // The rows of the ops the traces kept, one per communicator, op, size and timing.
 std::vector<LatencyRow> window_rows(const JobAnalysis& a, const std::map<uint64_t, std::string>& names) {
   std::map<LatencyKey, uint64_t> host_calls = calls_folded_into_gpu_rows(a);
+  std::map<LatencyKey, uint64_t> bounded_calls = bounds_folded_into_exact_rows(a);
   std::vector<LatencyRow> rows;
   for (const LatencyBucket& b : a.latency) {
     if (!b.samples()) continue;
     if (b.key.timing == TimingSource::kHost && host_calls.count(b.key)) continue;  // folded into the GPU row
+    if (bounded_calls.count(b.key)) continue;  // folded into the exact row
     uint64_t folded = 0;
     if (b.key.timing != TimingSource::kHost)
       if (auto it = host_calls.find(untimed_twin(b.key)); it != host_calls.end()) folded = it->second;
+    if (b.key.timing == TimingSource::kGpu) {
+      LatencyKey bounded = b.key;
+      bounded.timing = TimingSource::kGpuUpperBound;
+      if (auto it = bounded_calls.find(bounded); it != bounded_calls.end()) folded += it->second;
+    }
     rows.push_back(window_row(b, folded, names));
   }
   return rows;

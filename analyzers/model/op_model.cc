@@ -64,6 +64,7 @@ const char* timing_name(TimingSource t) {
     case TimingSource::kHostToGpuEnd: return "host_to_gpu_end";
     case TimingSource::kGpuRunHistogram: return "gpu_run_histogram";
     case TimingSource::kGpuGraphReplay: return "gpu_graph_replay";
+    case TimingSource::kGpuUpperBound: return "gpu_upper_bound";
   }
   return "unknown";
 }

@@ -48,39 +48,65 @@ struct SignatureGroup {
 };
 
 // Who arrived last at one seq, and the arrival before: how late the last one was. The first
-// arrival too: how late each rank was (the html lateness map).
+// arrival too: how late each rank was (the html lateness map). On the GPU, each of the two latest
+// arrivals' own time on the GPU (-1 unknown) and whether the last one was held by its own rank's
+// previous launch (LaunchTiming::began_at_previous_end): what its lateness cost the others.
 struct LastArrivals {
   uint32_t ranks = 0;  // arrivals noted
   int32_t last_rank = -1;
   int64_t last = std::numeric_limits<int64_t>::min();
   int64_t second = std::numeric_limits<int64_t>::min();
   int64_t first = std::numeric_limits<int64_t>::max();
+  int64_t last_took_ns = -1, second_took_ns = -1;
+  bool last_held = false;
 
-  void note(int64_t begin, int32_t rank) {
+  void note(int64_t begin, int32_t rank, int64_t took_ns = -1, bool held = false) {
     ++ranks;
     first = std::min(first, begin);
     if (begin > last) {
       second = last;
+      second_took_ns = last_took_ns;
       last = begin;
       last_rank = rank;
+      last_took_ns = took_ns;
+      last_held = held;
     } else if (begin > second) {
       second = begin;
+      second_took_ns = took_ns;
     }
   }
   void merge(const LastArrivals& o) {
     ranks += o.ranks;
     first = std::min(first, o.first);
     if (o.last > last) {
-      second = std::max(last, o.second);
+      if (o.second > last) {
+        second = o.second;
+        second_took_ns = o.second_took_ns;
+      } else {
+        second = last;
+        second_took_ns = last_took_ns;
+      }
       last = o.last;
       last_rank = o.last_rank;
-    } else {
-      second = std::max(second, o.last);
+      last_took_ns = o.last_took_ns;
+      last_held = o.last_held;
+    } else if (o.last > second) {
+      second = o.last;
+      second_took_ns = o.last_took_ns;
     }
   }
   // Whether `present` ranks all arrived, so that the last of them is known.
   bool complete(size_t present) const {
     return ranks >= present && last_rank >= 0 && second != std::numeric_limits<int64_t>::min();
+  }
+  // How long the others waited for the last one: its lead over the one before, but no more than
+  // that one's own time says it waited (its time less the last one's: they end together), and
+  // none where the last was held by its own previous launch.
+  int64_t wait_caused() const {
+    int64_t lead = last - second;
+    if (last_held) return 0;
+    if (last_took_ns >= 0 && second_took_ns >= 0) return std::clamp<int64_t>(second_took_ns - last_took_ns, 0, lead);
+    return lead;
   }
 };
 
@@ -128,7 +154,11 @@ struct CommOps {
 // GPU histogram (op totals, half-octave resolution). kGpuGraphReplay: GPU events around a CUDA
 // graph launch, which time the whole replay: an upper bound of the op's own time when the graph
 // holds other work too.
-enum class TimingSource : uint8_t { kGpu = 0, kHost = 1, kHostToGpuEnd = 2, kGpuRunHistogram = 3, kGpuGraphReplay = 4 };
+// kGpuUpperBound: GPU events whose start may have waited for the communicator's previous op on
+// another stream, untimed (LaunchTiming::begin_upper_bound): an upper bound of the op's own time.
+enum class TimingSource : uint8_t {
+  kGpu = 0, kHost = 1, kHostToGpuEnd = 2, kGpuRunHistogram = 3, kGpuGraphReplay = 4, kGpuUpperBound = 5
+};
 const char* timing_name(TimingSource t);
 
 struct LatencyKey {

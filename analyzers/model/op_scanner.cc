@@ -149,7 +149,10 @@ class OpScanner::Folder {
         RankComm& rc = out_.comms[op.rank_comm];
         rc.timed_done_seq = std::max(rc.timed_done_seq, op.seq);
         CommOps& c = agg_.comms[rc.comm_index];
-        if (SeqSlot* slot = c.slot(op.seq); slot && t.gpu_begin) slot->gpu.note(wrap_add(t.begin_ns, out_.clock_offset), rc.rank);
+        // A begin that is only a lower bound says nothing of when the rank got there.
+        if (SeqSlot* slot = c.slot(op.seq); slot && t.gpu_begin && !t.begin_upper_bound)
+          slot->gpu.note(wrap_add(t.begin_ns, out_.clock_offset), rc.rank, wrap_sub(t.end_ns, t.begin_ns),
+                         t.began_at_previous_end);
       }
     }
     const LaunchOp& timed = ops.front();
@@ -157,9 +160,10 @@ class OpScanner::Folder {
     if (ns >= 0 && timed.rank_comm < out_.comms.size()) {
       uint64_t comm_id = out_.comms[timed.rank_comm].comm_id;
       uint16_t api = t.launch_ops == 1 ? t.launch_api : static_cast<uint16_t>(Api::kGroupEnd);
-      TimingSource source = !t.gpu_begin        ? TimingSource::kHostToGpuEnd
-                            : timed.replayed ? TimingSource::kGpuGraphReplay
-                                             : TimingSource::kGpu;
+      TimingSource source = !t.gpu_begin          ? TimingSource::kHostToGpuEnd
+                            : timed.replayed      ? TimingSource::kGpuGraphReplay
+                            : t.begin_upper_bound ? TimingSource::kGpuUpperBound
+                                                  : TimingSource::kGpu;
       add_latency({comm_id, bytes, t.launch_nranks, api, source},
                   timed.rank, ns, first_call);
     }

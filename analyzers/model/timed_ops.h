@@ -15,6 +15,14 @@
 //  - Launch ids count up per thread, not per process: "oldest" is arrival order. When more than
 //    kMaxWaitingLaunches wait (timings that never came: the op hung or the file ends), the oldest
 //    is given up, so memory stays bounded on any file.
+//  - NCCL runs a communicator's kernels one after another, in issue order, whatever streams they
+//    are on. A launch's start event fires when its stream reaches it; when the communicator's
+//    previous launch (on another stream: FSDP's all-gathers and reduce-scatters) still runs, the
+//    kernel waits for it. So a launch begins at the later of its start event and the end of its
+//    communicator's previous launch, where that one's timing is known; where it is not, and that
+//    launch was on another stream, the begin is only a lower bound (the time an upper bound).
+//  - A launch that began as its rank's previous launch ended (on its communicator or its stream)
+//    was held by that launch, not late by itself: the readers of lateness leave it out.
 //
 // A Sink has:
 //   std::optional<Tag> on_op(trace::OpRecord&, const RecordView&, bool awaits_timing);
@@ -30,6 +38,7 @@
 
 #include <ncclwatch/trace_format.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -42,6 +51,9 @@
 namespace ncclwatch::model {
 
 inline constexpr size_t kMaxWaitingLaunches = size_t{1} << 16;
+// A launch that began within this long of its rank's previous launch's end began at that end (the
+// GPU moves from one kernel to the next in a few microseconds).
+inline constexpr int64_t kBackToBackNs = 20'000;
 
 // One launch's timing on one stream, as the readers of its ops take it.
 struct LaunchTiming {
@@ -49,6 +61,11 @@ struct LaunchTiming {
   int64_t end_ns = 0;        // monotonic: the GPU end
   bool gpu_begin = false;    // begin_ns is the GPU start (kTimingHasBegin)
   bool stream_named = true;  // an op of the launch named the timed stream (else the ops are all of them)
+  // begin_ns is the start event, and the communicator's previous launch ran on another stream with
+  // no timing: the launch may have waited for it, so end - begin is an upper bound of its own time.
+  bool begin_upper_bound = false;
+  // It began as its rank's previous launch (on its communicator or its stream) ended: held by it.
+  bool began_at_previous_end = false;
   uint32_t launch_ops = 0;   // ops of the whole launch, on every stream
   uint16_t launch_api = 0;   // its first op's
   int32_t launch_nranks = 0;
@@ -64,6 +81,73 @@ enum class NoTiming : uint8_t {
 inline bool awaits_launch_timing(const trace::OpRecord& o) {
   return !(o.flags & trace::kOpCaptured) && ((o.flags & trace::kOpTimed) || o.group_depth > 0);
 }
+
+// The order launches run in on each communicator (rank) and on each stream of one file, and when
+// the last timed one of each ended: a launch's begin is corrected by it (see the rules above).
+// Memory: one entry per communicator rank and per stream the file used.
+class Order {
+ public:
+  struct Place {
+    uint64_t comm_key = 0, stream = 0;
+    uint64_t in_comm = 0, in_stream = 0;  // from 1; 0: no place (captured, or no communicator id)
+    bool previous_on_other_stream = false;  // the communicator's previous launch was on another stream
+  };
+
+  // The place of the launch `o` belongs to (its first op takes it; the group's other ops share it).
+  Place take_place(const trace::OpRecord& o) {
+    if (o.comm_id == 0) return {};
+    Place p;
+    p.comm_key = o.comm_id ^ (static_cast<uint64_t>(static_cast<uint32_t>(o.rank)) * 0x9e3779b97f4a7c15ull);
+    p.stream = o.stream;
+    Line& comm = comms_[p.comm_key];
+    if (comm.last_launch != o.launch_id || comm.taken == 0) {
+      p.previous_on_other_stream = comm.taken > 0 && comm.last_stream != o.stream;
+      ++comm.taken;
+      comm.last_launch = o.launch_id;
+      comm.last_stream = o.stream;
+    }
+    p.in_comm = comm.taken;
+    Line& stream = streams_[o.stream];
+    if (stream.last_launch != o.launch_id || stream.taken == 0) {
+      ++stream.taken;
+      stream.last_launch = o.launch_id;
+    }
+    p.in_stream = stream.taken;
+    return p;
+  }
+
+  // Corrects `t` (a GPU-begun timing of the launch at `p`) by its predecessors' ends, and notes its end.
+  void on_timing(const Place& p, LaunchTiming& t) {
+    if (p.in_comm == 0) return;
+    Line& comm = comms_[p.comm_key];
+    Line& stream = streams_[p.stream];
+    if (t.gpu_begin) {
+      int64_t event_begin = t.begin_ns;
+      bool comm_known = comm.ended_place > 0 && comm.ended_place + 1 == p.in_comm;
+      if (comm_known) t.begin_ns = std::max(t.begin_ns, comm.ended_ns);
+      else t.begin_upper_bound = p.previous_on_other_stream;
+      bool stream_known = stream.ended_place > 0 && stream.ended_place + 1 == p.in_stream;
+      t.began_at_previous_end = (comm_known && event_begin - comm.ended_ns <= kBackToBackNs) ||
+                                (stream_known && event_begin - stream.ended_ns <= kBackToBackNs);
+    }
+    note_end(comm, p.in_comm, t.end_ns);
+    note_end(stream, p.in_stream, t.end_ns);
+  }
+
+ private:
+  struct Line {
+    uint64_t taken = 0;          // launches placed
+    uint64_t last_launch = 0, last_stream = 0;
+    uint64_t ended_place = 0;    // the latest place whose end is known
+    int64_t ended_ns = 0;
+  };
+  static void note_end(Line& line, uint64_t place, int64_t end_ns) {
+    if (place <= line.ended_place) return;  // timings may come out of order: keep the latest place's
+    line.ended_place = place;
+    line.ended_ns = end_ns;
+  }
+  std::unordered_map<uint64_t, Line> comms_, streams_;
+};
 
 template <class Tag, class Sink> class TimedOps {
  public:
@@ -98,6 +182,8 @@ template <class Tag, class Sink> class TimedOps {
     uint16_t api = 0;
     int32_t nranks = 0;
     int64_t host_begin = 0;
+    uint64_t first_stream = 0;
+    Order::Place place;  // where it came in its communicator's and its stream's order
     std::vector<Waiting> ops;
   };
   using Map = std::unordered_map<uint64_t, Launch>;
@@ -107,12 +193,15 @@ template <class Tag, class Sink> class TimedOps {
     if (api == trace::Api::kGroupEnd) return end_group(record);
     if (!trace::is_collective(api) && !trace::is_point_to_point(api)) return;
     trace::OpRecord o = record;
+    // Every launch that runs now takes its place in its communicator's and its stream's order,
+    // timed or not (an untimed one in between leaves the next one's wait unknown).
+    Order::Place place = (o.flags & trace::kOpCaptured) ? Order::Place{} : order_.take_place(o);
     bool awaits = awaits_launch_timing(o);
     std::optional<Tag> tag = sink_.on_op(o, r, awaits);
-    if (awaits && tag) wait(o, std::move(*tag));
+    if (awaits && tag) wait(o, std::move(*tag), place);
   }
 
-  void wait(const trace::OpRecord& o, Tag&& tag) {
+  void wait(const trace::OpRecord& o, Tag&& tag, const Order::Place& place) {
     auto it = waiting_.find(o.launch_id);
     bool fresh = it == waiting_.end();
     Launch& l = fresh ? make(o.launch_id) : it->second;
@@ -123,6 +212,8 @@ template <class Tag, class Sink> class TimedOps {
       l.api = o.api;
       l.nranks = o.nranks;
       l.host_begin = o.host_begin_ns;
+      l.first_stream = o.stream;
+      l.place = place;
       arrivals_.push_back({l.arrival, o.launch_id});
     }
     l.promised |= (o.flags & trace::kOpTimed) != 0;
@@ -160,6 +251,8 @@ template <class Tag, class Sink> class TimedOps {
     t.launch_ops = l.ops_added;
     t.launch_api = l.api;
     t.launch_nranks = l.nranks;
+    // The launch's place in the order is its first op's, on that op's stream.
+    if (g.stream == l.first_stream) order_.on_timing(l.place, t);
     tags_.clear();
     for (const Waiting& w : l.ops)
       if (w.stream == g.stream) tags_.push_back(w.tag);
@@ -225,6 +318,7 @@ template <class Tag, class Sink> class TimedOps {
 
   Sink& sink_;
   size_t capacity_;
+  Order order_;
   Map waiting_;
   std::deque<std::pair<uint64_t, uint64_t>> arrivals_;  // (arrival, launch id), oldest first
   uint64_t next_arrival_ = 0;

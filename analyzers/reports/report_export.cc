@@ -51,7 +51,7 @@ std::vector<ColumnSpec> with_process(std::vector<ColumnSpec> rest) {
 enum OpColumn {
   kOpTrace, kOpPid, kOpComm, kOpRank, kOpNranks, kOpSeq, kOpName, kOpCount, kOpBytes, kOpDatatype, kOpRedop,
   kOpPeer, kOpRoot, kOpStream, kOpTid, kOpLaunch, kOpGrouped, kOpLaunchOps, kOpResult, kOpHostBegin, kOpHostEnd,
-  kOpGpuBegin, kOpGpuEnd, kOpTiming, kOpCaptured, kOpReplayed, kOpGraph, kOpColumns
+  kOpGpuBegin, kOpGpuEnd, kOpTiming, kOpHeld, kOpCaptured, kOpReplayed, kOpGraph, kOpColumns
 };
 const std::vector<ColumnSpec> kOpsSchema = with_process({
     {"comm_id", Kind::kString}, {"rank", Kind::kInt32}, {"nranks", Kind::kInt32}, {"seq", Kind::kInt64},
@@ -60,7 +60,8 @@ const std::vector<ColumnSpec> kOpsSchema = with_process({
     {"stream", Kind::kInt64}, {"tid", Kind::kInt32}, {"launch_id", Kind::kInt64}, {"grouped", Kind::kBool},
     {"launch_ops", Kind::kInt32, true}, {"result", Kind::kInt32}, {"host_begin_ns", Kind::kInt64},
     {"host_end_ns", Kind::kInt64}, {"gpu_begin_ns", Kind::kInt64, true}, {"gpu_end_ns", Kind::kInt64, true},
-    {"timing", Kind::kString}, {"captured", Kind::kBool}, {"replayed", Kind::kBool}, {"graph", Kind::kInt32, true},
+    {"timing", Kind::kString}, {"held_by_previous", Kind::kBool, true}, {"captured", Kind::kBool},
+    {"replayed", Kind::kBool}, {"graph", Kind::kInt32, true},
 });
 
 const std::vector<ColumnSpec> kProcessesSchema = with_process({
@@ -157,7 +158,8 @@ class OpsFile {
     return std::nullopt;
   }
   void on_timed(std::span<const OpRow> ops, const LaunchTiming& t) {
-    for (const OpRow& row : ops) write(row, t.gpu_begin ? "gpu" : "gpu_end", &t, t.launch_ops);
+    const char* timing = !t.gpu_begin ? "gpu_end" : t.begin_upper_bound ? "gpu_upper_bound" : "gpu";
+    for (const OpRow& row : ops) write(row, timing, &t, t.launch_ops);
   }
   void on_no_timing(std::span<const OpRow> ops, bool promised, NoTiming why) {
     // A promised timing still missing at the end of the trace: the launch never completed.
@@ -197,6 +199,7 @@ class OpsFile {
     w[kOpGpuBegin].add_optional(t && t->gpu_begin, t ? wrap_add(t->begin_ns, offset_) : 0);
     w[kOpGpuEnd].add_optional(t != nullptr, t ? wrap_add(t->end_ns, offset_) : 0);
     w[kOpTiming].add(std::string_view(timing));
+    w[kOpHeld].add_optional(t && t->gpu_begin, t && t->began_at_previous_end);
     w[kOpCaptured].add((o.flags & trace::kOpCaptured) != 0);
     w[kOpReplayed].add((o.flags & trace::kOpReplayed) != 0);
     w[kOpGraph].add_optional((o.flags & (trace::kOpCaptured | trace::kOpReplayed)) != 0, int64_t{o.graph});
@@ -355,7 +358,7 @@ class TraceTables {
     w[2].add_optional(rank >= 0, int64_t{rank});
     std::string id = hex_id(c.id), parent = c.parent_id ? hex_id(c.parent_id) : "";
     w[3].add(std::string_view(id));
-    std::string name = valid_utf8(c.name);
+    std::string name = valid_utf8(c.known_name());
     w[4].add_optional(!name.empty(), std::string_view(name));
     w[5].add_optional(c.parent_id != 0, std::string_view(parent));
     w[6].add(int64_t{c.rank});

@@ -59,6 +59,10 @@ json to_json(const StragglerStats& s) {
                   {"typical_late_ms", r.typical_late_ms}, {"mean_late_ms", r.mean_late_ms},
                   {"far_more_than_chance", r.far_more_than_chance}, {"finding", r.finding}};
     if (r.finding) entry["text"] = r.text;
+    if (r.offset_by_comm) {
+      entry["offset_by_comm"] = hex_id(r.offset_by_comm);
+      entry["withdrawn"] = r.text;
+    }
     out["ranks"].push_back(std::move(entry));
   }
   if (!s.on_gpu && s.seqs_judged)

@@ -111,6 +111,10 @@ int run_latency(const Options& options) {
     print_text("gpu_graph_replay rows: ops run by CUDA graph launches, timed by GPU events around each launch: the whole "
                "replay's time, an upper bound of the op's own (and its bandwidth a lower bound) when the graph holds "
                "other work too\n");
+  if (std::any_of(table.rows.begin(), table.rows.end(), [](const LatencyRow& r) { return r.timing == TimingSource::kGpuUpperBound; }))
+    print_text("gpu_upper_bound rows: ops of a communicator driven from several streams whose previous op's end was not "
+               "timed: NCCL runs its ops one after another, so the time may include waiting for that op (an upper "
+               "bound, and the bandwidth a lower bound)\n");
   if (!table.communicators.empty()) {
     print_text("\n{:<16} {:>6} {:>12} {:>12} {:>14}\n", "comm", "ranks", "init p50 ms", "init max ms", "destroy max ms");
     for (const CommLifetimes& c : table.communicators)

@@ -110,7 +110,7 @@ json comm_json(const CommInstanceRow& row) {
                 {"pid", p.pid()},
                 {"handle", fmt::format("0x{:x}", c.handle)},
                 {"device", c.device},
-                {"name", c.name},
+                {"name", c.known_name()},
                 {"process_group", c.process_group.empty() ? json(nullptr)
                                                           : json{{"name", c.process_group.name}, {"desc", c.process_group.desc}}},
                 {"parent", c.parent_id ? json(hex_id(c.parent_id)) : json(nullptr)},
@@ -187,7 +187,7 @@ std::vector<std::string> remedies(const std::vector<LeakedComm>& leaked) {
 void note_teardown_hang(std::vector<TeardownHang>& hangs, const CommInstance& c, const ProcessTrace& p) {
   auto it = std::find_if(hangs.begin(), hangs.end(),
                          [&](const TeardownHang& h) { return h.comm_id == c.id && h.api == c.teardown_api(); });
-  if (it == hangs.end()) it = hangs.insert(hangs.end(), TeardownHang{c.id, c.name, c.teardown_api(), {}, 0, {}});
+  if (it == hangs.end()) it = hangs.insert(hangs.end(), TeardownHang{c.id, c.known_name(), c.teardown_api(), {}, 0, {}});
   it->ranks.insert(c.rank);
   double inside_s = static_cast<double>(c.teardown_inside_ns) / 1e9;
   if (inside_s >= it->longest_inside_s) {
@@ -250,7 +250,7 @@ void write_leaks_csv(const Job& job, const LeakReport& report) {
       report,
       [](const CommInstanceRow& row) {
         const CommInstance& c = *row.comm;
-        write_csv_row({"communicator", hex_id(c.id), c.name, std::to_string(c.rank), std::to_string(c.nranks),
+        write_csv_row({"communicator", hex_id(c.id), c.known_name(), std::to_string(c.rank), std::to_string(c.nranks),
                        state_name(c.state), trace::api_name(c.api), row.process->host(),
                        std::to_string(row.process->pid()), row.process->path, row.site.first, "", ""});
       },

@@ -244,7 +244,7 @@ class FileTimeline {
     for (size_t k = 0; k < p.comms.size(); ++k) {
       const CommInstance& c = p.comms[k];
       if (!wants_comm(c.id)) continue;
-      std::string label = json_text(c.name.empty() ? hex_id(c.id) : c.name);
+      std::string label = json_text(c.known_name().empty() ? hex_id(c.id) : c.known_name());
       size_t tid = 0;
       auto comm_track = [&] {
         if (!tid) tid = track(kCommTrack | k, label).tid;
@@ -322,7 +322,7 @@ class FileTimeline {
     auto [it, inserted] = names_.try_emplace(comm_id);
     if (inserted)
       for (const CommInstance& c : process_.comms)
-        if (c.id == comm_id && !c.name.empty()) it->second = c.name;
+        if (c.id == comm_id && !c.known_name().empty()) it->second = c.known_name();
     return it->second;
   }
 

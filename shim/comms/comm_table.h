@@ -35,6 +35,15 @@ struct CommTrack {
   std::atomic<uint32_t> other_shape_launches{0};
   // How many launches of `shape` (a hash, op_shape()) came before this one.
   uint32_t count_launch_of_shape(uint64_t shape) noexcept;
+  // On a communicator driven from more than one stream, the launch after one timestamped by its
+  // turn is timestamped too: NCCL runs it after that one, so only the pair gives its own start
+  // (gpu_timer.cc). Relaxed loads and stores: a hint for sampling, written by the launching threads.
+  std::atomic<uint64_t> last_stream{0};
+  std::atomic<bool> several_streams{false};
+  std::atomic<bool> last_timed_by_turn{false};
+  // The highest collective seq whose GPU timing the collector wrote, and its end (collector thread only).
+  uint64_t timed_end_seq = 0;
+  int64_t timed_end_ns = 0;
   // The track published before this one (every track ever published, newest first: counters
   // outlive the communicator, for the live metrics).
   CommTrack* published_before = nullptr;

@@ -91,17 +91,30 @@ class Collector {
         }
         last_progress_[stream] = monotonic_ns();
         g_completed.fetch_add(1, std::memory_order_relaxed);
-        if (status == CUDA_SUCCESS) {
-          note_completed(front.name);
-          if (front.events->timed) write_timing(cu, front);
-        }
+        bool timed = status == CUDA_SUCCESS && front.events->timed;
+        if (status == CUDA_SUCCESS) note_completed(front.name);
         const LaunchName& first = front.first_covered();
         if (stall_reported_.erase(first.launch_id)) report_stall(first, stream, StallState::kResolved, 1, 0);
-        give_back(front.events);
+        if (timed) timed_now_.push_back(front);  // its events are given back once written
+        else give_back(front.events);
         queue.pop_front();
       }
     }
+    write_timings_in_launch_order(cu);
     return pending;
+  }
+
+  // The timings completed in this pass, written in launch order across streams: a communicator
+  // driven from two streams completes its launches in issue order, and a reader corrects each
+  // launch's start by the previous one's end (the analyzers' TimedOps, and count_op_gpu_time here).
+  void write_timings_in_launch_order(const CudaDriver& cu) {
+    std::sort(timed_now_.begin(), timed_now_.end(),
+              [](const Launch& a, const Launch& b) { return a.name.launch_id < b.name.launch_id; });
+    for (const Launch& launch : timed_now_) {
+      write_timing(cu, launch);
+      give_back(launch.events);
+    }
+    timed_now_.clear();
   }
 
   // Launches on the stream not known complete (each queued one and those it covers).
@@ -120,6 +133,19 @@ class Collector {
     }
   }
 
+  // When the launch's own work began: NCCL runs a communicator's collectives one after another,
+  // so one whose start event fired while the previous seq (on another stream) still ran began at
+  // that one's end. The record keeps the event's time (the analyzers apply the same rule); the
+  // run's GPU-time totals take this one. Collector thread only.
+  static int64_t own_begin(const LaunchName& name, int64_t begin_ns, int64_t end_ns) {
+    CommTrack* track = name.track;
+    if (!track || !name.seq) return begin_ns;
+    if (track->timed_end_seq + 1 == name.seq) begin_ns = std::max(begin_ns, track->timed_end_ns);
+    track->timed_end_seq = name.seq;
+    track->timed_end_ns = end_ns;
+    return begin_ns;
+  }
+
   static void write_timing(const CudaDriver& cu, const Launch& launch) {
     const LaunchEvents& ev = *launch.events;
     ClockReference ref;
@@ -130,7 +156,7 @@ class Collector {
       return;
     int64_t begin_ns = ref.host_ns + static_cast<int64_t>(static_cast<double>(begin_ms) * 1e6);
     int64_t end_ns = ref.host_ns + static_cast<int64_t>(static_cast<double>(end_ms) * 1e6);
-    count_op_gpu_time(launch.name.totals, end_ns - begin_ns);
+    count_op_gpu_time(launch.name.totals, end_ns - own_begin(launch.name, begin_ns, end_ns));
     RingSlotClaim claim = claim_ring_slot();
     if (!claim) return;
     trace::CompactTiming& rec = claim.slot()->timing;
@@ -146,6 +172,7 @@ class Collector {
   }
 
   std::map<uint64_t, std::deque<Launch>> queues_;  // per stream, in launch order
+  std::vector<Launch> timed_now_;                   // completed timed launches of one pass
   std::set<uint64_t> stall_reported_;              // launch ids reported stalled, not yet resolved
   std::map<uint64_t, int64_t> last_progress_;      // per stream: when a launch last completed
 };

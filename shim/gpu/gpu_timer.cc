@@ -97,6 +97,22 @@ bool timestamp_turn(LaunchThread& thread, CommTrack* track, uint64_t shape, uint
   return n < kFirstTimedPerShape || (n - kFirstTimedPerShape) % (uint64_t{config().sample} * sample_scale) == 0;
 }
 
+// Whether this launch on `stream` is timestamped because the communicator's previous one was by
+// its turn and the communicator is driven from more than one stream (CommTrack::several_streams);
+// notes this launch for the next. Plain loads, and stores only on change: no locked instruction.
+bool pairs_with_previous_launch(CommTrack& track, uint64_t stream, bool by_turn) {
+  if (track.last_stream.load(std::memory_order_relaxed) != stream) {
+    if (track.last_stream.load(std::memory_order_relaxed) != 0 && !track.several_streams.load(std::memory_order_relaxed))
+      track.several_streams.store(true, std::memory_order_relaxed);
+    track.last_stream.store(stream, std::memory_order_relaxed);
+  }
+  bool pair = !by_turn && track.several_streams.load(std::memory_order_relaxed) &&
+              track.last_timed_by_turn.load(std::memory_order_relaxed);
+  if (track.last_timed_by_turn.load(std::memory_order_relaxed) != by_turn)
+    track.last_timed_by_turn.store(by_turn, std::memory_order_relaxed);
+  return pair;
+}
+
 LaunchEvents* take_events(LaunchThread& thread, const CudaDriver& cu, CUcontext ctx, bool timed) {
   LaunchEvents* reused = nullptr;
   while (thread.released.pop(reused)) thread.pool.push_back(reused);
@@ -179,7 +195,8 @@ TimedLaunch begin_gpu_timed_launch(uint64_t stream, CommTrack* track, uint64_t s
     StreamSlot* slot = stream_slot(thread, cu, stream);
     if (!slot) return {};
     int64_t now = monotonic_ns();
-    bool timed = timestamp_turn(thread, track, shape, sample_scale) || now - slot->last_timed_ns >= kTimestampEveryNs;
+    bool by_turn = timestamp_turn(thread, track, shape, sample_scale) || now - slot->last_timed_ns >= kTimestampEveryNs;
+    bool timed = by_turn || (track && pairs_with_previous_launch(*track, stream, by_turn));
     bool starts_burst = now - slot->last_return_ns >= kBurstGapNs;
     if (!timed && !starts_burst && !slot->capturing && slot->unevented_run + 1 < kMaxUneventedRun)
       return TimedLaunch{nullptr, slot, false};  // no driver call: a later event covers it

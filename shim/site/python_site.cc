@@ -208,14 +208,17 @@ struct FrameText {
 
 // The PyTorch process group whose communicator is being made: torch.distributed's
 // _new_process_group_helper(..., group_name, ..., group_desc) has both as locals while it makes
-// the group's communicator eagerly (init_process_group(device_id=...), and new_group() after it).
-// A lazily made group's communicator comes at its first collective, with no such frame.
+// the group's communicator eagerly (init_process_group(device_id=...), and new_group() after it),
+// and so has split_group(..., group_desc), which DeviceMesh uses ("mesh_dp", "mesh_tp"). A lazily
+// made group's communicator comes at its first collective, with no such frame.
 struct ProcessGroupNames {
   char name[128] = {};
   char desc[128] = {};
   bool found() const { return name[0] || desc[0]; }
 };
-constexpr const char* kProcessGroupHelper = "_new_process_group_helper";
+bool makes_process_group(const char* function) {
+  return std::strcmp(function, "_new_process_group_helper") == 0 || std::strcmp(function, "split_group") == 0;
+}
 
 // Reads the str locals `group_name` and `group_desc` of the frame at `frame` (whose code object
 // `code` is copied in `code_bytes`). Unreadable or absent: left empty.
@@ -297,7 +300,7 @@ Walk walk_site_frames(const Interpreter& py, void* thread_state, FrameText& user
                          const char* function) {
                        bool in_library = is_library_path(path);
                        (in_library ? library : user).add(path, line, function);
-                       if (in_library && !group.found() && std::strcmp(function, kProcessGroupHelper) == 0)
+                       if (in_library && !group.found() && makes_process_group(function))
                          read_process_group_names(memory, py, frame, code, group);
                        return user.count < kMaxPythonFrames;
                      });

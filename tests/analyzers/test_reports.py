@@ -137,6 +137,35 @@ def check_real_skip(folder):
     check("rank 1 departed" in out["verdict"] and "likely" not in out["verdict"], out["verdict"])
 
 
+def test_real_fsdp2_times_each_op_alone():
+    # FSDP2 (fully_shard) over 8 equal blocks, two ranks sharing one H200 (tests/gpu/torch_frameworks.sh):
+    # the backward drives the one communicator from two streams, all-gathers (prefetch) and
+    # reduce-scatters interleaved; each start event fired while the op before still ran. The
+    # truth: CUPTI's NCCL kernel medians from torch.profiler in the same run (truth.json).
+    d = os.path.join(REAL, "fsdp2")
+    truth = json.load(open(os.path.join(d, "truth.json")))["kernel_us"]
+    rc, lat, _ = report_json("latency", d)
+    for op in ("AllGather", "ReduceScatter"):
+        rows = [r for r in lat["rows"] if r["op"] == "nccl" + op]
+        check(len(rows) == 1 and rows[0]["timing"] == "gpu", rows)
+        check(abs(rows[0]["p50_us"] / truth[op]["median"] - 1) <= 0.10, (op, rows[0]["p50_us"], truth[op]))
+    rc, s, _ = report_json("summary", d)
+    check(s["first_look"].startswith("nothing") and not s["stragglers"], s["first_look"])
+
+
+def test_real_ranks_in_different_roles_are_not_stragglers():
+    # Two ranks sharing one H200 (tests/gpu/torch_frameworks.py roles): a reduce to rank 0,
+    # broadcasts from rotating roots, a send and a receive in opposite orders, a subgroup. Start
+    # events alone made rank 0 "last at 32 of 34 collectives, 2.28 ms late" on one communicator
+    # (its GPU was still in its receive), though its peer lost nothing waiting.
+    d = os.path.join(REAL, "roles")
+    rc, out, _ = report_json("hang", d)
+    found = [(c["comm"], r) for c in out["comms"] for r in c["stragglers"]["ranks"] if r["finding"]]
+    check(not found and out["verdict"] == "no hang or mismatch found", (found, out["verdict"]))
+    rc, s, _ = report_json("summary", d)
+    check(s["first_look"].startswith("nothing"), s["first_look"])
+
+
 def test_real_skip_names_the_stretch_not_a_wrong_seq():
     # Rank 1 skipped its 7th world all-reduce; nothing in the traces singles out seq 7.
     check_real_skip("skip")

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -122,4 +123,89 @@ TEST_CASE("launches waiting past the bound are given up oldest first; the rest w
   CHECK(f.events() == std::vector<std::string>{"op 1 waits", "op 2 waits", "op 3 waits", "given up 1 promised",
                                                "op 4 waits", "given up 2 promised", "file ended 3",
                                                "file ended 4 promised"});
+}
+
+namespace {
+
+// Ops of given communicators and streams, timed at given GPU times (ns): what the order rules see.
+struct OrderFeeder {
+  struct Sink {
+    std::map<uint64_t, LaunchTiming> timed;  // by launch (= seq here)
+    std::optional<uint64_t> on_op(const trace::OpRecord& o, const RecordView&, bool) { return o.launch_id; }
+    void on_timed(std::span<const uint64_t> launches, const LaunchTiming& t) {
+      for (uint64_t l : launches) timed[l] = t;
+    }
+    void on_no_timing(std::span<const uint64_t>, bool, NoTiming) {}
+  } sink;
+  TimedOps<uint64_t, Sink> ops{sink};
+
+  // Launch `launch`: one all-reduce on `comm` (rank 0) and `stream`, timed when `timed`.
+  void op(uint64_t launch, uint64_t comm, uint64_t stream, bool timed) {
+    trace::OpRecord o{};
+    o.comm_id = comm;
+    o.seq = launch;
+    o.launch_id = launch;
+    o.stream = stream;
+    o.flags = timed ? trace::kOpTimed : 0;
+    o.api = static_cast<uint16_t>(Api::kAllReduce);
+    ops.add(RecordView{trace::RecordType::kCollective, reinterpret_cast<const std::byte*>(&o), sizeof(o), 0});
+  }
+  void timing(uint64_t launch, uint64_t stream, int64_t begin_ns, int64_t end_ns) {
+    trace::GpuTimingRecord g{};
+    g.launch_id = launch;
+    g.stream = stream;
+    g.gpu_begin_ns = begin_ns;
+    g.gpu_end_ns = end_ns;
+    g.flags = trace::kTimingHasBegin;
+    ops.add(RecordView{trace::RecordType::kGpuTiming, reinterpret_cast<const std::byte*>(&g), sizeof(g), 0});
+  }
+  const LaunchTiming& of(uint64_t launch) { return sink.timed.at(launch); }
+};
+
+constexpr uint64_t kComm = 0xc0, kOtherComm = 0xc1, kStreamA = 0xa, kStreamB = 0xb;
+
+}  // namespace
+
+TEST_CASE("a communicator driven from two streams: each launch begins when the one before it ended") {
+  // FSDP's backward: an all-gather on the prefetch stream, then a reduce-scatter on the reduce
+  // stream, idle, so its start event fires at once; NCCL runs it only after the all-gather.
+  OrderFeeder f;
+  f.op(1, kComm, kStreamA, true);
+  f.op(2, kComm, kStreamB, true);
+  f.timing(1, kStreamA, 0, 4'000'000);
+  f.timing(2, kStreamB, 10'000, 8'500'000);
+  CHECK(f.of(1).begin_ns == 0);
+  CHECK(f.of(2).begin_ns == 4'000'000);  // the all-gather's end, not its own start event
+  CHECK(f.of(2).end_ns - f.of(2).begin_ns == 4'500'000);
+  CHECK(f.of(2).began_at_previous_end);
+  CHECK_FALSE(f.of(2).begin_upper_bound);
+
+  // The previous launch, on the other stream, untimed: the begin is the start event, and only an
+  // upper bound of the time is known.
+  f.op(3, kComm, kStreamA, false);
+  f.op(4, kComm, kStreamB, true);
+  f.timing(4, kStreamB, 9'000'000, 13'000'000);
+  CHECK(f.of(4).begin_ns == 9'000'000);
+  CHECK(f.of(4).begin_upper_bound);
+
+  // Untimed before it on its own stream: stream order already makes the start event right.
+  f.op(5, kComm, kStreamB, false);
+  f.op(6, kComm, kStreamB, true);
+  f.timing(6, kStreamB, 20'000'000, 24'000'000);
+  CHECK_FALSE(f.of(6).begin_upper_bound);
+  CHECK(f.of(6).begin_ns == 20'000'000);
+}
+
+TEST_CASE("a launch that began as its stream's previous launch ended was held by it") {
+  OrderFeeder f;
+  f.op(1, kComm, kStreamA, true);
+  f.op(2, kOtherComm, kStreamA, true);  // a receive after a send, on another communicator
+  f.op(3, kComm, kStreamA, true);
+  f.timing(1, kStreamA, 0, 3'000'000);
+  f.timing(2, kStreamA, 3'005'000, 3'100'000);  // 5 us after: the GPU went straight on
+  f.timing(3, kStreamA, 4'100'000, 4'200'000);  // 1 ms after: the stream was idle, its rank late
+  CHECK(f.of(2).began_at_previous_end);
+  CHECK(f.of(2).begin_ns == 3'005'000);  // another communicator: not held in its order
+  CHECK_FALSE(f.of(3).began_at_previous_end);
+  CHECK_FALSE(f.of(1).began_at_previous_end);
 }

@@ -53,6 +53,12 @@ def new_described_group(name, desc):
     return _new_process_group_helper(1, 0, name, group_desc=desc)
 
 
+def split_group(parent_pg=None, split_ranks=None, timeout=None, pg_options=None, group_desc=None):
+    # As torch.distributed's (DeviceMesh makes its groups so): the name is worked out before the split.
+    group_name = "4314d7ee2124be46"
+    return _init(nccl)
+
+
 def alloc(nbytes):
     ptr = ctypes.c_void_p()
     assert nccl.ncclMemAlloc(ctypes.byref(ptr), ctypes.c_size_t(nbytes)) == 0
@@ -97,6 +103,7 @@ keep.extend(generator())
 assert ctypes.CDLL(sys.argv[1]).init_on_native_thread() == 0
 keep.append(dist.alloc(4096))  # SITE alloc
 keep.append(dist.new_described_group("7", "tensor_parallel"))  # SITE described
+keep.append(dist.split_group(split_ranks=[[0]], group_desc="mesh_dp"))  # SITE split
 for burst in range(2):  # Megatron's pattern: groups remade each cycle, never destroyed
     for _ in range(4):
         keep.append(dist.new_group())  # SITE pile_a
@@ -112,9 +119,9 @@ print("program done")
 # The innermost frame's function for each marked line (None: not checked).
 FUNCTIONS = {"cdll": "main_thread_releasing_gil", "pydll": "main_thread_holding_gil", "thread": "python_thread",
              "generator": "generator", "alloc": "<module>", "pile_a": "<module>", "pile_b": "<module>",
-             "atexit": "<lambda>", "described": "<module>"}
+             "atexit": "<lambda>", "described": "<module>", "split": "<module>"}
 EXPECTED_COMMS = {"cdll": 1, "pydll": 1, "thread": 1, "generator": 1, "pile_a": 8, "pile_b": 8, "atexit": 1,
-                  "described": 1}
+                  "described": 1, "split": 1}
 
 
 def marked_lines(source):
@@ -180,8 +187,12 @@ def check_known_version(version, job, result, script):
     # PyTorch's process group, read from its helper's locals where the helper made the communicator.
     groups = {(c["python_site"][0]["line"] if c["python_site"] else None, json.dumps(c["process_group"]))
               for c in report["communicators"] if c["process_group"]}
-    check(groups == {(lines["described"], json.dumps({"desc": "tensor_parallel", "name": "7"}))},
-          f"{version}: only the described group is named: {groups}")
+    check(groups == {(lines["described"], json.dumps({"desc": "tensor_parallel", "name": "7"})),
+                     (lines["split"], json.dumps({"desc": "mesh_dp", "name": "4314d7ee2124be46"}))},
+          f"{version}: only the described and the split group are named: {groups}")
+    # The name people know it by where NCCL's config gives none: the group's description.
+    named = {c["name"] for c in report["communicators"] if c["python_site"] and c["python_site"][0]["line"] == lines["split"]}
+    check(named == {"mesh_dp"}, f"{version}: the split group is called by its description: {named}")
     code, text, _ = job.report("leaks")
     check('process group 7 "tensor_parallel"' in text, f"{version}: leaks text names the group:\n{text}")
     check(any(f'(ncclCommInitRank, process group 7 "tensor_parallel", age' in l for l in alert_blocks(result.stderr)[0]),
