@@ -170,8 +170,9 @@ CommVerdict comm_verdict(const JobAnalysis& a, const ProcessIndex& index, const 
     std::string why;
     if (lowest.size() == 1) {
       size_t process = present.at(lowest[0]);
-      why = a.job.processes[process].process_end ? "; its process exited"
-                                                 : "; its trace ends without a final record (killed, crashed or still hung)";
+      const ProcessTrace& trace = a.job.processes[process];
+      why = trace.process_end ? "; its process " + process_ending_text(trace)
+                              : "; its trace ends without a final record (killed, crashed or still hung)";
       // Blocked elsewhere? An op of another communicator it issued but never completed.
       if (const RankComm* other = index.waits_in(process, c.comm_id))
         why += fmt::format("; it waits in comm {} seq {}", comm_label(other->comm_id, names), other->completed_seq() + 1);

@@ -109,6 +109,7 @@ class ProcessBuilder {
         break;
       }
       case RecordType::kStacks: on_stacks(r); break;
+      case RecordType::kEnding: p_.ending.merge(parse_strings(r)); break;
       case RecordType::kModule: on_module(r); break;
       case RecordType::kCallBegin:
         if (const auto* e = r.as<ApiEvent>()) on_begin(r, *e);
@@ -143,6 +144,8 @@ class ProcessBuilder {
       if (lifecycle::is_teardown_hang(c.state)) {
         int64_t entered = c.state == CommState::kFinalizeHung ? c.finalize_begin_ns : c.release_begin_ns;
         c.teardown_inside_ns = std::max<int64_t>(0, trace_end - entered);
+        // Entered a moment before the process ended (a launcher's kill): cut short, not hung.
+        c.state = lifecycle::teardown_end(c.state, c.teardown_inside_ns);
       }
     }
     add_creations_that_never_returned();
@@ -432,7 +435,7 @@ class ProcessBuilder {
       c.nranks = l.nranks;
       c.creation_unrecorded = true;
       auto state = static_cast<CommState>(l.end_state);
-      c.state = state == CommState::kFinalized || lifecycle::is_teardown_hang(state) || state == CommState::kReleasedAtExit
+      c.state = state == CommState::kFinalized || lifecycle::ended_inside_teardown(state) || state == CommState::kReleasedAtExit
                     ? state
                     : CommState::kLeaked;
       p_.comms.push_back(std::move(c));

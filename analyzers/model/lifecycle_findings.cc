@@ -226,7 +226,52 @@ std::string trace_end_text(const ProcessTrace& p) {
     case trace::ExitReason::kSignal: return signal_name(p.process_end->signal);
     case trace::ExitReason::kQuickExit: return fmt::format("the process ended by _exit({})", p.process_end->signal);
     case trace::ExitReason::kExec: return "the process image was replaced (exec)";
+    case trace::ExitReason::kExited: return fmt::format("the process exited with status {}", p.process_end->signal);
     default: return "the process exited";
+  }
+}
+
+bool ended_by_kill(const ProcessTrace& p) {
+  return !p.process_end || p.process_end->reason == static_cast<uint32_t>(trace::ExitReason::kSignal);
+}
+
+namespace {
+std::string ending_value(const ProcessTrace& p, std::string_view key) {
+  auto it = p.ending.find(std::string(key));
+  return it == p.ending.end() ? "" : it->second;
+}
+
+// " after RuntimeError: boom (raised at train.py:12 in step)", or "" without an exception.
+std::string exception_text(const ProcessTrace& p) {
+  namespace e = trace::ending_record;
+  std::string type = ending_value(p, e::kExceptionType);
+  if (type.empty()) return "";
+  std::string out = fmt::format(" after {}: {}", type, ending_value(p, e::kExceptionMessage));
+  std::string file = ending_value(p, e::kExceptionFile);
+  if (!file.empty()) {
+    std::string_view base = file;
+    if (size_t slash = base.rfind('/'); slash != std::string_view::npos) base.remove_prefix(slash + 1);
+    out += fmt::format(" (raised at {}:{} in {})", base, ending_value(p, e::kExceptionLine), ending_value(p, e::kExceptionFunction));
+  }
+  return out;
+}
+}  // namespace
+
+std::string process_ending_text(const ProcessTrace& p) {
+  std::string exception = exception_text(p);
+  if (!p.process_end) return "ended without a final record (killed or crashed)" + exception;
+  const trace::ExitRecord& end = *p.process_end;
+  switch (static_cast<trace::ExitReason>(end.reason)) {
+    case trace::ExitReason::kSignal: {
+      std::string sender = ending_value(p, trace::ending_record::kSignalSender);
+      std::string name = ending_value(p, trace::ending_record::kSignalSenderName);
+      return fmt::format("was killed by {}{}{}", signal_name(end.signal), sender.empty() ? "" : " from pid " + sender,
+                         name.empty() ? "" : " (" + name + ")") + exception;
+    }
+    case trace::ExitReason::kQuickExit: return fmt::format("ended by _exit({})", end.signal) + exception;
+    case trace::ExitReason::kExec: return "was replaced by an exec";
+    case trace::ExitReason::kExited: return fmt::format("exited with status {}", end.signal) + exception;
+    default: return "exited" + exception;
   }
 }
 

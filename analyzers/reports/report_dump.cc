@@ -99,10 +99,13 @@ void add_exit_fields(const RecordView& r, json& j) {
   const auto* x = r.as<ExitRecord>();
   if (!x) return;
   j["time_ns"] = x->time_ns;
-  static constexpr const char* kReasons[] = {"unknown", "normal", "signal", "python_finalizing", "quick_exit", "exec"};
+  static constexpr const char* kReasons[] = {"unknown",    "normal", "signal", "python_finalizing",
+                                             "quick_exit", "exec",   "exited"};
   j["reason"] = x->reason < std::size(kReasons) ? kReasons[x->reason] : "unknown";
   j["signal"] = x->signal;
-  if (x->reason == static_cast<uint32_t>(trace::ExitReason::kQuickExit)) j["status"] = x->signal;
+  if (x->reason == static_cast<uint32_t>(trace::ExitReason::kQuickExit) ||
+      x->reason == static_cast<uint32_t>(trace::ExitReason::kExited))
+    j["status"] = x->signal;
   j["live_comms"] = x->live_comms;
   j["live_resources"] = x->live_resources;
   j["lost_records"] = x->lost_records;

@@ -470,16 +470,13 @@ int run_html(const Options& options) {
   std::vector<LatenessMap> maps = lateness_maps(a, hang);
 
   std::set<std::string> hosts;
-  std::set<int32_t> world_ranks;
-  for (size_t i = 0; i < a.job.processes.size(); ++i) {
-    hosts.insert(a.job.processes[i].host());
-    world_ranks.merge(world_ranks_of(a, i));
-  }
+  for (const ProcessTrace& p : a.job.processes) hosts.insert(p.host());
+  size_t world_ranks = count_world_ranks(a);
 
   Page page;
   page.add(fmt::format("<h1>ncclwatch report</h1><p class=\"sub\">{} process trace(s), {} rank(s) on {} host(s), {} communicator(s) "
                        "with ops</p>",
-                       a.job.processes.size(), world_ranks.size(), hosts.size(), a.members.size()));
+                       a.job.processes.size(), world_ranks, hosts.size(), a.members.size()));
   header_section(page, a.job, hosts);
   if (latency.window.partial()) page.add(fmt::format("<p class=\"note\">{}.</p>", esc(latency.window.text())));
   verdict_section(page, leaks, hang, names);

@@ -80,6 +80,10 @@ std::string memory_text(const CommMemoryFigure& m) {
 }
 
 std::string describe_how_ended(const CommInstance& c, const ProcessTrace& p) {
+  if (c.state == CommState::kEndedInTeardown)  // no final record: the time inside is only "at least"
+    return fmt::format("{} ({} during {}: {}{:.1f} s inside, under the {:.0f} s a hang takes)", state_name(c.state),
+                       ended_by_kill(p) ? "killed" : "ended", trace::api_name(c.teardown_api()), p.process_end ? "" : "at least ",
+                       static_cast<double>(c.teardown_inside_ns) / 1e9, static_cast<double>(lifecycle::kTeardownHangNs) / 1e9);
   if (lifecycle::is_teardown_hang(c.state))
     return fmt::format("{} ({} entered, never returned: {:.1f} s inside until {})", state_name(c.state),
                        trace::api_name(c.teardown_api()), static_cast<double>(c.teardown_inside_ns) / 1e9, trace_end_text(p));
@@ -125,7 +129,7 @@ json comm_json(const CommInstanceRow& row) {
                 {"library", p.library_path(c)},
                 {"creation_unrecorded", c.creation_unrecorded},
                 {"trace", p.path}};
-  if (lifecycle::is_teardown_hang(c.state)) {
+  if (lifecycle::ended_inside_teardown(c.state)) {
     entry["teardown_call"] = trace::api_name(c.teardown_api());
     entry["teardown_inside_s"] = static_cast<double>(c.teardown_inside_ns) / 1e9;
     entry["teardown_until"] = trace_end_text(p);
@@ -507,6 +511,9 @@ int run_leaks(const Job& job, const Options& options) {
     std::string counts;
     for (const auto& [state, n] : report.state_counts) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", n, state);
     if (!counts.empty()) print_text("Communicator instances by end state: {}\n", counts);
+    for (const CommInstanceRow& row : report.communicators)
+      if (row.comm->state == CommState::kEndedInTeardown)
+        print_text("  note: comm {} rank {}: {}\n", hex_id(row.comm->id), row.comm->rank, describe_how_ended(*row.comm, *row.process));
     if (report.peak.process && report.peak.count > 1)
       print_text("Communicators alive at once: at most {} (rank {}, {:.1f} s after it started)\n", report.peak.count,
                  world_rank(*report.peak.process), report.peak.at_s);

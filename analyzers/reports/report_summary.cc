@@ -24,12 +24,20 @@ std::string pile_up_site(const CommPileUp& pile) {
   return "one call site";
 }
 
+// Whether a process ended other than by exiting with status 0: killed, a status, an exception.
+bool ended_badly(const ProcessTrace& p) {
+  if (!p.process_end) return false;  // counted apart (processes_without_final_record)
+  if (p.ending.count(std::string(trace::ending_record::kExceptionType))) return true;
+  auto reason = static_cast<trace::ExitReason>(p.process_end->reason);
+  return reason == trace::ExitReason::kSignal ||
+         ((reason == trace::ExitReason::kExited || reason == trace::ExitReason::kQuickExit) && p.process_end->signal != 0);
+}
+
 // The job's size and how its processes ended: traces, ranks, hosts, communicators, processes
 // killed or ended by a signal, records lost.
 void count_processes(const JobAnalysis& a, SummaryReport& s) {
   const Job& job = a.job;
   std::set<uint64_t> comm_ids;
-  std::set<int32_t> world_ranks;
   for (size_t i = 0; i < job.processes.size(); ++i) {
     const ProcessTrace& p = job.processes[i];
     s.hosts.insert(p.host());
@@ -37,14 +45,14 @@ void count_processes(const JobAnalysis& a, SummaryReport& s) {
     if (!p.process_end) ++s.processes_without_final_record;
     else if (p.process_end->reason == static_cast<uint32_t>(trace::ExitReason::kSignal))
       ++s.ended_by_signal[signal_name(p.process_end->signal)];
-    world_ranks.merge(world_ranks_of(a, i));
+    if (ended_badly(p)) s.bad_endings.push_back({world_rank(p), p.pid(), process_ending_text(p)});
     for (const CommInstance& c : p.comms)
       if (c.state != CommState::kInitFailed) comm_ids.insert(c.id);
   }
   for (const CommOps& c : a.comms) comm_ids.insert(c.comm_id);
   comm_ids.erase(0);
   s.traces = job.processes.size();
-  s.ranks = world_ranks.size();
+  s.ranks = count_world_ranks(a);
   s.communicators = comm_ids.size();
 }
 
@@ -78,6 +86,12 @@ std::vector<LatencyRow> slowest_ops(const LatencyTable& latency) {
   return out;
 }
 
+json bad_endings_json(const SummaryReport& s) {
+  json out = json::array();
+  for (const SummaryReport::Ending& e : s.bad_endings) out.push_back({{"rank", e.rank}, {"pid", e.pid}, {"ended", e.text}});
+  return out;
+}
+
 json pile_ups_json(const LeakReport& leaks) {
   json list = json::array();
   for (const PileUpFinding& f : leaks.pile_ups) {
@@ -105,6 +119,11 @@ void print_job_lines(const SummaryReport& s) {
   if (s.processes_without_final_record)
     print_text("  {} process(es) ended without a final record (killed or crashed)\n", s.processes_without_final_record);
   for (const auto& [name, n] : s.ended_by_signal) print_text("  {} process(es) ended by {}\n", n, name);
+  constexpr size_t kEndingsShown = 4;
+  for (size_t i = 0; i < s.bad_endings.size() && i < kEndingsShown; ++i)
+    print_text("  ENDED: rank {} (pid {}) {}\n", s.bad_endings[i].rank, s.bad_endings[i].pid, s.bad_endings[i].text);
+  if (s.bad_endings.size() > kEndingsShown)
+    print_text("  ... and {} more process(es) that did not end well\n", s.bad_endings.size() - kEndingsShown);
   if (s.lost_records) print_text("  {} record(s) were lost while tracing\n", s.lost_records);
   if (s.window.partial()) print_text("  {}\n", s.window.text());
 }
@@ -171,14 +190,32 @@ void print_summary_text(const SummaryReport& s) {
 }  // namespace
 
 std::set<int32_t> world_ranks_of(const JobAnalysis& a, size_t process) {
-  std::set<int32_t> ranks;
+  // The widest communicator it is part of, made (lifecycle records) or used (ops): a DeviceMesh job
+  // runs its ops on the mesh's groups, never on the world communicator it made them from.
   int32_t widest = 0;
   for (const RankComm& c : a.ops[process].comms) widest = std::max(widest, c.nranks);
+  for (const CommInstance& c : a.job.processes[process].comms)
+    if (c.rank >= 0) widest = std::max(widest, c.nranks);
+  std::set<int32_t> ranks;
   for (const RankComm& c : a.ops[process].comms)
     if (c.rank >= 0 && c.nranks == widest) ranks.insert(c.rank);
-  if (a.ops[process].comms.empty())
-    if (int32_t rank = world_rank(a.job.processes[process]); rank >= 0) ranks.insert(rank);
+  if (ranks.empty())
+    for (const CommInstance& c : a.job.processes[process].comms)
+      if (c.rank >= 0 && c.nranks == widest) ranks.insert(c.rank);
   return ranks;
+}
+
+size_t count_world_ranks(const JobAnalysis& a) {
+  std::set<int32_t> world_ranks;
+  size_t processes_with_ranks = 0;
+  for (size_t i = 0; i < a.job.processes.size(); ++i) {
+    std::set<int32_t> ranks = world_ranks_of(a, i);
+    processes_with_ranks += !ranks.empty();
+    world_ranks.merge(ranks);
+  }
+  // Without one communicator over the whole job (processes in disjoint groups only), the ranks
+  // of the widest ones repeat across processes: then each process counts.
+  return std::max(world_ranks.size(), processes_with_ranks);
 }
 
 std::string first_look_at(const LeakReport& leaks, const HangReport& hang) {
@@ -244,6 +281,7 @@ json to_json(const SummaryReport& s) {
           {"peak_alive_communicators", leaks.peak.count},
           {"processes_without_final_record", s.processes_without_final_record},
           {"ended_by_signal", s.ended_by_signal},
+          {"bad_endings", bad_endings_json(s)},
           {"lost_records", s.lost_records},
           {"mismatched_seqs", hang.mismatched_seqs},
           {"missing", hang.missing_ranks},

@@ -235,9 +235,12 @@ std::vector<std::string> lost_history_lines(const LeakReport& report);
 // Names the module files that were not used to symbolize, once, on stderr.
 void say_other_builds(const LeakReport& report);
 
-// The world ranks of process `process`: every rank it holds in its widest communicator with ops
-// (one process may drive several GPUs), else its rank in the widest communicator it made.
+// The world ranks of process `process`: every rank it holds in the widest communicator it made or
+// used, from its ops where it has them (one process may drive several GPUs).
 std::set<int32_t> world_ranks_of(const JobAnalysis& analysis, size_t process);
+// The job's ranks: its world ranks, or its processes holding ranks where more (no communicator
+// spans the job).
+size_t count_world_ranks(const JobAnalysis& analysis);
 
 // The first thing to look at in a job, in one sentence: summary's and html's.
 std::string first_look_at(const LeakReport& leaks, const HangReport& hang);
@@ -256,6 +259,14 @@ struct SummaryReport {
   size_t communicators = 0;                    // identities, created or with ops
   size_t processes_without_final_record = 0;   // killed or crashed
   std::map<std::string, int> ended_by_signal;  // "SIGTERM" -> processes: ended by a signal the shim saw
+  // Each process that did not end well (a status other than 0, an uncaught exception, a signal):
+  // its world rank (-1 unknown), pid and how it ended (process_ending_text).
+  struct Ending {
+    int32_t rank = -1;
+    int64_t pid = 0;
+    std::string text;
+  };
+  std::vector<Ending> bad_endings;
   uint64_t lost_records = 0;
   std::map<std::string, LibraryUse> libraries;  // by path
   LeakReport leaks;                     // call sites not symbolized: the summary names no native frame

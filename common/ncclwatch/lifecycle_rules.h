@@ -21,7 +21,20 @@ enum class EndState : uint8_t {
   // Stored in traces (the exit record's list): new states go last.
   kFinalizeHung,       // ncclCommFinalize entered, never returned
   kAbortHung,          // ncclCommAbort entered, never returned
+  // A teardown call entered less than kTeardownHangNs before the process ended (a launcher's kill
+  // right after the program began tearing down): cut short, not hung, and not a leak.
+  kEndedInTeardown,
 };
+
+// A teardown call is hung once inside this long when the process ends: NCCL's own finalize and
+// destroy return well within it (at most 135 ms measured on an H200, two ranks over sockets).
+inline constexpr int64_t kTeardownHangNs = 2'000'000'000;
+
+// The end of a communicator whose teardown call (hung state `hung`) had been inside for
+// `inside_ns` when the process ended (-1: unknown, taken as hung).
+constexpr EndState teardown_end(EndState hung, int64_t inside_ns) {
+  return inside_ns >= 0 && inside_ns < kTeardownHangNs ? EndState::kEndedInTeardown : hung;
+}
 
 constexpr const char* end_state_name(EndState state) {
   switch (state) {
@@ -36,6 +49,7 @@ constexpr const char* end_state_name(EndState state) {
     case EndState::kReleaseUnrecorded: return "release_unrecorded";
     case EndState::kFinalizeHung: return "finalize_hung";
     case EndState::kAbortHung: return "abort_hung";
+    case EndState::kEndedInTeardown: return "ended_in_teardown";
   }
   return "unknown";
 }
@@ -44,6 +58,11 @@ constexpr const char* end_state_name(EndState state) {
 // killed) inside it. Named as such, with how long it had been inside, rather than as a plain leak.
 constexpr bool is_teardown_hang(EndState state) {
   return state == EndState::kFinalizeHung || state == EndState::kDestroyHung || state == EndState::kAbortHung;
+}
+
+// Inside a teardown call when the process ended: hung there, or cut short.
+constexpr bool ended_inside_teardown(EndState state) {
+  return is_teardown_hang(state) || state == EndState::kEndedInTeardown;
 }
 
 // What `leaks` lists, the exit alert counts and NCCLWATCH_ON_LEAK=fail fails on: never destroyed,

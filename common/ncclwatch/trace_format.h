@@ -102,7 +102,8 @@ static_assert(sizeof(FileHeader) == kHeaderBytes);
   X(ThreadRef, 18, "thread_ref")  \
   X(LiveAtExit, 19, "live_at_exit") \
   X(Graph, 20, "graph")           \
-  X(Stacks, 21, "stacks")
+  X(Stacks, 21, "stacks")         \
+  X(Ending, 22, "ending")
 
 enum class RecordType : uint16_t {
 #define NCCLWATCH_RECORD_ENUMERATOR(Id, value, name) k##Id = value,
@@ -229,7 +230,8 @@ enum class ExitReason : uint32_t {
   kSignal = 2,          // a fatal signal (ExitRecord.signal)
   kPythonFinalizing = 3, // the Python interpreter began shutting down
   kQuickExit = 4,        // _exit()/_Exit() called directly (ExitRecord.signal holds its status)
-  kExec = 5              // an exec replaced the process image
+  kExec = 5,             // an exec replaced the process image
+  kExited = 6            // exit() or return from main, its status known (ExitRecord.signal holds it)
   // (new reasons need no new format: a reader that does not know one takes it for a normal end)
 };
 
@@ -237,7 +239,7 @@ struct ExitRecord {
   RecordHeader h;
   int64_t time_ns;       // CLOCK_MONOTONIC
   uint32_t reason;       // ExitReason
-  int32_t signal;        // kSignal: the signal; kQuickExit: the status given to _exit()
+  int32_t signal;        // kSignal: the signal; kQuickExit, kExited: the exit status
   uint32_t live_comms;   // communicators not destroyed at this point (kProcessEnd)
   uint32_t live_resources;
   uint64_t lost_records; // records dropped so far

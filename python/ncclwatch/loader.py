@@ -497,8 +497,9 @@ def load(paths, symbolize=True):
     calls      one row per lifecycle/resource call record (begin and end): file, event, call_id,
                api, time_ns, comm, comm_id, parent_id, rank, nranks, device, result, bytes, resource
     stalls     one row per stall record: file, time_ns, state, op, comm_id, seq, launch_id, pending_ms
-    processes  one row per file: file, host, pid, ppid, start_wall_ns, start_mono_ns, ended (normal,
-               signal, python_finalizing or "" when the process left no final record), signal,
+    processes  one row per file: file, host, pid, ppid, start_wall_ns, start_mono_ns, ended (exited,
+               normal (a trace that did not record the status), signal, quick_exit, exec, python_finalizing
+               or "" when the process left no final record), signal (the status for exited, quick_exit),
                lost_records, and the ring's window (format 4; else 0): ring_slots (its size),
                ring_written (ops, group ends and GPU timings written to it over the run), ring_kept
                (those still in it: the file's `ops` rows, its group ends and their GPU timings)

@@ -17,7 +17,7 @@ HEADER_BYTES = 4096
 RECORD_TYPES = {1: "padding", 2: "process", 3: "library", 4: "module", 5: "call_begin", 6: "call_end",
                 7: "exit_begin", 8: "process_end", 9: "lost", 10: "notice", 11: "op", 12: "gpu_timing", 13: "stall",
                 14: "ring_chunk", 15: "op_totals", 16: "comm_ref", 17: "stream_ref", 18: "thread_ref",
-                19: "live_at_exit", 20: "graph", 21: "stacks"}
+                19: "live_at_exit", 20: "graph", 21: "stacks", 22: "ending"}
 RECORD_TYPE = {name: value for value, name in RECORD_TYPES.items()}
 
 
@@ -107,7 +107,7 @@ THREAD_REF_RECORD = _struct([("time_ns", "<i8", 8), ("launch_prefix", "<u8", 16)
 # OpRecord.flags, GpuTimingRecord.flags
 OP_CAPTURED, OP_TIMED, OP_IN_PLACE, OP_COLL_CONFIG, OP_REPLAYED = 1, 2, 4, 8, 16
 TIMING_HAS_BEGIN = 1
-EXIT_REASONS = {1: "normal", 2: "signal", 3: "python_finalizing"}
+EXIT_REASONS = {1: "normal", 2: "signal", 3: "python_finalizing", 4: "quick_exit", 5: "exec", 6: "exited"}
 STALL_STATES = {1: "stalled", 2: "resolved"}
 
 DATATYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16",

@@ -22,14 +22,16 @@ enum class CommPhase : uint8_t {
   kReleasedAtExit,  // destroyed or aborted only after the program began exiting
 };
 
-// How a communicator still in the table ends if the process exits now (lifecycle_rules.h).
-constexpr lifecycle::EndState end_state_at_exit(CommPhase phase) {
+// How a communicator still in the table ends if the process exits now (lifecycle_rules.h);
+// `teardown_inside_ns`: how long its teardown call has been inside (-1 unknown).
+constexpr lifecycle::EndState end_state_at_exit(CommPhase phase, int64_t teardown_inside_ns = -1) {
+  using lifecycle::teardown_end;
   switch (phase) {
     case CommPhase::kAlive: return lifecycle::EndState::kLeaked;
     case CommPhase::kFinalized: return lifecycle::EndState::kFinalized;
-    case CommPhase::kFinalizing: return lifecycle::EndState::kFinalizeHung;
-    case CommPhase::kDestroying: return lifecycle::EndState::kDestroyHung;
-    case CommPhase::kAborting: return lifecycle::EndState::kAbortHung;
+    case CommPhase::kFinalizing: return teardown_end(lifecycle::EndState::kFinalizeHung, teardown_inside_ns);
+    case CommPhase::kDestroying: return teardown_end(lifecycle::EndState::kDestroyHung, teardown_inside_ns);
+    case CommPhase::kAborting: return teardown_end(lifecycle::EndState::kAbortHung, teardown_inside_ns);
     case CommPhase::kReleasedAtExit: return lifecycle::EndState::kReleasedAtExit;
   }
   return lifecycle::EndState::kLeaked;

@@ -100,12 +100,22 @@ const char* teardown_call(CommPhase phase) {
   }
 }
 
+// How long `c`'s teardown call has been inside at `now` (-1: not in one, or unknown).
+int64_t teardown_inside_ns(const CommEntry& c, int64_t now) {
+  return teardown_call(c.phase) && c.teardown_entered_ns ? now - c.teardown_entered_ns : -1;
+}
+
+lifecycle::EndState end_state_now(const CommEntry& c, int64_t now) {
+  return end_state_at_exit(c.phase, teardown_inside_ns(c, now));
+}
+
 void describe_end(AlertText& out, const CommEntry& c, int64_t now) {
-  out.add(lifecycle::end_state_name(end_state_at_exit(c.phase)));
+  lifecycle::EndState state = end_state_now(c, now);
+  out.add(lifecycle::end_state_name(state));
   if (const char* call = teardown_call(c.phase)) {
     out.add(" (").add(call).add(" entered");
     if (c.teardown_entered_ns) out.add(' ').add_seconds(now - c.teardown_entered_ns).add(" before exit");
-    out.add(", never returned)");
+    out.add(state == lifecycle::EndState::kEndedInTeardown ? ")" : ", never returned)");
   }
   if (c.phase == CommPhase::kReleasedAtExit) out.add(" by ").add(trace::api_name(c.released_by)).add(" during exit");
 }
@@ -138,11 +148,11 @@ AlertCounts build_alert(AlertText& out, bool wait) {
           ++counts.comms;
           if (g_live_listed < kMaxLiveListed) {
             trace::LiveComm& live = g_live_at_exit[g_live_listed++];
-            live = {c.handle, c.id, c.rank, c.nranks, static_cast<uint32_t>(end_state_at_exit(c.phase)), 0};
+            live = {c.handle, c.id, c.rank, c.nranks, static_cast<uint32_t>(end_state_now(c, now)), 0};
           }
-          bool leak = lifecycle::is_leak(end_state_at_exit(c.phase));
+          bool leak = lifecycle::is_leak(end_state_now(c, now));
           counts.leaked_comms += leak;
-          if (leak) counts.makers.add(c.nvshmem_caller, c.torch_caller, end_state_at_exit(c.phase));
+          if (leak) counts.makers.add(c.nvshmem_caller, c.torch_caller, end_state_now(c, now));
           if (full()) {
             ++not_shown;
             continue;
@@ -154,7 +164,7 @@ AlertCounts build_alert(AlertText& out, bool wait) {
           body.add(", age ").add_seconds(now - c.created_ns);
           if (c.memory_bytes) body.add(", ").add_bytes(c.memory_bytes).add(" of GPU memory");
           body.add("): ");
-          if (leak) describe_end(body, c, now);
+          if (leak || end_state_now(c, now) == lifecycle::EndState::kEndedInTeardown) describe_end(body, c, now);
           else body.add(lifecycle::kFinalizedNote);
           describe_site(body, "; created at ", c.python_site, c.site);
           if (c.nvshmem_caller) body.add(lifecycle::kNvshmemMadeNote);
@@ -189,7 +199,11 @@ AlertCounts build_alert(AlertText& out, bool wait) {
     if (counts.resources) out.add(", ").add_int(counts.resources).add(" NCCL resource(s) never released");
     out.add(" in pid ").add_int(proc.pid).add(" on ").add(proc.host.c_str());
     if (!proc.job_rank.empty()) out.add(" (job rank ").add(proc.job_rank.c_str()).add(')');
-    out.add('\n').add(body.data());
+    out.add('\n');
+    // Why it is ending without its teardown, where Python said (python_exception.h).
+    if (const char* exception = python_exception_summary(); exception[0])
+      out.add("  the program is ending on an uncaught ").add(exception).add('\n');
+    out.add(body.data());
     for (const char* remedy : lifecycle::remedies_for(counts.makers))
       out.add(lifecycle::kRemedyLead).add(remedy).add('\n');
   }
@@ -236,7 +250,7 @@ void on_exit_began() {
 // Registered in the constructor, so it runs after nearly everything else at exit.
 void on_final_exit(int status, void*) {
   if (config().record) report_untraced_nccl(true);
-  bool leaked = finish_process(ExitReason::kNormal, 0, true);
+  bool leaked = finish_process(ExitReason::kExited, status, true);
   write_final_live_metrics();
   if (leaked && status == 0 && config().on_leak == LeakPolicy::kFail) {
     std::fflush(nullptr);
@@ -310,6 +324,7 @@ void after_fork_in_child() {
   resolver_after_fork_in_child();
   thread_state_after_fork_in_child();
   live_metrics_after_fork_in_child();
+  python_exception_after_fork_in_child();
 }
 
 __attribute__((constructor)) void on_load() {
@@ -335,6 +350,7 @@ void attach_process() noexcept {
     static bool python_hook_registered = false;
     if (finalizing && !python_hook_registered) {
       if (auto at_exit = reinterpret_cast<PyAtExitFn>(real_dlsym(RTLD_DEFAULT, "Py_AtExit"))) at_exit(on_python_finalized);
+      watch_for_python_exception();
       python_hook_registered = true;
     }
     print_setting_problems();

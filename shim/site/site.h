@@ -12,10 +12,13 @@
 //
 // Both read this process's memory through own_memory.h: never with a system call a sandbox may kill on.
 //
-// Front door: callsite.h, python_site.h, stack_requests.h. Inside: python_layouts.h, native_stack.h,
+// The Python exception a program dies of, read in Python's own atexit (python_exception.h).
+//
+// Front door: callsite.h, python_exception.h, python_site.h, stack_requests.h. Inside: python_layouts.h, native_stack.h,
 // own_memory.h.
 #pragma once
 
 #include "site/callsite.h"
+#include "site/python_exception.h"
 #include "site/python_site.h"
 #include "site/stack_requests.h"

@@ -166,6 +166,15 @@ def test_real_ranks_in_different_roles_are_not_stragglers():
     check(s["first_look"].startswith("nothing"), s["first_look"])
 
 
+def test_real_mesh_counts_the_jobs_ranks():
+    # A 2x2 DeviceMesh (dims dp, tp) on 4 ranks sharing one H200 (tests/gpu/torch_frameworks.py mesh):
+    # every op runs on the mesh's 2-rank groups, none on the world communicator they were split from.
+    d = os.path.join(REAL, "mesh")
+    truth = json.load(open(os.path.join(d, "truth.json")))
+    rc, s, _ = report_json("summary", d)
+    check(s["traces"] == 4 and s["ranks"] == truth["world_size"] == 4, (s["traces"], s["ranks"]))
+
+
 def test_real_skip_names_the_stretch_not_a_wrong_seq():
     # Rank 1 skipped its 7th world all-reduce; nothing in the traces singles out seq 7.
     check_real_skip("skip")

@@ -99,7 +99,7 @@ def tables_match_dump():
             calls = [r for r in records if r.get("type") in ("call_begin", "call_end")]
             check(len(loaded.calls[loaded.calls["file"] == trace]) == len(calls), f"{trace}: calls")
             proc = loaded.processes[loaded.processes["file"] == trace].iloc[0]
-            check(proc["ended"] == "normal" and proc["pid"] == next(r for r in records if r["type"] == "file_header")["pid"],
+            check(proc["ended"] == "exited" and proc["pid"] == next(r for r in records if r["type"] == "file_header")["pid"],
                   proc)
         # Communicators and their end states: the report tool's, one row per rank instance.
         creations = sum(1 for t in job.traces() for r in dump(t) if r.get("type") == "call_end" and
