@@ -137,7 +137,7 @@ struct ProcessTrace {
   std::vector<ResourceInstance> resources;
   std::optional<trace::ExitRecord> exit_begin;
   std::optional<trace::ExitRecord> process_end;
-  std::map<std::string, std::string> ending;   // kEnding: a Python exception, a signal's sender (trace_strings.h)
+  std::map<std::string, std::string> ending;   // kEnding: a Python exception (trace_strings.h)
   // The shim's list of communicators alive when it wrote process_end (LiveAtExit; format 5).
   struct LiveAtExit {
     std::vector<trace::LiveComm> comms;
@@ -214,7 +214,7 @@ std::string trace_end_text(const ProcessTrace& p);
 // Whether it was killed: by a signal, or without the final record a process writes as it ends.
 bool ended_by_kill(const ProcessTrace& p);
 // How the process ended, after "its process ": "exited with status 1 after RuntimeError: boom
-// (raised at train.py:12 in step)", "was killed by SIGTERM from pid 812 (torchrun)", "ended without a
+// (raised at train.py:12 in step)", "was killed by SIGTERM", "ended without a
 // final record (killed or crashed)", "exited" (a trace that did not record the status).
 std::string process_ending_text(const ProcessTrace& p);
 

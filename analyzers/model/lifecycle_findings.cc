@@ -262,12 +262,7 @@ std::string process_ending_text(const ProcessTrace& p) {
   if (!p.process_end) return "ended without a final record (killed or crashed)" + exception;
   const trace::ExitRecord& end = *p.process_end;
   switch (static_cast<trace::ExitReason>(end.reason)) {
-    case trace::ExitReason::kSignal: {
-      std::string sender = ending_value(p, trace::ending_record::kSignalSender);
-      std::string name = ending_value(p, trace::ending_record::kSignalSenderName);
-      return fmt::format("was killed by {}{}{}", signal_name(end.signal), sender.empty() ? "" : " from pid " + sender,
-                         name.empty() ? "" : " (" + name + ")") + exception;
-    }
+    case trace::ExitReason::kSignal: return "was killed by " + signal_name(end.signal) + exception;
     case trace::ExitReason::kQuickExit: return fmt::format("ended by _exit({})", end.signal) + exception;
     case trace::ExitReason::kExec: return "was replaced by an exec";
     case trace::ExitReason::kExited: return fmt::format("exited with status {}", end.signal) + exception;

@@ -81,16 +81,14 @@ inline constexpr std::string_view kRequestFile = "dump-now";  // in the trace fo
 }  // namespace stacks_record
 
 // kEnding: how the process is ending, where more is known than the exit record holds: a Python
-// exception nobody caught (read while the interpreter runs its exit callbacks), the sender of the
-// fatal signal. Each key at most once; any may be missing.
+// exception nobody caught (read while the interpreter runs its exit callbacks). Each key at most
+// once; any may be missing.
 namespace ending_record {
 inline constexpr std::string_view kExceptionType = "exception_type";        // "RuntimeError"
 inline constexpr std::string_view kExceptionMessage = "exception_message";  // str() of it, cut to fit
 inline constexpr std::string_view kExceptionFile = "exception_file";        // where it was raised
 inline constexpr std::string_view kExceptionLine = "exception_line";
 inline constexpr std::string_view kExceptionFunction = "exception_function";
-inline constexpr std::string_view kSignalSender = "signal_sender";          // pid of who sent the fatal signal
-inline constexpr std::string_view kSignalSenderName = "signal_sender_name"; // its /proc comm
 }  // namespace ending_record
 
 // Beside a trace, for a watcher of its folder (shim/gpu/progress_file.h): "<trace>.progress",

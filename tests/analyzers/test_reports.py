@@ -173,6 +173,26 @@ def test_real_mesh_counts_the_jobs_ranks():
     truth = json.load(open(os.path.join(d, "truth.json")))
     rc, s, _ = report_json("summary", d)
     check(s["traces"] == 4 and s["ranks"] == truth["world_size"] == 4, (s["traces"], s["ranks"]))
+    # Named as PyTorch knows them (the truth: each mesh dim's group_desc, printed by the job).
+    rc, lat, _ = report_json("latency", d)
+    by_size = {}
+    for c in lat["communicators"]:
+        by_size.setdefault(c["nranks"], set()).add(c.get("name"))
+    check(by_size == {4: {"default_pg"}, 2: {g["desc"] for g in truth["groups"].values()}}, by_size)
+
+
+def test_real_exception_exit_is_named():
+    # Rank 1 raised RuntimeError at step 5 and exited with status 1 while rank 0 waited in its next
+    # all-reduce; torchrun then ended rank 0 (tests/gpu/torch_frameworks.py raises, one H200).
+    d = os.path.join(REAL, "raises")
+    truth = json.load(open(os.path.join(d, "truth.json")))
+    rc, hang, _ = report_json("hang", d)
+    said = f"its process exited with status 1 after {truth['exception']}: {truth['message']} (raised at torch_frameworks.py:"
+    check(said in hang["verdict"] and "rank(s) 1 never issued seq 5" in hang["verdict"], hang["verdict"])
+    rc, s, _ = report_json("summary", d)
+    check([e["rank"] for e in s["bad_endings"] if "status 1" in e["ended"]] == [1], s["bad_endings"])
+    rc, leaks, _ = report_json("leaks", d)
+    check(not any(c["state"].endswith("_hung") for c in leaks["communicators"]), [c["state"] for c in leaks["communicators"]])
 
 
 def test_real_skip_names_the_stretch_not_a_wrong_seq():

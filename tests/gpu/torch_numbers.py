@@ -25,13 +25,8 @@ import torch.distributed as dist
 STRAGGLER_SLEEP_S = 0.020
 
 
-# The straggler's peers wait its sleep less the all-reduce's own time (their GPU runs the previous
-# one meanwhile): 1 MiB keeps that under 2 ms even where ranks share a GPU over sockets.
-STRAGGLER_ELEMENTS = 1 << 18
-
-
 def straggler(rank, side):
-    t = torch.ones(STRAGGLER_ELEMENTS, device="cuda")  # 1 MiB
+    t = torch.ones(1 << 20, device="cuda")  # 4 MiB
     # 120 steps: with the default sampling (one launch in 8 GPU-timed) about 15 all-reduces are
     # timed on both ranks, enough to tell a straggler from chance.
     for step in range(1, 121):
@@ -43,7 +38,7 @@ def straggler(rank, side):
 
 
 def straggler20(rank, side):
-    t = torch.ones(STRAGGLER_ELEMENTS, device="cuda")
+    t = torch.ones(1 << 20, device="cuda")
     for _ in range(20):
         if rank == 1:
             time.sleep(STRAGGLER_SLEEP_S)
