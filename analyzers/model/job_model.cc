@@ -117,17 +117,16 @@ class ProcessBuilder {
       case RecordType::kCallEnd:
         if (const auto* e = r.as<ApiEvent>()) on_end(plausible(*e, r));
         break;
-      case RecordType::kExitBegin:
+      case RecordType::kExitBegin:  // the first one counts
+      case RecordType::kProcessEnd:  // the last one counts
         if (const auto* e = r.as<ExitRecord>()) {
-          if (!p_.exit_begin) p_.exit_begin = *e;
+          auto& kept = r.type == RecordType::kExitBegin ? p_.exit_begin : p_.process_end;
+          if (r.type == RecordType::kProcessEnd || !kept) kept = *e;
           p_.last_time_ns = std::max(p_.last_time_ns, e->time_ns);
         }
         break;
-      case RecordType::kProcessEnd:
-        if (const auto* e = r.as<ExitRecord>()) {
-          p_.process_end = *e;
-          p_.last_time_ns = std::max(p_.last_time_ns, e->time_ns);
-        }
+      case RecordType::kSignal:
+        if (const auto* e = r.as<SignalRecord>(); e && p_.signals.size() < kMaxSignalsKept) p_.signals.push_back(*e);
         break;
       case RecordType::kLost:
         if (const auto* l = r.as<LostRecord>()) p_.lost_records += l->count;

@@ -125,6 +125,9 @@ struct NcclLibrary {
   bool not_traced() const { return status == trace::library_record::kNotTraced; }
 };
 
+// Signal records kept per process: one per watched signal is written; more are a damaged file.
+inline constexpr size_t kMaxSignalsKept = 8;
+
 struct ProcessTrace {
   std::string path;                            // the file's name as text (valid UTF-8), for reports
   trace::FileHeader header{};
@@ -138,6 +141,7 @@ struct ProcessTrace {
   std::optional<trace::ExitRecord> exit_begin;
   std::optional<trace::ExitRecord> process_end;
   std::map<std::string, std::string> ending;   // kEnding: a Python exception (trace_strings.h)
+  std::vector<trace::SignalRecord> signals;    // watched signals as they arrived, who sent them
   // The shim's list of communicators alive when it wrote process_end (LiveAtExit; format 5).
   struct LiveAtExit {
     std::vector<trace::LiveComm> comms;
@@ -217,5 +221,11 @@ bool ended_by_kill(const ProcessTrace& p);
 // (raised at train.py:12 in step)", "was killed by SIGTERM", "ended without a
 // final record (killed or crashed)", "exited" (a trace that did not record the status).
 std::string process_ending_text(const ProcessTrace& p);
+// The arrival of `sig` (0: the first one), if its record was written.
+const trace::SignalRecord* signal_arrival(const ProcessTrace& p, int sig = 0);
+// The sender's command name as the shim read it, made printable ("" if it was not readable).
+std::string signal_sender_name(const trace::SignalRecord& s);
+// ", sent by pid 4242 (torchrun, its parent, uid 0)", ", sent by the kernel", or "" when unknown.
+std::string signal_sender_text(const trace::SignalRecord& s, int64_t own_pid);
 
 }  // namespace ncclwatch::model

@@ -1,6 +1,10 @@
 #include "model/lifecycle_findings.h"
 
+#include "model/trace_text.h"
+
 #include <fmt/format.h>
+
+#include <signal.h>
 
 #include <cstring>
 
@@ -257,16 +261,43 @@ std::string exception_text(const ProcessTrace& p) {
 }
 }  // namespace
 
+const trace::SignalRecord* signal_arrival(const ProcessTrace& p, int sig) {
+  for (const trace::SignalRecord& s : p.signals)
+    if (sig == 0 || s.signal == sig) return &s;
+  return nullptr;
+}
+
+std::string signal_sender_name(const trace::SignalRecord& s) {
+  return printable_text(std::string_view(s.sender_name, strnlen(s.sender_name, sizeof(s.sender_name))));
+}
+
+std::string signal_sender_text(const trace::SignalRecord& s, int64_t own_pid) {
+  if (s.sender_pid == own_pid && own_pid > 0) return ", sent by the process itself";
+  if (s.sender_pid > 0) {
+    std::string name = signal_sender_name(s);
+    return fmt::format(", sent by pid {} ({}{}uid {})", s.sender_pid, name.empty() ? "" : name + ", ",
+                       s.sender_is_parent ? "its parent, " : "", s.sender_uid);
+  }
+  return s.code == SI_KERNEL ? ", sent by the kernel" : "";
+}
+
 std::string process_ending_text(const ProcessTrace& p) {
   std::string exception = exception_text(p);
-  if (!p.process_end) return "ended without a final record (killed or crashed)" + exception;
+  // A signal the application's handler took before the process ended its own way.
+  std::string after_signal;
+  if (const trace::SignalRecord* s = signal_arrival(p); s && s->handled)
+    after_signal = fmt::format(" after {}{}", signal_name(s->signal), signal_sender_text(*s, p.pid()));
+  if (!p.process_end) return "ended without a final record (killed or crashed)" + after_signal + exception;
   const trace::ExitRecord& end = *p.process_end;
   switch (static_cast<trace::ExitReason>(end.reason)) {
-    case trace::ExitReason::kSignal: return "was killed by " + signal_name(end.signal) + exception;
-    case trace::ExitReason::kQuickExit: return fmt::format("ended by _exit({})", end.signal) + exception;
+    case trace::ExitReason::kSignal: {
+      const trace::SignalRecord* s = signal_arrival(p, end.signal);
+      return "was killed by " + signal_name(end.signal) + (s ? signal_sender_text(*s, p.pid()) : "") + exception;
+    }
+    case trace::ExitReason::kQuickExit: return fmt::format("ended by _exit({})", end.signal) + after_signal + exception;
     case trace::ExitReason::kExec: return "was replaced by an exec";
-    case trace::ExitReason::kExited: return fmt::format("exited with status {}", end.signal) + exception;
-    default: return "exited" + exception;
+    case trace::ExitReason::kExited: return fmt::format("exited with status {}", end.signal) + after_signal + exception;
+    default: return "exited" + after_signal + exception;
   }
 }
 

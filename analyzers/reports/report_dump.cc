@@ -111,6 +111,20 @@ void add_exit_fields(const RecordView& r, json& j) {
   j["lost_records"] = x->lost_records;
 }
 
+// A watched signal as it arrived, and who sent it.
+void add_signal_fields(const RecordView& r, json& j) {
+  const auto* x = r.as<SignalRecord>();
+  if (!x) return;
+  j["time_ns"] = x->time_ns;
+  j["signal"] = signal_name(x->signal);
+  j["code"] = x->code;
+  j["sender_pid"] = x->sender_pid;
+  j["sender_uid"] = x->sender_uid;
+  j["sender_is_parent"] = x->sender_is_parent != 0;
+  j["sender_name"] = signal_sender_name(*x);
+  j["handled"] = x->handled != 0;
+}
+
 // A collective or point-to-point op.
 void add_op_fields(const RecordView& r, json& j) {
   const auto* o = r.as<OpRecord>();
@@ -187,7 +201,9 @@ json record_json(const RecordView& r) {
     case RecordType::kLibrary:
     case RecordType::kNotice:
     case RecordType::kGraph:
-    case RecordType::kStacks: j.update(strings_json(r)); break;
+    case RecordType::kStacks:
+    case RecordType::kEnding: j.update(strings_json(r)); break;
+    case RecordType::kSignal: add_signal_fields(r, j); break;
     case RecordType::kModule: add_module_fields(r, j); break;
     case RecordType::kCallBegin:
     case RecordType::kCallEnd: add_call_fields(r, j); break;

@@ -45,7 +45,11 @@ void count_processes(const JobAnalysis& a, SummaryReport& s) {
     if (!p.process_end) ++s.processes_without_final_record;
     else if (p.process_end->reason == static_cast<uint32_t>(trace::ExitReason::kSignal))
       ++s.ended_by_signal[signal_name(p.process_end->signal)];
-    if (ended_badly(p)) s.bad_endings.push_back({world_rank(p), p.pid(), process_ending_text(p)});
+    if (ended_badly(p)) {
+      const trace::SignalRecord* arrival = signal_arrival(p);
+      s.bad_endings.push_back({world_rank(p), p.pid(), process_ending_text(p),
+                               arrival ? std::optional(*arrival) : std::nullopt});
+    }
     for (const CommInstance& c : p.comms)
       if (c.state != CommState::kInitFailed) comm_ids.insert(c.id);
   }
@@ -88,7 +92,17 @@ std::vector<LatencyRow> slowest_ops(const LatencyTable& latency) {
 
 json bad_endings_json(const SummaryReport& s) {
   json out = json::array();
-  for (const SummaryReport::Ending& e : s.bad_endings) out.push_back({{"rank", e.rank}, {"pid", e.pid}, {"ended", e.text}});
+  for (const SummaryReport::Ending& e : s.bad_endings) {
+    json ending = {{"rank", e.rank}, {"pid", e.pid}, {"ended", e.text}};
+    if (e.signal) {
+      const trace::SignalRecord& sig = *e.signal;
+      ending["signal"] = {{"signal", signal_name(sig.signal)}, {"handled", sig.handled != 0},
+                          {"sender_pid", sig.sender_pid ? json(sig.sender_pid) : json(nullptr)},
+                          {"sender_name", signal_sender_name(sig)},
+                          {"sender_is_parent", sig.sender_is_parent != 0}, {"sender_uid", sig.sender_uid}};
+    }
+    out.push_back(std::move(ending));
+  }
   return out;
 }
 

@@ -107,8 +107,6 @@ std::string why_not_replaced_in_shared_folder(const std::string& path);
 // CSV as RFC 4180 writes it, shared by every report that has a table. A field holding a comma, a
 // quote, CR or LF is quoted and its quotes doubled; rows end in "\n" (readers take it as CRLF).
 std::string csv_field(std::string_view text);
-// A JSON value as a cell: a string as it is, a float with 3 decimals, null empty, else its JSON text.
-std::string csv_cell(const nlohmann::json& value);
 // One row of `fields` (each through csv_field) on standard output.
 void write_csv_row(const std::vector<std::string>& fields);
 
@@ -265,6 +263,7 @@ struct SummaryReport {
     int32_t rank = -1;
     int64_t pid = 0;
     std::string text;
+    std::optional<trace::SignalRecord> signal;  // the watched signal that arrived, who sent it
   };
   std::vector<Ending> bad_endings;
   uint64_t lost_records = 0;

@@ -23,13 +23,14 @@
 namespace ncclwatch::trace {
 
 inline constexpr char kMagic[8] = {'N', 'C', 'C', 'L', 'W', 'T', 'C', 'H'};
-inline constexpr uint32_t kVersion = 6;              // 2: ApiEvent carries the call-site summary
+inline constexpr uint32_t kVersion = 7;              // 2: ApiEvent carries the call-site summary
                                                      // 3: ApiEvent names its library; kLibrary per copy
                                                      // 4: ops and GPU timings in a ring, op totals
                                                      // 5: LiveAtExit (skippable: format 4 readers read it)
                                                      // 6: CUDA graphs: Graph records, replayed ops
                                                      //    (skippable: format 4 readers take them for
                                                      //    ordinary ops); Stacks records
+                                                     // 7: Ending and Signal records (skippable)
 inline constexpr uint32_t kMinReadableVersion = 4;  // oldest reader version that can read this file
                                                      // (an older one would skip the ring: no ops)
 inline constexpr uint32_t kOldestReadableFormat = 2; // files older than this are refused by readers
@@ -103,7 +104,8 @@ static_assert(sizeof(FileHeader) == kHeaderBytes);
   X(LiveAtExit, 19, "live_at_exit") \
   X(Graph, 20, "graph")           \
   X(Stacks, 21, "stacks")         \
-  X(Ending, 22, "ending")
+  X(Ending, 22, "ending")         \
+  X(Signal, 23, "signal")
 
 enum class RecordType : uint16_t {
 #define NCCLWATCH_RECORD_ENUMERATOR(Id, value, name) k##Id = value,
@@ -245,6 +247,22 @@ struct ExitRecord {
   uint64_t lost_records; // records dropped so far
 };
 static_assert(sizeof(ExitRecord) % 8 == 0);
+
+// A watched signal (SIGTERM, SIGINT, SIGHUP) as it arrived, once per signal number: who sent it
+// where the kernel says (kill, tgkill, sigqueue), whether it then killed the process or went to the
+// application's handler. Written in the handler, from the exit reserve.
+struct SignalRecord {
+  RecordHeader h;
+  int64_t time_ns;       // CLOCK_MONOTONIC
+  int32_t signal;
+  int32_t code;          // siginfo's si_code: SI_USER (kill), SI_TKILL, SI_QUEUE, SI_KERNEL, ...
+  int32_t sender_pid;    // 0 when the code names no sending process
+  uint32_t sender_uid;
+  uint32_t sender_is_parent;  // 1: the sender was this process's parent (a launcher, a shell)
+  uint32_t handled;      // 1: passed to the application's handler; 0: the default action killed
+  char sender_name[16];  // the sender's /proc/<pid>/comm, read as the signal arrived ("" if gone)
+};
+static_assert(sizeof(SignalRecord) % 8 == 0);
 
 // Written just before ProcessEnd, from the exit reserve: every communicator still in the shim's
 // table (or as many as fit), so a reader need not guess the end of one whose records were lost.

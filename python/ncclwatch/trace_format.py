@@ -7,7 +7,7 @@ import re
 import numpy as np
 
 MAGIC = b"NCCLWTCH"
-FORMAT_VERSION = 6          # kVersion
+FORMAT_VERSION = 7          # kVersion
 OLDEST_READABLE_FORMAT = 2  # kOldestReadableFormat
 COMMIT_MARK = 0xC0DE
 MAX_RECORD_BYTES = 1 << 20
@@ -17,7 +17,8 @@ HEADER_BYTES = 4096
 RECORD_TYPES = {1: "padding", 2: "process", 3: "library", 4: "module", 5: "call_begin", 6: "call_end",
                 7: "exit_begin", 8: "process_end", 9: "lost", 10: "notice", 11: "op", 12: "gpu_timing", 13: "stall",
                 14: "ring_chunk", 15: "op_totals", 16: "comm_ref", 17: "stream_ref", 18: "thread_ref",
-                19: "live_at_exit", 20: "graph", 21: "stacks", 22: "ending"}
+                19: "live_at_exit", 20: "graph", 21: "stacks", 22: "ending",
+                23: "signal"}
 RECORD_TYPE = {name: value for value, name in RECORD_TYPES.items()}
 
 

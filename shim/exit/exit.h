@@ -6,7 +6,7 @@
 //
 // May include: process/, comms/, resolve/, trace/, site/, gpu/, metrics/: every folder but wrap/.
 //
-// Front door: exit_hooks.h. Inside: alert_text.h.
+// Front door: exit_hooks.h. Inside: alert_text.h, signal_arrival.h (who sent the ending signal).
 #pragma once
 
 #include "exit/exit_hooks.h"

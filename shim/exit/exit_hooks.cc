@@ -2,6 +2,7 @@
 
 #include "comms/comms.h"
 #include "exit/alert_text.h"
+#include "exit/signal_arrival.h"
 #include "gpu/gpu.h"
 #include "graph/graph.h"
 #include "metrics/metrics.h"
@@ -201,6 +202,7 @@ AlertCounts build_alert(AlertText& out, bool wait) {
     if (!proc.job_rank.empty()) out.add(" (job rank ").add(proc.job_rank.c_str()).add(')');
     out.add('\n');
     // Why it is ending without its teardown, where Python said (python_exception.h).
+    describe_signal_arrival(out);
     if (const char* exception = python_exception_summary(); exception[0])
       out.add("  the program is ending on an uncaught ").add(exception).add('\n');
     out.add(body.data());
@@ -271,14 +273,16 @@ void on_python_finalized() {
 
 // The application had no handler (or a one-shot one already ran): the process dies by `sig`
 // next. Signal context: the table is read without waiting.
-void before_death_by_signal(int sig) noexcept {
+void before_death_by_signal(int sig, const siginfo_t* info) noexcept {
+  record_signal_arrival(sig, info, /*handled=*/false);
   mark_exit_began(ExitReason::kSignal, sig);
   finish_process(ExitReason::kSignal, sig, false);
 }
 
 // The application handles it (Python turns SIGINT into KeyboardInterrupt): its own exit path will
 // reach our exit hook if it does exit.
-void before_application_handler(int sig) noexcept {
+void before_application_handler(int sig, const siginfo_t* info) noexcept {
+  record_signal_arrival(sig, info, /*handled=*/true);
   if (sig == SIGINT) g_interrupt_passed_on.store(true, std::memory_order_relaxed);
 }
 
@@ -325,6 +329,7 @@ void after_fork_in_child() {
   thread_state_after_fork_in_child();
   live_metrics_after_fork_in_child();
   python_exception_after_fork_in_child();
+  signal_arrival_after_fork_in_child();
 }
 
 __attribute__((constructor)) void on_load() {

@@ -112,8 +112,8 @@ struct sigaction ours_in_front_of(const struct sigaction& app) {
   return ours;
 }
 
-void die_by_default_action(Slot& s, int sig, bool fault) {
-  if (s.claim.before_default) s.claim.before_default(sig);
+void die_by_default_action(Slot& s, int sig, const siginfo_t* info, bool fault) {
+  if (s.claim.before_default) s.claim.before_default(sig, info);
   struct sigaction fallback{};
   fallback.sa_handler = SIG_DFL;
   sigemptyset(&fallback.sa_mask);
@@ -135,7 +135,7 @@ void on_claimed_signal(int sig, siginfo_t* info, void* context) {
   if (is_handler(app)) {
     // The kernel resets a one-shot action as it delivers it: the next one meets SIG_DFL.
     if (app.sa_flags & SA_RESETHAND) s.reset_by_delivery.store(true, std::memory_order_release);
-    if (s.claim.before_handler) s.claim.before_handler(sig);
+    if (s.claim.before_handler) s.claim.before_handler(sig, info);
     errno = saved_errno;
     if (app.sa_flags & SA_SIGINFO) app.sa_sigaction(sig, info, context);
     else app.sa_handler(sig);
@@ -146,7 +146,7 @@ void on_claimed_signal(int sig, siginfo_t* info, void* context) {
     errno = saved_errno;
     return;
   }
-  die_by_default_action(s, sig, fault);
+  die_by_default_action(s, sig, info, fault);
   errno = saved_errno;
 }
 

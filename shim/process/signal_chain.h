@@ -18,9 +18,10 @@ struct SignalClaim {
   // First, on every delivery: true when the signal was the shim's own (the application never sees it).
   bool (*take)(int sig, siginfo_t* info, void* context) noexcept = nullptr;
   // Just before the default action kills the process (a sent signal, or a fault nobody handles).
-  void (*before_default)(int sig) noexcept = nullptr;
+  // `info` as the kernel gave it: who sent the signal.
+  void (*before_default)(int sig, const siginfo_t* info) noexcept = nullptr;
   // Just before the application's own handler runs.
-  void (*before_handler)(int sig) noexcept = nullptr;
+  void (*before_handler)(int sig, const siginfo_t* info) noexcept = nullptr;
 };
 
 // Puts the shim's handler in front of the application's action for `sig` (once per process; a

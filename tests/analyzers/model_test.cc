@@ -1,14 +1,16 @@
 // The analyzers' building blocks: the latency histogram, nccl-tests' size and bandwidth
-// conventions, and the per-seq signature groups merged across reader threads.
+// conventions, the per-seq signature groups merged across reader threads, and how a process ended.
 #include "model/op_model.h"
 #include "reports/reports.h"
 #include "synthetic_trace.h"
 
 #include <catch2/catch.hpp>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <sstream>
@@ -280,4 +282,41 @@ TEST_CASE("a teardown that never returned is looked at first, unless the ranks' 
         "SIGTERM) — run `ncclwatch-report hang`");
   hang.missing_ranks = 1;  // a rank never issued what the others did: why the teardown waits
   CHECK(first_look_at(leaks, hang) == hang.verdict);
+}
+
+TEST_CASE("how a process ended names the sender of its signal as far as the record tells") {
+  model::ProcessTrace p;
+  p.header.pid = 500;
+  trace::ExitRecord end{};
+  end.reason = static_cast<uint32_t>(trace::ExitReason::kSignal);
+  end.signal = SIGTERM;
+  p.process_end = end;
+  CHECK(model::process_ending_text(p) == "was killed by SIGTERM");  // a trace without the record (format 6)
+  trace::SignalRecord sent{};
+  sent.signal = SIGTERM;
+  sent.code = SI_USER;
+  sent.sender_pid = 42;
+  sent.sender_uid = 1000;
+  sent.sender_is_parent = 1;
+  std::memcpy(sent.sender_name, "torchrun", 8);
+  p.signals = {sent};
+  CHECK(model::process_ending_text(p) == "was killed by SIGTERM, sent by pid 42 (torchrun, its parent, uid 1000)");
+  // A name of 16 bytes with no terminator and a control byte: read within the field, escaped.
+  std::memset(sent.sender_name, 'x', sizeof(sent.sender_name));
+  sent.sender_name[3] = '\x1b';
+  sent.sender_is_parent = 0;
+  p.signals = {sent};
+  CHECK(model::process_ending_text(p) == "was killed by SIGTERM, sent by pid 42 (xxx\\x1bxxxxxxxxxxxx, uid 1000)");
+  // Handled, then exited its own way; sent by itself; by the kernel.
+  sent.handled = 1;
+  sent.sender_pid = 500;
+  p.signals = {sent};
+  end.reason = static_cast<uint32_t>(trace::ExitReason::kExited);
+  end.signal = 0;
+  p.process_end = end;
+  CHECK(model::process_ending_text(p) == "exited with status 0 after SIGTERM, sent by the process itself");
+  sent.sender_pid = 0;
+  sent.code = SI_KERNEL;
+  p.signals = {sent};
+  CHECK(model::process_ending_text(p) == "exited with status 0 after SIGTERM, sent by the kernel");
 }

@@ -71,7 +71,8 @@ def test_metrics_agree_with_latency_and_hang():
         check(all(len(re.sub(r"[^0-9]", "", line.rsplit(" ", 1)[1].split("e")[0]).lstrip("0")) <= 9 for line in lines),
               [l for l in lines if len(l.rsplit(" ", 1)[1]) > 12][:3])
         info = [k for k in samples if k[0] == "ncclwatch_build_info"]
-        check(len(info) == 1 and dict(info[0][1])["trace_format"] == "6" and dict(info[0][1])["version"], info)
+        reads = re.search(r"trace format (\d+),", report("--version").stdout)[1]
+        check(len(info) == 1 and dict(info[0][1])["trace_format"] == reads and dict(info[0][1])["version"], info)
         latency = json.loads(report("latency", "--json", path).stdout)
         gpu_rows = [r for r in latency["rows"] if r["busbw_gbps"] is not None]
         check(gpu_rows, latency["rows"])

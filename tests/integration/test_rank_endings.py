@@ -2,8 +2,10 @@
 died of (type, message, the line that raised it), in the alert, the summary and the hang verdict."""
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 
 from harness import SANITIZER_RUNTIME, SHIM, Job, check, main
 import test_watch
@@ -67,5 +69,42 @@ def exit_status_alone_where_nothing_was_raised():
     check(len(endings) == 1 and endings[0]["rank"] == 1 and endings[0]["ended"] == "exited with status 3", endings)
 
 
+def signal_senders_are_named():
+    # Rank 0 waits for rank 1, which sleeps. Rank 0 gets SIGTERM from a shell that is not its parent;
+    # rank 1 gets SIGINT from this test, its parent, which Python turns into KeyboardInterrupt.
+    job = Job([], nranks=2, env={"LD_PRELOAD": PRELOAD})
+    script = os.path.join(job.tmp, "job.py")
+    open(script, "w").write(test_watch.JOB)
+    procs = [subprocess.Popen([sys.executable, script, str(rank), job.tmp, "60"], env=job.env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for rank in range(2)]
+    deadline = time.monotonic() + 30
+    while len(job.traces()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)  # both past their first all-reduce
+    shell = subprocess.Popen(["sh", "-c", f"kill -TERM {procs[0].pid}; sleep 3"])
+    time.sleep(0.5)
+    procs[1].send_signal(signal.SIGINT)
+    ends = [p.communicate(timeout=60) for p in procs]
+    shell.wait()
+    check(procs[0].returncode == -signal.SIGTERM and procs[1].returncode == -signal.SIGINT,
+          f"exits {[p.returncode for p in procs]}")
+    me, uid = open("/proc/self/comm").read().strip(), os.getuid()
+    said = [f"ended by SIGTERM, sent by pid {shell.pid} (sh, uid {uid})",
+            f"received SIGINT, sent by pid {os.getpid()} ({me}, its parent, uid {uid})"]
+    for rank in range(2):
+        check(said[rank] in ends[rank][1], f"rank {rank}'s alert names the sender: {ends[rank][1]}")
+    code, summary, _ = job.report("summary", "--json")
+    endings = {e["rank"]: e for e in summary["bad_endings"]}
+    check(endings[0]["ended"] == f"was killed by SIGTERM, sent by pid {shell.pid} (sh, uid {uid})", endings)
+    check(endings[1]["ended"].startswith(f"was killed by SIGINT, sent by pid {os.getpid()} ({me}, its parent, uid {uid})"),
+          endings)
+    check(endings[0]["signal"] == {"signal": "SIGTERM", "handled": False, "sender_pid": shell.pid, "sender_name": "sh",
+                                   "sender_is_parent": False, "sender_uid": uid}, endings[0])
+    check(endings[1]["signal"]["handled"] and endings[1]["signal"]["sender_is_parent"], endings[1])
+    code, hang, _ = job.report("hang", "--json")
+    check(f"sent by pid {os.getpid()}" in hang["verdict"] or f"sent by pid {shell.pid}" in hang["verdict"], hang["verdict"])
+
+
 if __name__ == "__main__":
-    main({f.__name__: f for f in (python_exception_and_exit_status_are_named, exit_status_alone_where_nothing_was_raised)})
+    main({f.__name__: f for f in (python_exception_and_exit_status_are_named, exit_status_alone_where_nothing_was_raised,
+                                  signal_senders_are_named)})
