@@ -138,19 +138,22 @@ def check_real_skip(folder):
 
 
 def test_real_fsdp2_times_each_op_alone():
-    # FSDP2 (fully_shard) over 8 equal blocks, two ranks sharing one H200 (tests/gpu/torch_frameworks.sh):
-    # the backward drives the one communicator from two streams, all-gathers (prefetch) and
-    # reduce-scatters interleaved; each start event fired while the op before still ran. The
-    # truth: CUPTI's NCCL kernel medians from torch.profiler in the same run (truth.json).
-    d = os.path.join(REAL, "fsdp2")
-    truth = json.load(open(os.path.join(d, "truth.json")))["kernel_us"]
-    rc, lat, _ = report_json("latency", d)
-    for op in ("AllGather", "ReduceScatter"):
-        rows = [r for r in lat["rows"] if r["op"] == "nccl" + op]
-        check(len(rows) == 1 and rows[0]["timing"] == "gpu", rows)
-        check(abs(rows[0]["p50_us"] / truth[op]["median"] - 1) <= 0.10, (op, rows[0]["p50_us"], truth[op]))
-    rc, s, _ = report_json("summary", d)
-    check(s["first_look"].startswith("nothing") and not s["stragglers"], s["first_look"])
+    # FSDP2 (fully_shard) over 8 equal blocks, two ranks sharing one H200 (tests/gpu/torch_frameworks.sh),
+    # on NCCL 2.28.9 (fsdp2) and 2.30.7 built from source (fsdp2_nccl230): the backward drives the
+    # one communicator from two streams, all-gathers (prefetch) and reduce-scatters interleaved;
+    # each start event fired while the op before still ran. The truth: CUPTI's NCCL kernel medians
+    # from torch.profiler in the same run (truth.json).
+    for name, nccl in (("fsdp2", "22809"), ("fsdp2_nccl230", "23007")):  # NCCL_VERSION_CODE
+        d = os.path.join(REAL, name)
+        truth = json.load(open(os.path.join(d, "truth.json")))["kernel_us"]
+        rc, lat, _ = report_json("latency", d)
+        for op in ("AllGather", "ReduceScatter"):
+            rows = [r for r in lat["rows"] if r["op"] == "nccl" + op]
+            check(len(rows) == 1 and rows[0]["timing"] == "gpu", (name, rows))
+            check(abs(rows[0]["p50_us"] / truth[op]["median"] - 1) <= 0.10, (name, op, rows[0]["p50_us"], truth[op]))
+        rc, s, _ = report_json("summary", d)
+        check(s["first_look"].startswith("nothing") and not s["stragglers"], (name, s["first_look"]))
+        check(any(l["version"] == nccl for l in s["nccl_libraries"]), (name, s["nccl_libraries"]))
 
 
 def test_real_ranks_in_different_roles_are_not_stragglers():
@@ -242,6 +245,31 @@ def test_real_teardown_hang_is_looked_at_first():
     rc, s, _ = report_json("summary", d)
     check(s["first_look"].startswith("teardown hung: ncclCommFinalize entered on rank(s) 0,1 of comm ") and
           "(5.1 s until SIGTERM)" in s["first_look"], s["first_look"])
+
+
+def test_real_kill_during_teardown_is_not_a_hang():
+    # Real NCCL 2.30.7 (built from source) on one H200, two ranks sharing it
+    # (tests/gpu/torch_teardown_hang.sh): both entered ncclCommFinalize from destroy_process_group()
+    # and were sent SIGTERM by the test's shell, their parent, 0.32 s later (truth.json).
+    d = os.path.join(REAL, "teardown_killed")
+    truth = json.load(open(os.path.join(d, "truth.json")))
+    rc, leaks, _ = report_json("leaks", d)
+    comms = leaks["communicators"]
+    check(rc == 0 and [c["state"] for c in comms] == ["ended_in_teardown"] * 2 and not leaks["teardown_hangs"], comms)
+    for c in comms:
+        check(c["teardown_call"] == "ncclCommFinalize" and c["teardown_until"] == "SIGTERM" and
+              abs(c["teardown_inside_s"] - truth["inside_s"][str(c["rank"])]) < 0.05, (c, truth))
+    rc, s, _ = report_json("summary", d)
+    sent = f"was killed by SIGTERM, sent by pid {truth['sender_pid']} ({truth['sender']}, its parent, uid 0)"
+    check([e["ended"] for e in s["bad_endings"]] == [sent] * 2, s["bad_endings"])
+    check(all(e["signal"]["sender_pid"] == truth["sender_pid"] and not e["signal"]["handled"] for e in s["bad_endings"]),
+          s["bad_endings"])
+    check(s["first_look"].startswith("nothing") and any(l["version"] == truth["nccl"] for l in s["nccl_libraries"]),
+          (s["first_look"], s["nccl_libraries"]))
+    text = report("leaks", d).stdout
+    check(text.count("killed during ncclCommFinalize: 0.3 s inside") == 2 and "_hung" not in text, text)
+    dump = report("dump", glob.glob(os.path.join(d, "*.nwt"))[0]).stdout
+    check('"type":"signal"' in dump.replace(" ", "") and '"sender_name":"bash"' in dump.replace(" ", ""), dump[-600:])
 
 
 def test_real_graph_replays_name_the_missing_replay():

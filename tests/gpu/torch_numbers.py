@@ -1,7 +1,8 @@
 """PyTorch jobs whose right answers are known, to check the reports' numbers against them.
 
     torchrun --nproc-per-node 2 torch_numbers.py straggler   # rank 1 sleeps 20 ms before each all-reduce
-    torchrun --nproc-per-node 2 torch_numbers.py straggler20 # the same, 20 all-reduces only
+    torchrun --nproc-per-node 2 torch_numbers.py straggler20 OUT  # the same, 20 all-reduces only;
+                                                             # OUT: rank 1's true lateness
     torchrun --nproc-per-node 2 torch_numbers.py clean       # mixed ops, nobody late
     torchrun --nproc-per-node 2 torch_numbers.py sizes OUT   # all-reduces of 1 KiB..128 MiB, 20 each;
                                                              # OUT: their CUDA-event times (rank 0)
@@ -38,11 +39,28 @@ def straggler(rank, side):
 
 
 def straggler20(rank, side):
+    # The truth: rank 1's GPU starts each all-reduce when its host enqueues it (its stream is idle,
+    # waiting), while rank 0's starts as the previous all-reduce ends. So rank 1 is late by its
+    # host's period between enqueues less one all-reduce's own time, both measured here: the
+    # period by the host clock, the op by CUDA events on rank 1's stream (the last to arrive, it
+    # waits for nobody).
     t = torch.ones(1 << 20, device="cuda")
+    enqueued, marks = [], []
     for _ in range(20):
         if rank == 1:
             time.sleep(STRAGGLER_SLEEP_S)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        enqueued.append(time.perf_counter())
+        start.record()
         dist.all_reduce(t)
+        end.record()
+        marks.append((start, end))
+    torch.cuda.synchronize()
+    if rank == 1 and len(sys.argv) > 2:
+        period_ms = statistics.median(1e3 * (b - a) for a, b in zip(enqueued[1:], enqueued[2:]))
+        op_ms = statistics.median(s.elapsed_time(e) for s, e in marks[2:])
+        with open(sys.argv[2], "w") as f:
+            json.dump({"period_ms": period_ms, "op_ms": op_ms, "late_ms": period_ms - op_ms}, f)
 
 
 def clean(rank, side):
