@@ -24,7 +24,6 @@ class CompactWriter {
     field(id, kI64);
     varint(zigzag(v));
   }
-  void boolean(int16_t id, bool v) { field(id, v ? kTrue : kFalse); }
   void binary(int16_t id, std::string_view v) {
     field(id, kBinary);
     raw_binary(v);

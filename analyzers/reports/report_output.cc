@@ -107,13 +107,6 @@ std::string csv_field(std::string_view text) {
   return quoted + '"';
 }
 
-std::string csv_cell(const nlohmann::json& value) {
-  if (value.is_string()) return value.get<std::string>();
-  if (value.is_number_float()) return fmt::format("{:.3f}", value.get<double>());
-  if (value.is_null()) return {};
-  return dump_json(value);
-}
-
 void write_csv_row(const std::vector<std::string>& fields) {
   std::vector<std::string> quoted;
   quoted.reserve(fields.size());
