@@ -78,6 +78,9 @@ void record_signal_arrival(int sig, const siginfo_t* info, bool handled) noexcep
     // Release pairs with the acquire in describe_signal_arrival(): g_first is complete.
     g_first_ready.store(true, std::memory_order_release);
   }
+  // Only into an open trace: the exit reserve removes a file still being created, right for a
+  // process about to die, wrong for one whose own handler may let it go on.
+  if (!trace_path_c()[0]) return;
   RecordSlot slot = reserve_exit_record(sizeof(trace::SignalRecord));
   if (!slot) return;
   auto* out = slot.as<trace::SignalRecord>();
