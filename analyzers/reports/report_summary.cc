@@ -46,7 +46,9 @@ void count_processes(const JobAnalysis& a, SummaryReport& s) {
     else if (p.process_end->reason == static_cast<uint32_t>(trace::ExitReason::kSignal))
       ++s.ended_by_signal[signal_name(p.process_end->signal)];
     if (ended_badly(p)) {
-      const trace::SignalRecord* arrival = signal_arrival(p);
+      // The signal that killed it where one did, as the ending text names it; else the first that arrived.
+      bool killed = p.process_end->reason == static_cast<uint32_t>(trace::ExitReason::kSignal);
+      const trace::SignalRecord* arrival = signal_arrival(p, killed ? p.process_end->signal : 0);
       s.bad_endings.push_back({world_rank(p), p.pid(), process_ending_text(p),
                                arrival ? std::optional(*arrival) : std::nullopt});
     }
