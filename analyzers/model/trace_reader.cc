@@ -110,6 +110,9 @@ void ImplausibleValues::report(const std::string& path, std::vector<TraceProblem
 
 namespace {
 
+// The part of a ring chunk or totals record before its slots or entries.
+constexpr uint64_t kStorageHeadBytes = std::max<uint64_t>(kRingChunkHeaderBytes, kOpTotalsHeaderBytes);
+
 // Steps through the records from `offset`, handing each committed one to `visit` (false stops);
 // counts holes, torn records and corrupt spans. Returns false when `visit` stopped it.
 template <class Visit>
@@ -117,10 +120,15 @@ bool scan_records(const TraceImage& image, uint64_t offset, ReadStats& stats, ui
   uint64_t file_size = image.size();
   const std::byte* data = image.data();
   while (offset + sizeof(RecordHeader) <= file_size) {
+    if (!image.read_through(offset + sizeof(RecordHeader))) return true;  // the rest of a prefix is not read yet
     uint32_t size = load_u32(data + offset);
     uint32_t word = load_u32(data + offset + 4);
     if (plausible_header(data, offset, file_size)) {
       uint16_t type = static_cast<uint16_t>(word & 0xffff);
+      // Of a prefix read so far, a record only partly read ends it (a ring chunk's slots are read
+      // as far as they are there).
+      bool storage = type == static_cast<uint16_t>(RecordType::kRingChunk) || type == static_cast<uint16_t>(RecordType::kOpTotals);
+      if (!image.read_through(offset + (storage ? std::min<uint64_t>(size, kStorageHeadBytes) : size))) return true;
       if (known_type(type) && type != static_cast<uint16_t>(RecordType::kPadding)) {
         if (!visit(RecordView{static_cast<RecordType>(type), data + offset, size, offset})) return false;
       }
@@ -470,14 +478,22 @@ bool read_trace(const std::string& path, const RecordVisitor& visit, FileHeader&
 
 bool read_trace_until(const std::string& path, const StoppableVisitor& visit, FileHeader& header, ReadStats& stats,
                       std::vector<TraceProblem>& problems) {
+  TraceImage image;
+  std::string error, lost;
+  if (!image.load(path, error, lost)) {
+    problems.push_back(trace_problem(path, error, true));
+    return false;
+  }
+  if (!lost.empty()) problems.push_back(trace_problem(path, lost, false));
+  return read_trace_image(image, path, visit, header, stats, problems);
+}
+
+bool read_trace_image(const TraceImage& image, const std::string& path, const StoppableVisitor& visit, FileHeader& header,
+                      ReadStats& stats, std::vector<TraceProblem>& problems) {
   auto fail = [&](const std::string& what) {
     problems.push_back(trace_problem(path, what, true));
     return false;
   };
-  TraceImage image;
-  std::string error, lost;
-  if (!image.load(path, error, lost)) return fail(error);
-  if (!lost.empty()) problems.push_back(trace_problem(path, lost, false));
   uint64_t file_size = image.size();
   const std::byte* data = image.data();
 

@@ -126,4 +126,11 @@ bool read_trace(const std::string& path, const RecordVisitor& visit, trace::File
 bool read_trace_until(const std::string& path, const StoppableVisitor& visit, trace::FileHeader& header,
                       ReadStats& stats, std::vector<TraceProblem>& problems);
 
+// As read_trace_until, from the bytes of `path` read so far into `image` (trace_image.h): all of
+// the file, or a prefix, of which only the records wholly read are delivered. Naming what could
+// not be read of the file is the caller's (it read it).
+class TraceImage;
+bool read_trace_image(const TraceImage& image, const std::string& path, const StoppableVisitor& visit,
+                      trace::FileHeader& header, ReadStats& stats, std::vector<TraceProblem>& problems);
+
 }  // namespace ncclwatch::model
