@@ -1,6 +1,7 @@
 #include "model/clock_align.h"
 
 #include "model/job_model.h"
+#include "model/job_read.h"
 
 #include <fmt/format.h>
 
@@ -14,9 +15,11 @@ namespace {
 
 using namespace trace;
 
-// Collectives sampled per file, and how far past them to look for their GPU timings.
+// Collectives sampled per file, and how far past them to look for their GPU timings, in records
+// and in bytes from the start of the file (the first ring chunk holds the first ops).
 constexpr size_t kSamples = 256;
 constexpr uint64_t kMaxRecordsRead = 50000;
+constexpr uint64_t kPrefixBytes = uint64_t{1} << 20;
 
 struct EndSample {
   uint64_t comm_id;
@@ -31,14 +34,12 @@ struct FileSamples {
   std::vector<EndSample> samples;
 };
 
-FileSamples sample_file(const std::string& path) {
+FileSamples sample_file(JobFiles& files, size_t i) {
   FileSamples out;
   std::unordered_map<uint64_t, size_t> pending;  // launch_id -> sample
-  ReadStats stats;
-  std::vector<TraceProblem> ignored;  // the main pass names the file's problems
   uint64_t seen = 0;
-  out.ok = read_trace_until(
-      path,
+  out.ok = files.read_prefix(
+      i, kPrefixBytes,
       [&](const RecordView& r) {
         if (r.type == RecordType::kCollective) {
           const auto* o = r.as<OpRecord>();
@@ -56,7 +57,7 @@ FileSamples sample_file(const std::string& path) {
         }
         return ++seen < kMaxRecordsRead && (out.samples.size() < kSamples || !pending.empty());
       },
-      out.header, stats, ignored);
+      out.header);
   return out;
 }
 
@@ -80,9 +81,9 @@ struct Host {
 
 }  // namespace
 
-ClockModel align_clocks(const std::vector<std::string>& files, unsigned threads) {
+ClockModel align_clocks(JobFiles& files, unsigned threads) {
   std::vector<FileSamples> sampled(files.size());
-  parallel_for(files.size(), threads, [&](size_t i, unsigned) { sampled[i] = sample_file(files[i]); });
+  parallel_for(files.size(), threads, [&](size_t i, unsigned) { sampled[i] = sample_file(files, i); });
 
   std::vector<Host> hosts;
   std::vector<size_t> host_of(files.size(), 0);

@@ -28,7 +28,9 @@ struct ClockModel {
   int64_t offset(size_t file) const { return file < offset_ns.size() ? offset_ns[file] : 0; }
 };
 
-// Reads the first collectives of every file (not the whole file) and aligns the hosts.
-ClockModel align_clocks(const std::vector<std::string>& files, unsigned threads);
+class JobFiles;
+
+// Reads the first collectives of every file, from a bounded prefix of it, and aligns the hosts.
+ClockModel align_clocks(JobFiles& files, unsigned threads);
 
 }  // namespace ncclwatch::model

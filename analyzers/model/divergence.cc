@@ -46,14 +46,12 @@ constexpr uint32_t kNoNumber = std::numeric_limits<uint32_t>::max();
 
 constexpr int64_t kUnknown = std::numeric_limits<int64_t>::min();
 
-CallOrder read_call_order(const std::string& path, int64_t clock_offset) {
+CallOrder read_call_order(const JobAnalysis& a, size_t process) {
   CallOrder order;
-  FileHeader header{};
-  ReadStats stats;
-  std::vector<TraceProblem> ignored;  // named by the main pass already
+  int64_t clock_offset = a.ops[process].clock_offset;
   std::unordered_map<uint64_t, std::vector<size_t>> awaiting_timing;  // launch id -> its ops
-  read_trace(
-      path,
+  a.read_again(
+      process,
       [&](const RecordView& r) {
         if (r.type == RecordType::kGpuTiming) {
           const auto* g = r.as<GpuTimingRecord>();
@@ -81,8 +79,7 @@ CallOrder read_call_order(const std::string& path, int64_t clock_offset) {
         order.gpu_begin.push_back(kUnknown);
         order.launch.push_back(o->launch_id);
         if (timed && awaiting_timing.size() < (1u << 16)) awaiting_timing[o->launch_id].push_back(order.comm.size() - 1);
-      },
-      header, stats, ignored);
+      });
   order.number_comms();
   return order;
 }
@@ -350,7 +347,7 @@ class CallOrders {
   CallOrders(const JobAnalysis& a, std::vector<size_t> files, SharedComms& shared)
       : a_(a), files_(std::move(files)), orders_(files_.size()), shared_(shared) {
     parallel_for(files_.size(), reader_threads(files_.size()), [&](size_t i, unsigned) {
-      orders_[i] = read_call_order(a.files[files_[i]], a.ops[files_[i]].clock_offset);
+      orders_[i] = read_call_order(a, files_[i]);
     });
   }
 

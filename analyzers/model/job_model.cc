@@ -1,4 +1,5 @@
 #include "model/job_model.h"
+#include "model/job_read.h"
 
 #include <ncclwatch/trace_strings.h>
 
@@ -582,17 +583,13 @@ bool load_process(const std::string& path, ProcessTrace& out, std::vector<TraceP
 }
 
 Job load_job(const std::vector<std::string>& inputs) {
+  ReadOptions read;
+  read.align_clocks = false;  // lifecycles only
+  JobRead pass = read_job(inputs, read, {});
   Job job;
-  std::vector<std::string> files = expand_inputs(inputs, job.problems);
-  std::vector<ProcessTrace> loaded(files.size());
-  std::vector<std::vector<TraceProblem>> problems(files.size());
-  std::vector<char> usable(files.size(), 0);
-  parallel_for(files.size(), reader_threads(files.size()),
-               [&](size_t i, unsigned) { usable[i] = load_process(files[i], loaded[i], problems[i]); });
-  for (size_t i = 0; i < files.size(); ++i) {
-    job.problems.insert(job.problems.end(), problems[i].begin(), problems[i].end());
-    if (usable[i]) job.processes.push_back(std::move(loaded[i]));
-  }
+  job.problems = std::move(pass.problems);
+  for (size_t i = 0; i < pass.processes.size(); ++i)
+    if (pass.usable[i]) job.processes.push_back(std::move(pass.processes[i]));
   return job;
 }
 

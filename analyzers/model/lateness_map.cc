@@ -132,10 +132,7 @@ std::vector<LatenessMap> lateness_maps(const JobAnalysis& a, const HangReport& h
   parallel_for(order.size(), threads, [&](size_t k, unsigned) {
     size_t i = order[k];
     LatenessScanner scanner(maps, a.ops[i].clock_offset);
-    FileHeader header{};
-    ReadStats stats;
-    std::vector<TraceProblem> ignored;  // named already by the main pass
-    read_trace(a.files[i], [&](const RecordView& r) { scanner.add(r); }, header, stats, ignored);
+    a.read_again(i, [&](const RecordView& r) { scanner.add(r); });
     scanner.finish();
   });
   return maps;

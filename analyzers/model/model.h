@@ -1,4 +1,5 @@
 // The model's front door: what the reports read.
+//   job_read.h        the one pass over a job's files: inputs, clocks, the parallel read, the sinks
 //   job_model.h       trace files read into processes, communicators, resources (trace_reader.h)
 //   op_model.h        the ops of the whole job folded into seqs, arrivals and latencies
 //   timed_ops.h       the one pairing of ops with their launches' GPU timings
@@ -9,6 +10,7 @@
 #include "model/diagnostics.h"
 #include "model/findings.h"
 #include "model/job_model.h"
+#include "model/job_read.h"
 #include "model/lateness_map.h"
 #include "model/lifecycle_findings.h"
 #include "model/op_model.h"

@@ -93,6 +93,10 @@ int ProcessOps::world_rank() const {
   return best ? best->rank : -1;
 }
 
+bool JobAnalysis::read_again(size_t p, const RecordVisitor& visit) const {
+  return sources && p < file_index.size() && sources->read_again(file_index[p], visit);
+}
+
 const CommOps* JobAnalysis::comm(uint64_t comm_id) const {
   auto it = std::lower_bound(comms.begin(), comms.end(), comm_id,
                              [](const CommOps& c, uint64_t id) { return c.comm_id < id; });

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "model/clock_align.h"
+#include "model/job_read.h"
 #include "model/job_model.h"
 #include "model/latency_histogram.h"
 #include "model/nccl_facts.h"
@@ -19,6 +20,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -288,6 +290,7 @@ struct ProcessOps {
 
 struct AnalysisOptions {
   bool align_clocks = true;   // needed for arrival order across hosts (hang, timeline)
+  bool keep_for_later = false;  // a later pass reads the files again (the HTML): keep their images
   unsigned threads = 0;       // 0: reader_threads()
 };
 
@@ -300,6 +303,8 @@ struct MemberRef {
 struct JobAnalysis {
   Job job;                              // usable processes and every problem met
   std::vector<std::string> files;       // usable files, parallel to job.processes
+  std::shared_ptr<JobFiles> sources;    // every file read, for a later pass (read_again)
+  std::vector<size_t> file_index;       // parallel to job.processes: the file's index in sources
   ClockModel clock;
   std::vector<ProcessOps> ops;          // parallel to job.processes
   std::vector<CommOps> comms;           // merged over threads, by comm_id
@@ -309,6 +314,8 @@ struct JobAnalysis {
   uint64_t records = 0;                 // records read in the main pass
 
   const CommOps* comm(uint64_t comm_id) const;
+  // Usable process p's records once more, for a pass that needs the first's results.
+  bool read_again(size_t p, const RecordVisitor& visit) const;
   const RankComm& member(const MemberRef& m) const { return ops[m.process].comms[m.comm]; }
   // The ranks (of comm) that issued `seq` and passed each signature, majority first.
   std::vector<std::pair<OpSignature, std::vector<int32_t>>> signature_groups(const CommOps& comm, uint64_t seq) const;

@@ -1,5 +1,6 @@
 // The op model's pass: the files read by reader threads, each folding its files into its own
 // aggregates (op_scanner.h), which are merged at the end.
+#include "model/job_read.h"
 #include "model/op_model.h"
 #include "model/op_scanner.h"
 
@@ -45,52 +46,56 @@ void merge_slots(CommOps& into, CommOps& from) {
     for (SignatureGroup& g : groups) add_deviant(into, seq, g.sig, g.origin, g.implicit, g.ranks);
 }
 
+// The op model's sink of the job's pass: one file's ops folded by its reader thread.
+class OpSink : public FileSink {
+ public:
+  OpSink(ProcessOps& out, ThreadAggregate& agg, ProcessTrace& p) : out_(out), scanner_(out, agg, p.implausible) {}
+  void start(const Start& s) override { out_.clock_offset = s.clock_offset; }
+  void add(const RecordView& r) override { scanner_.add(r); }
+  void end_of_records() override { scanner_.finish(); }
+
+ private:
+  ProcessOps& out_;
+  OpScanner scanner_;
+};
+
+// The op model's part: each file's ops folded by its reader thread into that thread's aggregates.
+class OpModelSink : public JobSink {
+ public:
+  std::vector<ProcessOps> ops;  // per file
+  std::vector<ThreadAggregate> aggregates;
+
+  void prepare(const JobRead& job) override {
+    ops.resize(job.files->size());
+    aggregates.resize(job.threads);
+    for (unsigned t = 0; t < job.threads; ++t) aggregates[t].thread = static_cast<uint8_t>(t);
+  }
+  std::unique_ptr<FileSink> open(size_t file, unsigned thread, ProcessTrace& p) override {
+    return std::make_unique<OpSink>(ops[file], aggregates[thread], p);
+  }
+};
+
 }  // namespace
 
 JobAnalysis analyze_job(const std::vector<std::string>& inputs, const AnalysisOptions& options) {
   JobAnalysis a;
-  std::vector<std::string> files = expand_inputs(inputs, a.job.problems);
-  unsigned threads = options.threads ? options.threads : reader_threads(files.size());
-  threads = std::max(1u, std::min<unsigned>(threads, 255));
-  if (options.align_clocks) a.clock = align_clocks(files, threads);
-
-  size_t n = files.size();
-  std::vector<ProcessTrace> processes(n);
-  std::vector<ProcessOps> ops(n);
-  std::vector<std::vector<TraceProblem>> problems(n);
-  std::vector<char> usable(n, 0);
-  std::vector<ThreadAggregate> aggregates(threads);
-  for (unsigned t = 0; t < threads; ++t) aggregates[t].thread = static_cast<uint8_t>(t);
-
-  parallel_for(n, threads, [&](size_t i, unsigned t) {
-    ProcessTrace& p = processes[i];
-    p.path = valid_utf8(files[i]);
-    LifecycleFolder lifecycle(p);
-    OpScanner scanner(ops[i], aggregates[t], p.implausible);
-    bool offset_set = false;
-    usable[i] = read_trace(
-        files[i],
-        [&](const RecordView& r) {
-          if (!offset_set) {  // the header is read before the first record
-            ops[i].clock_offset = i < a.clock.known.size() && a.clock.known[i]
-                                      ? a.clock.offset_ns[i]
-                                      : wrap_sub(p.header.start_wall_ns, p.header.start_mono_ns);
-            offset_set = true;
-          }
-          lifecycle.add(r);
-          scanner.add(r);
-        },
-        p.header, p.stats, problems[i]);
-    scanner.finish();
-    if (usable[i]) lifecycle.finish(problems[i]);
-  });
-
-  for (size_t i = 0; i < n; ++i) {
-    a.job.problems.insert(a.job.problems.end(), problems[i].begin(), problems[i].end());
-    if (!usable[i]) continue;
-    a.records += processes[i].stats.records;
-    a.files.push_back(files[i]);
-    a.job.processes.push_back(std::move(processes[i]));
+  ReadOptions read;
+  read.align_clocks = options.align_clocks;
+  read.keep_for_later = options.keep_for_later;
+  read.threads = options.threads;
+  OpModelSink model;
+  JobRead job = read_job(inputs, read, {&model});
+  std::vector<ProcessOps>& ops = model.ops;
+  std::vector<ThreadAggregate>& aggregates = model.aggregates;
+  a.clock = std::move(job.clock);
+  a.sources = job.files;
+  a.job.problems = std::move(job.problems);
+  a.records = job.records;
+  for (size_t i = 0; i < job.processes.size(); ++i) {
+    if (!job.usable[i]) continue;
+    a.files.push_back(job.files->path(i));
+    a.file_index.push_back(i);
+    a.job.processes.push_back(std::move(job.processes[i]));
     a.ops.push_back(std::move(ops[i]));
   }
 

@@ -229,42 +229,66 @@ class OpsFile {
 struct TraceExport {
   ProcessTrace process;
   std::vector<trace::StallRecord> stalls;
-  std::vector<TraceProblem> problems;
   std::string staged;  // its ops file, before it is moved into its partition
   uint64_t op_rows = 0;
   bool usable = false;
 };
 
-void export_trace(const std::string& file, const std::string& staged, int64_t offset, TraceExport& out) {
-  ProcessTrace& p = out.process;
-  p.path = valid_utf8(file);
-  LifecycleFolder lifecycle(p);
-  std::unique_ptr<TableWriter> ops = table_writer(staged, kOpsSchema);
-  OpsFile sink(*ops, valid_utf8(fs::path(file).filename().string()), p.header, offset);
-  TimedOps<OpRow, OpsFile> timed(sink);
-  out.usable = read_trace(
-      file,
-      [&](const RecordView& r) {
-        lifecycle.add(r);
-        if (r.type == trace::RecordType::kCollective || r.type == trace::RecordType::kGpuTiming) {
-          timed.add(r);
-        } else if (r.type == trace::RecordType::kStall) {
-          // As many as the op model keeps: a watchdog writes one per stall and resolution.
-          if (const auto* s = r.as<trace::StallRecord>(); s && out.stalls.size() < kMaxStallsPerProcess)
-            out.stalls.push_back(*s);
-        }
-      },
-      p.header, p.stats, out.problems);
-  timed.finish();
-  if (out.usable) lifecycle.finish(out.problems);
-  out.op_rows = sink.rows;
-  std::string error;
-  if (!ops->close(error)) {
-    out.problems.push_back(trace_problem(file, "its ops were not exported: " + error, false));
-    return;
+// The export's part in the job's pass: each trace's ops written into its staged file as read.
+class ExportSink : public JobSink {
+ public:
+  explicit ExportSink(fs::path staging) : staging_(std::move(staging)) {}
+  std::vector<TraceExport> traces;  // per file
+
+  void prepare(const JobRead& job) override { traces.resize(job.files->size()); }
+  std::unique_ptr<FileSink> open(size_t file, unsigned, ProcessTrace&) override {
+    return std::make_unique<File>(traces[file], (staging_ / fmt::format("{}.parquet", file)).string());
   }
-  out.staged = staged;
-}
+
+ private:
+  class File : public FileSink {
+   public:
+    File(TraceExport& out, std::string staged) : out_(out), staged_(std::move(staged)) {}
+    void start(const Start& s) override {
+      ops_ = table_writer(staged_, kOpsSchema);
+      sink_.emplace(*ops_, valid_utf8(fs::path(s.process.path).filename().string()), s.process.header, s.clock.offset(s.file));
+      timed_.emplace(*sink_);
+    }
+    void add(const RecordView& r) override {
+      if (r.type == trace::RecordType::kCollective || r.type == trace::RecordType::kGpuTiming) {
+        timed_->add(r);
+      } else if (r.type == trace::RecordType::kStall) {
+        // As many as the op model keeps: a watchdog writes one per stall and resolution.
+        if (const auto* s = r.as<trace::StallRecord>(); s && out_.stalls.size() < kMaxStallsPerProcess)
+          out_.stalls.push_back(*s);
+      }
+    }
+    void end_of_records() override {
+      if (timed_) timed_->finish();
+    }
+    void finish(ProcessTrace& p, bool usable, std::vector<TraceProblem>& problems) override {
+      out_.usable = usable;
+      out_.process = std::move(p);
+      if (!ops_) return;
+      out_.op_rows = sink_->rows;
+      std::string error;
+      if (!ops_->close(error)) {
+        problems.push_back(trace_problem(out_.process.path, "its ops were not exported: " + error, false));
+        return;
+      }
+      out_.staged = staged_;
+    }
+
+   private:
+    TraceExport& out_;
+    std::string staged_;
+    std::unique_ptr<TableWriter> ops_;
+    std::optional<OpsFile> sink_;
+    std::optional<TimedOps<OpRow, OpsFile>> timed_;
+  };
+
+  fs::path staging_;
+};
 
 }  // namespace
 
@@ -453,32 +477,23 @@ int run_export(const Options& options, const std::string& job_asked) {
     say_in("export", "cannot make the folder {}: {}", options.output, ec ? ec.message() : "a file is in the way");
     return 2;
   }
-  std::vector<TraceProblem> problems;
-  std::vector<std::string> files = expand_inputs(options.inputs, problems);
-  if (files.empty()) {
-    print_problems(problems);
-    return explain_nothing_usable();
-  }
-  unsigned threads = reader_threads(files.size());
-  ClockModel clock = align_clocks(files, threads);
   // Ops files are staged under OUT until the job's name is known (it is in the traces); named by
   // host and pid, as nodes may export into one shared folder at once.
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   fs::path staging = out / fmt::format(".export-{}-{}", partition_value(host), ::getpid());
   fs::create_directories(staging, ec);
-  std::vector<TraceExport> traces(files.size());
-  parallel_for(files.size(), threads, [&](size_t i, unsigned) {
-    export_trace(files[i], (staging / fmt::format("{}.parquet", i)).string(), clock.offset(i), traces[i]);
-  });
-
+  ExportSink exported(staging);
+  ReadOptions read;
+  JobRead pass = read_job(options.inputs, read, {&exported});
+  const std::vector<std::string>& files = pass.files->paths();
+  const ClockModel& clock = pass.clock;
+  std::vector<TraceExport>& traces = exported.traces;
+  print_problems(pass.problems);
   Job job;
   std::vector<size_t> usable;
-  for (size_t i = 0; i < traces.size(); ++i) {
-    problems.insert(problems.end(), traces[i].problems.begin(), traces[i].problems.end());
+  for (size_t i = 0; i < traces.size(); ++i)
     if (traces[i].usable) usable.push_back(i);
-  }
-  print_problems(problems);
   if (usable.empty()) {
     fs::remove_all(staging, ec);
     return explain_nothing_usable();

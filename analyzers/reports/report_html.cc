@@ -459,7 +459,9 @@ int run_html(const Options& options) {
     say_in("html", "-o FILE is required");
     return 2;
   }
-  std::optional<JobAnalysis> analysis = load_job_or_explain(options.inputs, AnalysisOptions{});
+  AnalysisOptions ao;
+  ao.keep_for_later = true;  // the lateness map reads the files again
+  std::optional<JobAnalysis> analysis = load_job_or_explain(options.inputs, ao);
   if (!analysis) return kNoUsableInput;
   const JobAnalysis& a = *analysis;
   std::map<uint64_t, std::string> names = comm_names(a.job);

@@ -13,6 +13,7 @@
 // and appended under a lock; memory is bounded by that buffer and by the launches a file may
 // hold waiting for their timing (kMaxWaitingLaunches; beyond, the oldest is drawn without it).
 #include "reports/shared.h"
+#include "reports/timeline_output.h"
 
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -42,80 +43,6 @@ std::string json_text(const std::string& s) {
   std::string q = json_quoted(s);
   return q.substr(1, q.size() - 2);
 }
-
-// The output file: plain, or gzip built from pieces that reader threads deflate on their own
-// (each piece ends byte-aligned and not final; the CRC is combined in the order written).
-class TimelineOutput {
- public:
-  TimelineOutput(std::FILE* f, bool gzip, unsigned threads) : f_(f), gzip_(gzip), streams_(threads), scratch_(threads) {
-    if (!gzip_) return;
-    static const unsigned char header[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3};
-    put(header, sizeof header);
-    for (z_stream& z : streams_) ok_ = deflateInit2(&z, 1, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) == Z_OK && ok_;
-  }
-  ~TimelineOutput() {
-    if (gzip_)
-      for (z_stream& z : streams_) deflateEnd(&z);
-  }
-
-  void write(const std::string& text, unsigned thread) {
-    if (text.empty()) return;
-    if (!gzip_) {
-      std::lock_guard lock(mu_);
-      put(text.data(), text.size());
-      return;
-    }
-    z_stream& z = streams_[thread];
-    std::string& out = scratch_[thread];
-    out.resize(deflateBound(&z, text.size()) + 64);
-    deflateReset(&z);
-    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-    z.avail_in = static_cast<uInt>(text.size());
-    z.next_out = reinterpret_cast<Bytef*>(out.data());
-    z.avail_out = static_cast<uInt>(out.size());
-    bool deflated = deflate(&z, Z_SYNC_FLUSH) == Z_OK && z.avail_in == 0;
-    size_t produced = out.size() - z.avail_out;
-    uLong crc = crc32(0, reinterpret_cast<const Bytef*>(text.data()), static_cast<uInt>(text.size()));
-    std::lock_guard lock(mu_);
-    ok_ = ok_ && deflated;
-    put(out.data(), produced);
-    crc_ = crc32_combine(crc_, crc, static_cast<z_off_t>(text.size()));
-    plain_bytes_ += text.size();
-  }
-
-  // Ends the stream (gzip: a final empty block, then CRC-32 and size); false if anything failed.
-  bool finish() {
-    if (gzip_) {
-      const unsigned char last_block[2] = {0x03, 0x00};  // fixed Huffman, final, end of block
-      put(last_block, 2);
-      unsigned char trailer[8];
-      for (int i = 0; i < 4; ++i) trailer[i] = static_cast<unsigned char>(crc_ >> (8 * i));
-      for (int i = 0; i < 4; ++i) trailer[4 + i] = static_cast<unsigned char>(plain_bytes_ >> (8 * i));
-      put(trailer, sizeof trailer);
-    }
-    return ok_ && std::fflush(f_) == 0 && !std::ferror(f_);
-  }
-  size_t written() const { return written_; }  // bytes handed to the file (a pipe has no position to ask)
-
- private:
-  std::FILE* f_;
-  bool gzip_;
-  std::vector<z_stream> streams_;
-  std::vector<std::string> scratch_;  // per thread: its compressed piece
-  std::mutex mu_;
-  bool ok_ = true;
-  uLong crc_ = 0;
-  uint64_t plain_bytes_ = 0;
-  size_t written_ = 0;
-
-  // Under mu_ (or before the readers start). A short write (disk full, closed pipe) fails the
-  // whole output: the caller removes the file rather than leave a truncated one.
-  void put(const void* data, size_t size) {
-    size_t n = std::fwrite(data, 1, size, f_);
-    written_ += n;
-    ok_ = ok_ && n == size;
-  }
-};
 
 // What the user asked to see.
 struct TimelineFilter {
@@ -493,6 +420,81 @@ std::optional<TimelineFilter> filter_of(const Options& options) {
   return f;
 }
 
+// The timeline's part in the job's pass: each trace's events written as it is read, one thread's
+// output at a time.
+class TimelineSink : public JobSink {
+ public:
+  TimelineSink(std::FILE* f, bool gzip, const TimelineFilter& filter, std::chrono::steady_clock::time_point started)
+      : file_(f), gzip_(gzip), filter_(filter), started_(started), last_progress_(started) {}
+
+  std::optional<TimelineOutput> out;
+  int64_t origin = 0;
+  std::vector<char> shown;
+  std::vector<uint64_t> slices;
+  std::vector<uint64_t> overwritten;  // ring records each trace lost to newer ones
+
+  void prepare(const JobRead& job) override {
+    size_t n = job.files->size();
+    files_ = n;
+    for (size_t i = 0; i < n; ++i)
+      if (job.clock.known[i] && job.clock.start_ns[i] && (!origin || job.clock.start_ns[i] < origin)) origin = job.clock.start_ns[i];
+    out.emplace(file_, gzip_, std::max(1u, job.threads));
+    out->write("{\"traceEvents\":[\n{\"name\":\"ncclwatch\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":\"ncclwatch\"}}", 0);
+    shown.assign(n, 0);
+    slices.assign(n, 0);
+    overwritten.assign(n, 0);
+  }
+  std::unique_ptr<FileSink> open(size_t file, unsigned thread, ProcessTrace&) override {
+    return std::make_unique<File>(*this, file, thread);
+  }
+
+ private:
+  class File : public FileSink {
+   public:
+    File(TimelineSink& job, size_t file, unsigned thread) : job_(job), file_(file), thread_(thread) {}
+    void start(const Start& s) override {
+      int64_t offset = s.clock.known[file_] ? s.clock.offset_ns[file_] : 0;
+      timeline_.emplace(file_ + 1, offset, job_.origin, job_.filter_, *job_.out, thread_, s.process);
+    }
+    void add(const RecordView& r) override { timeline_->add(r); }
+    void finish(ProcessTrace& p, bool usable, std::vector<TraceProblem>&) override {
+      if (usable && timeline_) {
+        timeline_->finish(p);
+        job_.slices[file_] = timeline_->slices;
+        job_.overwritten[file_] = p.stats.overwritten();
+        job_.shown[file_] = !timeline_->skipped;
+      }
+      job_.progress();
+    }
+
+   private:
+    TimelineSink& job_;
+    size_t file_;
+    unsigned thread_;
+    std::optional<FileTimeline> timeline_;
+  };
+
+  // Progress on stderr for long runs: a line a second or so once the first second has passed.
+  void progress() {
+    size_t finished = ++done_;
+    auto now = std::chrono::steady_clock::now();
+    std::lock_guard lock(progress_mutex_);
+    if (now - last_progress_ > std::chrono::seconds(1) && finished < files_) {
+      last_progress_ = now;
+      say_line(fmt::format("timeline: {} of {} traces, {:.1f} s", finished, files_,
+                           std::chrono::duration<double>(now - started_).count()));
+    }
+  }
+
+  std::FILE* file_;
+  bool gzip_;
+  const TimelineFilter& filter_;
+  std::chrono::steady_clock::time_point started_, last_progress_;
+  size_t files_ = 0;
+  std::atomic<size_t> done_{0};
+  std::mutex progress_mutex_;
+};
+
 }  // namespace
 
 int run_timeline(const Options& options) {
@@ -503,60 +505,23 @@ int run_timeline(const Options& options) {
   std::optional<TimelineFilter> filter = filter_of(options);
   if (!filter) return 2;
   auto started = std::chrono::steady_clock::now();
-  std::vector<TraceProblem> problems;
-  std::vector<std::string> files = expand_inputs(options.inputs, problems);
-  unsigned threads = reader_threads(files.size());
-  ClockModel clock = align_clocks(files, threads);
-  int64_t origin = 0;
-  for (size_t i = 0; i < files.size(); ++i)
-    if (clock.known[i] && clock.start_ns[i] && (!origin || clock.start_ns[i] < origin)) origin = clock.start_ns[i];
-
   std::FILE* f = std::fopen(options.output.c_str(), "wb");
   if (!f) {
     say("cannot write {}", options.output);
     return 2;
   }
   bool gzip = options.output.size() > 3 && options.output.compare(options.output.size() - 3, 3, ".gz") == 0;
-  TimelineOutput out(f, gzip, std::max(1u, threads));
-  out.write("{\"traceEvents\":[\n{\"name\":\"ncclwatch\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":\"ncclwatch\"}}", 0);
-  std::vector<std::vector<TraceProblem>> file_problems(files.size());
-  std::vector<char> usable(files.size(), 0), shown(files.size(), 0);
-  std::vector<uint64_t> slices(files.size(), 0);
-  std::vector<uint64_t> overwritten(files.size(), 0);  // ring records each trace lost to newer ones
-  // Progress on stderr for long runs: a line a second or so once the first second has passed.
-  std::atomic<size_t> done{0};
-  std::mutex progress_mutex;
-  auto last_progress = started;
-  parallel_for(files.size(), threads, [&](size_t i, unsigned thread) {
-    ProcessTrace p;
-    p.path = valid_utf8(files[i]);
-    LifecycleFolder lifecycle(p);
-    int64_t offset = clock.known[i] ? clock.offset_ns[i] : 0;
-    FileTimeline timeline(i + 1, offset, origin, *filter, out, thread, p);
-    usable[i] = read_trace(
-        files[i],
-        [&](const RecordView& r) {
-          lifecycle.add(r);
-          timeline.add(r);
-        },
-        p.header, p.stats, file_problems[i]);
-    if (usable[i]) {
-      lifecycle.finish(file_problems[i]);
-      timeline.finish(p);
-      slices[i] = timeline.slices;
-      overwritten[i] = p.stats.overwritten();
-      shown[i] = !timeline.skipped;
-    }
-    size_t finished = ++done;
-    auto now = std::chrono::steady_clock::now();
-    std::lock_guard lock(progress_mutex);
-    if (now - last_progress > std::chrono::seconds(1) && finished < files.size()) {
-      last_progress = now;
-      say_line(fmt::format("timeline: {} of {} traces, {:.1f} s", finished, files.size(),
-                           std::chrono::duration<double>(now - started).count()));
-    }
-  });
-  for (auto& list : file_problems) problems.insert(problems.end(), list.begin(), list.end());
+  TimelineSink timeline(f, gzip, *filter, started);
+  ReadOptions read;
+  JobRead pass = read_job(options.inputs, read, {&timeline});
+  const ClockModel& clock = pass.clock;
+  const std::vector<char>& usable = pass.usable;
+  const std::vector<char>& shown = timeline.shown;
+  const std::vector<uint64_t>& slices = timeline.slices;
+  const std::vector<uint64_t>& overwritten = timeline.overwritten;
+  int64_t origin = timeline.origin;
+  TimelineOutput& out = *timeline.out;
+  const std::vector<TraceProblem>& problems = pass.problems;
   print_problems(problems);
   size_t used = static_cast<size_t>(std::count(usable.begin(), usable.end(), 1));
   uint64_t total_slices = 0;

@@ -1,0 +1,114 @@
+// The one pass over a job's trace files that every report makes: the inputs expanded, the clocks
+// aligned from a bounded prefix of each file, the files read in parallel, each record handed to
+// the lifecycle fold and to the sinks the report asked for, the problems merged in file order.
+// Each file is opened once and read once; what a later pass needs (the divergence's call orders,
+// the lateness map) comes from the files' images, kept in memory up to a budget.
+#pragma once
+
+#include "model/clock_align.h"
+#include "model/job_model.h"
+#include "model/trace_reader.h"
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ncclwatch::model {
+
+class TraceImage;
+
+// The trace files of one job, each opened once and read once however many passes a report makes.
+// The clock sampling reads a bounded prefix of each, the main pass the rest. An image is kept for
+// later passes while the images kept fit the budget (a quarter of the machine's memory, at most
+// 8 GiB) and the open files the descriptors; past it, a later pass reads the file again.
+class JobFiles {
+ public:
+  JobFiles(std::vector<std::string> paths, bool keep_for_later);
+  ~JobFiles();
+  JobFiles(const JobFiles&) = delete;
+  JobFiles& operator=(const JobFiles&) = delete;
+
+  size_t size() const { return paths_.size(); }
+  const std::string& path(size_t i) const { return paths_[i]; }
+  const std::vector<std::string>& paths() const { return paths_; }
+
+  // The records in the first `bytes` of file i until `visit` stops; false when the file cannot be
+  // read. Its problems are the main pass's to name.
+  bool read_prefix(size_t i, uint64_t bytes, const StoppableVisitor& visit, trace::FileHeader& header);
+  // All of file i's records (a visitor that returns false stops it), its problems named.
+  bool read(size_t i, const StoppableVisitor& visit, trace::FileHeader& header, ReadStats& stats,
+            std::vector<TraceProblem>& problems);
+  // All of file i's records again, for a later pass (its problems were named by the first).
+  bool read_again(size_t i, const RecordVisitor& visit);
+
+ private:
+  struct File;
+  void keep(File& f);
+  void uncount(File& f);
+
+  std::vector<std::string> paths_;
+  std::vector<std::unique_ptr<File>> files_;
+  bool keep_for_later_;
+  uint64_t budget_bytes_;
+  size_t budget_open_;
+  std::atomic<uint64_t> kept_bytes_{0};
+  std::atomic<size_t> kept_open_{0};
+};
+
+// What a report does with one file's records besides folding its lifecycle.
+class FileSink {
+ public:
+  struct Start {
+    size_t file;
+    const ProcessTrace& process;  // its header read
+    const ClockModel& clock;
+    int64_t clock_offset;         // aligned ns = monotonic ns + clock_offset (its own wall clock where not aligned)
+  };
+  virtual ~FileSink() = default;
+  // Once, before the first record.
+  virtual void start(const Start&) {}
+  virtual void add(const RecordView& record) = 0;
+  // After the last record, before the lifecycle's finish.
+  virtual void end_of_records() {}
+  // After the lifecycle's finish (when the file was usable); `problems` are the file's.
+  virtual void finish(ProcessTrace&, bool /*usable*/, std::vector<TraceProblem>& /*problems*/) {}
+};
+
+struct JobRead;
+
+// A report's part in the pass: a FileSink for each file it reads.
+class JobSink {
+ public:
+  virtual ~JobSink() = default;
+  // Before the pass, once the files are known and their clocks aligned.
+  virtual void prepare(const JobRead& /*job*/) {}
+  // The sink of file `file` (`process`: as the lifecycle fold fills it), read on reader thread
+  // `thread`. Each thread reads one file at a time: its sinks may share a per-thread aggregate.
+  virtual std::unique_ptr<FileSink> open(size_t file, unsigned thread, ProcessTrace& process) = 0;
+};
+
+struct ReadOptions {
+  bool align_clocks = true;    // hosts on one clock (hang, timeline, export)
+  bool keep_for_later = false;  // a later pass reads the files again (the HTML): keep their images
+  unsigned threads = 0;        // 0: reader_threads()
+};
+
+struct JobRead {
+  std::shared_ptr<JobFiles> files;       // every file the inputs named
+  ClockModel clock;                      // per file, when asked for
+  std::vector<ProcessTrace> processes;   // per file
+  std::vector<char> usable;              // per file
+  std::vector<TraceProblem> problems;    // the inputs', then each file's, in file order
+  std::vector<int64_t> clock_offset;     // per file: aligned, or its own wall clock where not known
+  unsigned threads = 1;
+  uint64_t records = 0;                  // of the usable files
+};
+
+JobRead read_job(const std::vector<std::string>& inputs, const ReadOptions& options,
+                 std::initializer_list<JobSink*> sinks);
+
+}  // namespace ncclwatch::model
