@@ -20,7 +20,7 @@ using namespace ncclwatch::report;
 
 namespace {
 
-const std::vector<std::string> kReports = {"summary", "leaks", "latency", "hang", "timeline", "html", "metrics", "dump", "watch", "export", "sql"};
+const std::vector<std::string> kReports = {"summary", "leaks", "latency", "hang", "timeline", "html", "metrics", "dump", "columns", "watch", "export", "sql"};
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -213,6 +213,10 @@ int main(int argc, char** argv) {
   CLI::App* dump = app.add_subcommand("dump", "every record of trace files as JSON Lines (a file_header line first for each)");
   dump->add_option("paths", options.inputs, "trace files or a job folder")->required();
   dump->add_flag("--json", options.json, "accepted for symmetry: the output is JSON Lines");
+  CLI::App* columns = app.add_subcommand("columns", "the job's tables as binary columns on standard output (what ncclwatch.load reads)");
+  columns->add_option("paths", options.inputs, "trace files or job folders")->required();
+  columns->add_flag("--all", options.all_jobs, "a launcher folder: read every job in it, not only the newest");
+  columns->add_flag_callback("--no-symbols", [&] { options.symbolize = false; }, "skip symbolizing call sites");
 
   try {
     app.parse(argc, argv);
@@ -236,6 +240,7 @@ int main(int argc, char** argv) {
   for (const std::string& note : notes) say("{}", note);
 
   if (export_tables->parsed()) return run_export(options, export_job);
+  if (columns->parsed()) return run_columns(options);
   if (watch->parsed()) return run_watch(options, watch_interval_s, watch_pid, watch_metrics, watch_lag_s);
   if (leaks->parsed()) return run_leaks(options);
   if (latency->parsed()) return run_latency(options);

@@ -585,7 +585,10 @@ bool load_process(const std::string& path, ProcessTrace& out, std::vector<TraceP
 Job load_job(const std::vector<std::string>& inputs) {
   ReadOptions read;
   read.align_clocks = false;  // lifecycles only
-  JobRead pass = read_job(inputs, read, {});
+  return job_of(read_job(inputs, read, {}));
+}
+
+Job job_of(JobRead&& pass) {
   Job job;
   job.problems = std::move(pass.problems);
   for (size_t i = 0; i < pass.processes.size(); ++i)

@@ -111,4 +111,7 @@ struct JobRead {
 JobRead read_job(const std::vector<std::string>& inputs, const ReadOptions& options,
                  std::initializer_list<JobSink*> sinks);
 
+// The job a pass read: its usable processes and its problems (what load_job gives).
+Job job_of(JobRead&& pass);
+
 }  // namespace ncclwatch::model

@@ -49,7 +49,8 @@ int run_leaks(const Options& options);
 int run_leaks(const Job& job, const Options& options);  // a job as load_job_or_explain read it
 int run_summary(const Options& options);
 int run_dump(const std::string& path, const Options& options);
-int run_dump_files(const Options& options);  // every file of options.inputs, in order
+int run_dump_files(const Options& options);
+int run_columns(const Options& options);  // the job as binary columns, for ncclwatch.load  // every file of options.inputs, in order
 int run_latency(const Options& options);
 int run_hang(const Options& options);
 int run_timeline(const Options& options);
