@@ -1,11 +1,12 @@
 #include "model/clock_align.h"
 
 #include "model/job_model.h"
-#include "model/job_read.h"
+#include "model/job_files.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <cstring>
 #include <map>
 #include <unordered_map>
@@ -34,30 +35,37 @@ struct FileSamples {
   std::vector<EndSample> samples;
 };
 
+// The collectives' ends in file i, read from its first kPrefixBytes or, where those hold none
+// (a trace whose ops lie in ring chunks further on), from as much of it as it takes: the file is
+// still read once, the main pass reading only what sampling did not.
 FileSamples sample_file(JobFiles& files, size_t i) {
   FileSamples out;
-  std::unordered_map<uint64_t, size_t> pending;  // launch_id -> sample
-  uint64_t seen = 0;
-  out.ok = files.read_prefix(
-      i, kPrefixBytes,
-      [&](const RecordView& r) {
-        if (r.type == RecordType::kCollective) {
-          const auto* o = r.as<OpRecord>();
-          if (o && is_collective(static_cast<Api>(o->api)) && o->seq && out.samples.size() < kSamples &&
-              !(o->flags & kOpCaptured) && o->group_depth == 0) {
-            if (o->flags & kOpTimed) pending[o->launch_id] = out.samples.size();
-            out.samples.push_back({o->comm_id, o->seq, o->host_end_ns, 0});
+  for (uint64_t bytes : {kPrefixBytes, std::numeric_limits<uint64_t>::max()}) {
+    out = FileSamples{};
+    std::unordered_map<uint64_t, size_t> pending;  // launch_id -> sample
+    uint64_t seen = 0;
+    out.ok = files.read_prefix(
+        i, bytes,
+        [&](const RecordView& r) {
+          if (r.type == RecordType::kCollective) {
+            const auto* o = r.as<OpRecord>();
+            if (o && is_collective(static_cast<Api>(o->api)) && o->seq && out.samples.size() < kSamples &&
+                !(o->flags & kOpCaptured) && o->group_depth == 0) {
+              if (o->flags & kOpTimed) pending[o->launch_id] = out.samples.size();
+              out.samples.push_back({o->comm_id, o->seq, o->host_end_ns, 0});
+            }
+          } else if (r.type == RecordType::kGpuTiming) {
+            const auto* g = r.as<GpuTimingRecord>();
+            if (auto it = g ? pending.find(g->launch_id) : pending.end(); it != pending.end()) {
+              out.samples[it->second].gpu_end = g->gpu_end_ns;
+              pending.erase(it);
+            }
           }
-        } else if (r.type == RecordType::kGpuTiming) {
-          const auto* g = r.as<GpuTimingRecord>();
-          if (auto it = g ? pending.find(g->launch_id) : pending.end(); it != pending.end()) {
-            out.samples[it->second].gpu_end = g->gpu_end_ns;
-            pending.erase(it);
-          }
-        }
-        return ++seen < kMaxRecordsRead && (out.samples.size() < kSamples || !pending.empty());
-      },
-      out.header);
+          return ++seen < kMaxRecordsRead && (out.samples.size() < kSamples || !pending.empty());
+        },
+        out.header);
+    if (!out.ok || !out.samples.empty() || seen >= kMaxRecordsRead) break;
+  }
   return out;
 }
 

@@ -1,5 +1,4 @@
 #include "model/job_model.h"
-#include "model/job_read.h"
 
 #include <ncclwatch/trace_strings.h>
 
@@ -580,20 +579,6 @@ bool load_process(const std::string& path, ProcessTrace& out, std::vector<TraceP
   if (!read_trace(path, [&](const RecordView& r) { folder.add(r); }, out.header, out.stats, problems)) return false;
   folder.finish(problems);
   return true;
-}
-
-Job load_job(const std::vector<std::string>& inputs) {
-  ReadOptions read;
-  read.align_clocks = false;  // lifecycles only
-  return job_of(read_job(inputs, read, {}));
-}
-
-Job job_of(JobRead&& pass) {
-  Job job;
-  job.problems = std::move(pass.problems);
-  for (size_t i = 0; i < pass.processes.size(); ++i)
-    if (pass.usable[i]) job.processes.push_back(std::move(pass.processes[i]));
-  return job;
 }
 
 }  // namespace ncclwatch::model

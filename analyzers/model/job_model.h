@@ -184,10 +184,6 @@ struct UntracedCopy {
 };
 std::vector<UntracedCopy> untraced_copies(const Job& job);
 
-// Reads every input (files or directories), several files at a time. Unusable files are listed
-// in problems.
-Job load_job(const std::vector<std::string>& inputs);
-
 // Folds the records of one file into a ProcessTrace as they stream by, so that other analyses can
 // share the same pass over the file. Call finish() once the file is read.
 class LifecycleFolder {

@@ -1,4 +1,5 @@
 // The model's front door: what the reports read.
+//   job_files.h       a job's trace files, each opened once and read once across passes
 //   job_read.h        the one pass over a job's files: inputs, clocks, the parallel read, the sinks
 //   job_model.h       trace files read into processes, communicators, resources (trace_reader.h)
 //   op_model.h        the ops of the whole job folded into seqs, arrivals and latencies
