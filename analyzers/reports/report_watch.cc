@@ -484,15 +484,17 @@ std::map<std::string, Suspicion> suspicions(const std::vector<std::string>& fold
 
 int run_watch(const Options& options, double interval_s, pid_t until_pid, const std::string& metrics_file,
               double lag_s) {
+  // Before any file is written: a stop that comes while one is being written lets it finish (or
+  // fail and remove its temporary) and be taken away, never leaving a temporary in the folder.
+  struct sigaction stop {};
+  stop.sa_handler = stop_watching;
+  sigaction(SIGTERM, &stop, nullptr);
+  sigaction(SIGINT, &stop, nullptr);
   std::vector<std::string> folders = folders_of(options.inputs);
   FolderFiles folder_files(folders);
   std::deque<OwnFile> verdict_files;
   for (const std::string& folder : folders) verdict_files.emplace_back(fs::path(folder) / "verdict.json", true);
   SmallFiles files(trusted_owners(folders, until_pid));
-  struct sigaction stop {};
-  stop.sa_handler = stop_watching;
-  sigaction(SIGTERM, &stop, nullptr);
-  sigaction(SIGINT, &stop, nullptr);
   auto interval = std::chrono::duration<double>(std::max(0.05, interval_s));
   std::set<std::string> seen;       // the suspicions the last verdict answered
   std::set<std::string> disproved;  // suspicions the traces showed to be of processes that ended
