@@ -3,7 +3,7 @@
 // every report makes; the communicators and leaks come from the same pass.
 //
 // The stream is a sequence of blocks, each one line of JSON and, for a table, its columns' bytes:
-//   {"format": "ncclwatch-columns", "version": 1}
+//   {"format": "ncclwatch-columns", "version": 1, "totals_bucket_floor_ns": [...]}
 //   {"file": F, "process": {host, pid, ppid, start_wall_ns, ...}}            one per usable file
 //   {"file": F, "table": T, "rows": N, "columns": [{"name", "dtype"[, "labels"]}, ...]}
 //     then each column's N values, one column after the other, little-endian as numpy's dtype
@@ -296,7 +296,9 @@ int run_columns(const Options& options) {
   pass.problems.insert(pass.problems.begin(), input_problems.begin(), input_problems.end());
 
   std::ostream& out = std::cout;
-  out << dump_json({{"format", "ncclwatch-columns"}, {"version", 1}}) << "\n";
+  json floors = json::array();  // the totals' histogram buckets: bucket b counts GPU times from floors[b]
+  for (int b = 0; b < kTotalsBuckets; ++b) floors.push_back(totals_bucket_floor_ns(b));
+  out << dump_json({{"format", "ncclwatch-columns"}, {"version", 1}, {"totals_bucket_floor_ns", floors}}) << "\n";
   for (size_t i = 0; i < pass.processes.size() && i < kept.size(); ++i) {
     if (!pass.usable[i]) continue;
     const ProcessTrace& p = pass.processes[i];

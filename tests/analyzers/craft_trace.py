@@ -24,7 +24,9 @@ COMM_INIT_RANK, COMM_DESTROY, ALL_REDUCE, GROUP_END = 1, 8, 40, 52
 RING_CHUNK_HEADER_BYTES, RING_SLOT_BYTES, RING_KIND_OP = 64, 64, 1
 LARGEST_REF_INDEX = (1 << 24) - 1  # the largest CommRef index and launch prefix the reader once accepted
 # OpRecord.flags
+OP_CAPTURED = 1  # OpRecord.flags (kOpCaptured)
 OP_TIMED = 2
+COMPACT_DURATION_MICROS = 1 << 15  # CompactOp.flags: host_duration counts microseconds
 
 HOST_OFFSET = 48  # FileHeader.host
 

@@ -1,7 +1,9 @@
-"""ncclwatch.load (python/ncclwatch) against the C++ side: its dtypes and names against the
-header (layout_probe), its tables against `ncclwatch-report dump` on real stand-in jobs."""
+"""ncclwatch.load (python/ncclwatch), which reads through `ncclwatch-report columns`: its tables
+against `ncclwatch-report dump` on real stand-in jobs and on hand-made records, the process itself
+opening no trace, and a stream it cannot read named rather than half-read."""
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -23,44 +25,11 @@ except ImportError:
     raise SystemExit(77)
 
 import ncclwatch  # noqa: E402
-from ncclwatch import trace_format as tf  # noqa: E402
+from ncclwatch import loader  # noqa: E402
 
-
-def layout_matches_the_cpp_header():
-    probe = json.loads(subprocess.run([os.environ["NCCLWATCH_LAYOUT_PROBE"]], capture_output=True, text=True,
-                                      check=True).stdout)
-    dtypes = {"FileHeader": tf.FILE_HEADER, "OpRecord": tf.OP_RECORD, "GpuTimingRecord": tf.GPU_TIMING_RECORD,
-              "ApiEvent": tf.API_EVENT, "StallRecord": tf.STALL_RECORD, "ExitRecord": tf.EXIT_RECORD,
-              "StringsRecord": tf.STRINGS_RECORD, "LostRecord": tf.LOST_RECORD, "RingChunkRecord": tf.RING_CHUNK_RECORD,
-              "RingSlot": tf.RING_SLOT, "CompactOp": tf.COMPACT_OP, "CompactTiming": tf.COMPACT_TIMING,
-              "OpTotalsRecord": tf.OP_TOTALS_RECORD, "OpTotalsEntry": tf.OP_TOTALS_ENTRY,
-              "CommRefRecord": tf.COMM_REF_RECORD, "StreamRefRecord": tf.STREAM_REF_RECORD,
-              "ThreadRefRecord": tf.THREAD_REF_RECORD}
-    for struct, dtype in dtypes.items():
-        want = probe[struct]
-        check(dtype.itemsize == want["size"], f"{struct}: size {dtype.itemsize}, the header says {want['size']}")
-        for name, offset in want["fields"].items():
-            check(name in dtype.fields and dtype.fields[name][1] == offset,
-                  f"{struct}.{name}: offset {dtype.fields.get(name, (None, None))[1]}, the header says {offset}")
-        check(set(dtype.names) <= set(want["fields"]), f"{struct}: fields the header lacks: {set(dtype.names) - set(want['fields'])}")
-    c = probe["constants"]
-    check((tf.FORMAT_VERSION, tf.OLDEST_READABLE_FORMAT, tf.HEADER_BYTES, tf.COMMIT_MARK, tf.MAX_RECORD_BYTES) ==
-          (c["version"], c["oldest_readable"], c["header_bytes"], c["commit_mark"], c["max_record_bytes"]), c)
-    check((tf.OP_TIMED, tf.OP_CAPTURED, tf.TIMING_HAS_BEGIN) == (c["op_timed"], c["op_captured"], c["timing_has_begin"]), c)
-    check((tf.MAX_CHUNK_RECORD_BYTES, tf.RING_SLOT_BYTES, tf.RING_CHUNK_HEADER_BYTES, tf.OP_TOTALS_HEADER_BYTES,
-           tf.MAX_RING_CHUNKS, tf.TOTALS_BUCKETS, tf.LAUNCH_PREFIX_SHIFT, tf.COMPACT_DURATION_MICROS,
-           [tf.RING_WRITING, tf.RING_OP, tf.RING_GPU_TIMING]) ==
-          (c["max_chunk_record_bytes"], c["ring_slot_bytes"], c["ring_chunk_header_bytes"], c["op_totals_header_bytes"],
-           c["max_ring_chunks"], c["totals_buckets"], c["launch_prefix_shift"], c["compact_duration_micros"],
-           c["ring_kinds"]), c)
-    check(tf.OP_TOTALS_ENTRY["gpu_histogram"].shape == (tf.TOTALS_BUCKETS,), "the histogram has every bucket")
-    check([tf.totals_bucket_floor_ns(b) for b in range(tf.TOTALS_BUCKETS)] == probe["totals_bucket_floor_ns"],
-          probe["totals_bucket_floor_ns"])
-    check({str(k): v for k, v in tf.RECORD_TYPES.items()} == probe["record_types"], probe["record_types"])
-    check({str(k): v[0] for k, v in tf.APIS.items()} == probe["apis"], "API table")
-    check(tf.COUNT_PER_RANK == set(probe["count_per_rank"]), probe["count_per_rank"])
-    check([[n, b] for n, b in zip(tf.DATATYPES, tf.DATATYPE_BYTES)] == probe["datatypes"], probe["datatypes"])
-    check({str(r): tf.redop_name(r) for r in range(-1, 8)} == probe["redops"], probe["redops"])
+# NCCL's ncclDataType_t and ncclRedOp_t (nccl.h), by the names the reports give them.
+DATATYPE_NAMES = {7: "float32", 9: "bfloat16"}
+REDOP_NAMES = {0: "sum", 2: "max"}
 
 
 def dump(trace):
@@ -135,7 +104,7 @@ def ring_window_of_a_real_job():
     want = [tuple(r[c] for c in columns) for r in ops]
     check(got == want, f"first difference: {next(((g, w) for g, w in zip(got, want) if g != w), None)}")
     check([f"0x{s:x}" for s in mine["stream"]] == [r["stream"] for r in ops], "streams")
-    check(list(mine["timed"]) == [bool(r["flags"] & tf.OP_TIMED) for r in ops], "timed flags")
+    check(list(mine["timed"]) == [bool(r["flags"] & craft.OP_TIMED) for r in ops], "timed flags")
     check(list(mine["seq"]) == list(range(30000 - len(mine) + 1, 30001)), "the newest seqs, none missing")
     timing = {(r["launch_id"], r["stream"]): r["gpu_end_ns"] for r in records if r.get("type") == "gpu_timing"}
     joined = mine[mine["gpu_end_ns"].notna()]
@@ -212,16 +181,16 @@ def crafted_ring_reads_as_the_cpp_reader_does():
     t = [6_000_000_000 + 10_000 * i for i in range(21)]
     slots = {
         9: bytes(64),                                                     # never written
-        10: op_slot(10, 1, t[10], flags=tf.OP_TIMED),
+        10: op_slot(10, 1, t[10], flags=craft.OP_TIMED),
         11: timing_slot(11, PREFIX + 1, 0x5000, t[10] + 100, t[15] + 500),  # later than what follows it
-        12: op_slot(12, 2, t[12], duration=7, flags=tf.COMPACT_DURATION_MICROS | tf.OP_CAPTURED),
+        12: op_slot(12, 2, t[12], duration=7, flags=craft.COMPACT_DURATION_MICROS | craft.OP_CAPTURED),
         13: op_slot(1, 99, t[1]),                                         # a lap older: out of the window
         14: op_slot(3, 98, t[3]),                                         # its index is not its position
         15: op_slot(15, 97, t[15], kind=0),                               # being written
         16: op_slot(16, 3, t[16], comm_index=2, stream_index=5, launch_id=(2 << 40) + 3, peer=1, redop=2, datatype=9),
         17: op_slot(17, 4, t[17], comm_index=0, stream_index=0, group_depth=1),
         18: op_slot(18, 0, t[18], api=craft.GROUP_END, count=1, launch_id=PREFIX + 4),
-        19: op_slot(19, 5, t[19], flags=tf.OP_TIMED),
+        19: op_slot(19, 5, t[19], flags=craft.OP_TIMED),
         20: timing_slot(20, PREFIX + 5, 0x5000, t[19] + 100, t[19] + 900),
     }
     ring = [slots[i] for i in sorted(slots, key=lambda i: i % 12)]
@@ -254,10 +223,10 @@ def crafted_ring_reads_as_the_cpp_reader_does():
     check(got == want, "\n".join(f"{g} {w}" for g, w in zip(got, want)))
     check(list(loaded.ops["seq"]) == [1, 7, 2, 3, 4, 5, 8], f"the ring's ops among the others: {list(loaded.ops['seq'])}")
     check([f"0x{s:x}" for s in loaded.ops["stream"]] == [r["stream"] for r in ops], "streams")
-    check(list(loaded.ops["datatype"]) == [tf.datatype_name(r["datatype"]) for r in ops] and
-          list(loaded.ops["redop"]) == [tf.redop_name(r["redop"]) for r in ops], "datatypes and reductions")
-    check(list(loaded.ops["captured"]) == [bool(r["flags"] & tf.OP_CAPTURED) for r in ops] and
-          list(loaded.ops["timed"]) == [bool(r["flags"] & tf.OP_TIMED) for r in ops], "flags")
+    check(list(loaded.ops["datatype"]) == [DATATYPE_NAMES[r["datatype"]] for r in ops] and
+          list(loaded.ops["redop"]) == [REDOP_NAMES[r["redop"]] for r in ops], "datatypes and reductions")
+    check(list(loaded.ops["captured"]) == [bool(r["flags"] & craft.OP_CAPTURED) for r in ops] and
+          list(loaded.ops["timed"]) == [bool(r["flags"] & craft.OP_TIMED) for r in ops], "flags")
     check(loaded.ops["host_end_ns"].iloc[2] - loaded.ops["host_begin_ns"].iloc[2] == 7000, "a duration in us")
     check(list(loaded.ops["gpu_end_ns"].fillna(0)) == [t[15] + 500, t[14] + 800, 0, 0, 0, t[19] + 900, 0],
           list(loaded.ops["gpu_end_ns"]))
@@ -360,7 +329,8 @@ with warnings.catch_warnings(record=True) as said:
     job = ncclwatch.load({d!r}, symbolize=False)
 print(json.dumps({{"problems": job.problems.values.tolist(), "files": sorted(job.processes["file"]),
                   "states": sorted(zip(job.comms["file"], job.comms["state"])), "warnings": [str(w.message) for w in said],
-                  "ops": len(job.ops), "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+                  "ops": len(job.ops), "rss_mb": max(resource.getrusage(who).ru_maxrss for who in
+                                                     (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024}}))
 """
     try:
         p = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60)
@@ -370,8 +340,8 @@ print(json.dumps({{"problems": job.problems.values.tolist(), "files": sorted(job
     out = json.loads(p.stdout)
     at = lambda name: os.path.join(d, name)  # noqa: E731
     check(out["files"] == [at("after_hole.nwt"), at("good.nwt"), at("sparse.nwt")], out)
-    check(sorted(out["problems"]) == [[at("stuck.nwt"), "not a regular file (a FIFO)"],
-                                      [at("zero.nwt"), "not a regular file (a character device)"]], out["problems"])
+    check(sorted(out["problems"]) == [[at("stuck.nwt"), "not a regular file (a FIFO)", True],
+                                      [at("zero.nwt"), "not a regular file (a character device)", True]], out["problems"])
     check(any("stuck.nwt" in w and "FIFO" in w for w in out["warnings"]), out["warnings"])
     check(out["states"] == [[at("after_hole.nwt"), "destroyed"], [at("good.nwt"), "leaked"], [at("sparse.nwt"), "leaked"]],
           out["states"])
@@ -408,9 +378,85 @@ def ops_dtypes_are_the_same_with_and_without_gpu_timing():
         check(((ops["wall_begin_ns"] >= starts) & (ops["wall_begin_ns"] < starts + 600 * 10**9)).all(), ops["wall_begin_ns"])
 
 
+def load_opens_no_trace_itself():
+    # Every record comes through the report tool: the Python process opens no trace file, nor maps
+    # one (audit events of open and mmap; and, where strace is installed, its system calls).
+    job = Job([app("collectives_app"), "mixed"], nranks=2, env={"NCCLWATCH_SAMPLE": "1"})
+    for rank, r in enumerate(job.run()):
+        check(r.returncode == 0, f"rank {rank}: {r.returncode} {r.stderr}")
+    child = f"""
+import json, sys
+sys.path.insert(0, {os.path.join(HERE, "..", "..", "python")!r})
+import ncclwatch
+opened = []
+sys.addaudithook(lambda event, args: opened.append(str(args[0])) if event in ("open", "os.open", "mmap.__new__") else None)
+job = ncclwatch.load({job.trace_dir!r})
+print(json.dumps({{"traces": [p for p in opened if p.endswith(".nwt")], "ops": len(job.ops), "files": len(job.processes)}}))
+"""
+    p = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0, p.stderr[-3000:])
+    out = json.loads(p.stdout)
+    check(out["traces"] == [] and out["files"] == 2 and out["ops"] > 0, out)
+    strace = shutil.which("strace")
+    if not strace:
+        print("strace not installed: the system calls were not checked")
+        return
+    log = os.path.join(job.trace_dir, "..", "strace.log")
+    p = subprocess.run([strace, "-qq", "-e", "trace=open,openat,openat2", "-o", log, sys.executable, "-c", child],
+                       capture_output=True, text=True, timeout=120)
+    if p.returncode != 0 and "ptrace" in p.stderr:
+        print(f"strace cannot trace here ({p.stderr.strip()[-200:]}): the system calls were not checked")
+        return
+    check(p.returncode == 0, p.stderr[-3000:])
+    with open(log) as f:
+        opens = [line for line in f if ".nwt" in line]
+    check(opens == [], opens)
+
+
+def an_unreadable_stream_is_named():
+    # A stream from the report tool cut short anywhere, or not its format at all: ColumnsError,
+    # saying where, never a frame built from half of it nor another exception.
+    job = Job([app("collectives_app"), "mixed"], nranks=2, env={"NCCLWATCH_SAMPLE": "1"})
+    for rank, r in enumerate(job.run()):
+        check(r.returncode == 0, f"rank {rank}: {r.returncode} {r.stderr}")
+    stream = subprocess.run([REPORT, "columns", "--no-symbols", "--", *job.traces()], capture_output=True,
+                            check=True).stdout
+    header, blocks = loader.read_columns(stream)
+    tables = [b for b in blocks if "table" in b]
+    check(header["format"] == "ncclwatch-columns" and len(header["totals_bucket_floor_ns"]) == 46 and
+          {b["table"] for b in tables} >= {"ops", "timings", "totals", "calls"} and "problems" in blocks[-1], blocks[-1])
+    line_ends = [i for i, c in enumerate(stream) if c == ord("\n")]
+    cuts = sorted({1, line_ends[0], line_ends[0] + 1, line_ends[1] + 3, line_ends[-2] + 1, len(stream) - 2} |
+                  {line_ends[k] + 9 for k in range(1, len(line_ends) - 1, max(1, len(line_ends) // 20))})
+    for cut in cuts:
+        try:
+            loader.read_columns(stream[:cut])
+        except loader.ColumnsError:
+            continue
+        raise AssertionError(f"a stream cut at byte {cut} of {len(stream)} was read")
+    for bad in (b"", b"\n", b"{}\n", b"not json\n", b'{"format":"ncclwatch-columns","version":99}\n',
+                stream.replace(b'"dtype":"<i8"', b'"dtype":"<q8"', 1)):
+        try:
+            loader.read_columns(bad)
+        except loader.ColumnsError as e:
+            check(str(e), bad)
+            continue
+        raise AssertionError(f"read: {bad[:80]}")
+    # The tool itself failing: its exit status and what it said are in the error.
+    os.environ["NCCLWATCH_REPORT"], report = "/bin/false", os.environ.get("NCCLWATCH_REPORT", "")
+    try:
+        ncclwatch.load(job.trace_dir)
+        raise AssertionError("a tool that wrote nothing gave a job")
+    except loader.ColumnsError as e:
+        check("/bin/false columns exited 1" in str(e), str(e))
+    finally:
+        os.environ["NCCLWATCH_REPORT"] = report
+
+
 if __name__ == "__main__":
-    main({f.__name__: f for f in [layout_matches_the_cpp_header, tables_match_dump, bad_files_are_named_and_the_rest_read,
+    main({f.__name__: f for f in [tables_match_dump, bad_files_are_named_and_the_rest_read,
                                   ring_window_of_a_real_job, crafted_ring_reads_as_the_cpp_reader_does,
                                   older_formats_still_read, large_ring_chunks_are_read,
                                   ops_dtypes_are_the_same_with_and_without_gpu_timing,
-                                  hostile_files_bounded_like_the_report_tool]})
+                                  hostile_files_bounded_like_the_report_tool,
+                                  load_opens_no_trace_itself, an_unreadable_stream_is_named]})
