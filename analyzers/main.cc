@@ -20,7 +20,7 @@ using namespace ncclwatch::report;
 
 namespace {
 
-const std::vector<std::string> kReports = {"summary", "leaks", "latency", "hang", "timeline", "html", "metrics", "dump", "columns", "watch", "export", "sql"};
+const std::vector<std::string> kReports = {"summary", "leaks", "latency", "hang", "timeline", "html", "metrics", "dump", "columns", "watch", "export", "sql", "where"};
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -56,23 +56,12 @@ bool refuse_unknown_report(int argc, char** argv) {
 }
 
 // `ncclwatch-report sql EXPORT ...`: the queries run in DuckDB, which lives in Python, so the
-// Python package answers (ncclwatch._sql). Its copy beside this program comes first: the Python
-// package's bin/ (a wheel) or a source tree's python/ (a build folder inside it); else whatever
-// python3 imports.
+// Python package answers (ncclwatch._sql): the copy installed with this program first (where
+// `where package` finds it), else whatever python3 imports.
 int hand_sql_to_python(int argc, char** argv) {
-  std::error_code no_exe;
-  std::filesystem::path here = std::filesystem::read_symlink("/proc/self/exe", no_exe).parent_path();
-  std::string python_path;
-  for (const std::filesystem::path& package_parent : {here / ".." / "..", here / ".." / ".." / "python"}) {
-    std::error_code unreadable;
-    if (!no_exe && std::filesystem::exists(package_parent / "ncclwatch" / "_sql.py", unreadable)) {
-      python_path = std::filesystem::weakly_canonical(package_parent, unreadable).string();
-      break;
-    }
-  }
-  if (!python_path.empty()) {
+  if (std::optional<std::string> python_path = installed_path("package")) {
     const char* old = getenv("PYTHONPATH");
-    setenv("PYTHONPATH", (python_path + (old && *old ? ":" + std::string(old) : "")).c_str(), 1);
+    setenv("PYTHONPATH", (*python_path + (old && *old ? ":" + std::string(old) : "")).c_str(), 1);
   }
   static const char* kRunSql =
       "import sys\n"
@@ -217,6 +206,11 @@ int main(int argc, char** argv) {
   columns->add_option("paths", options.inputs, "trace files or job folders")->required();
   columns->add_flag("--all", options.all_jobs, "a launcher folder: read every job in it, not only the newest");
   columns->add_flag_callback("--no-symbols", [&] { options.symbolize = false; }, "skip symbolizing call sites");
+  CLI::App* where = app.add_subcommand("where", "where the shim or the Python package installed with this program is");
+  std::string where_what;
+  where->add_option("what", where_what, "shim (libncclwatch.so; NCCLWATCH_SHIM when set) or package (the folder to put on PYTHONPATH)")
+      ->required()
+      ->check(CLI::IsMember({"shim", "package"}));
 
   try {
     app.parse(argc, argv);
@@ -233,6 +227,7 @@ int main(int argc, char** argv) {
         "size or finding), or summary --format json");
     return 2;
   }
+  if (where->parsed()) return run_where(where_what);
   if (dump->parsed()) return run_dump_files(options);
   if (options.inputs.empty()) options.inputs.push_back("ncclwatch");
   std::vector<std::string> notes;

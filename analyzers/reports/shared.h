@@ -50,7 +50,11 @@ int run_leaks(const Job& job, const Options& options);  // a job as load_job_or_
 int run_summary(const Options& options);
 int run_dump(const std::string& path, const Options& options);
 int run_dump_files(const Options& options);
-int run_columns(const Options& options);  // the job as binary columns, for ncclwatch.load  // every file of options.inputs, in order
+int run_columns(const Options& options);  // the job as binary columns, for ncclwatch.load
+// Where this installation's shim ("shim": NCCLWATCH_SHIM when set) or the folder holding its Python
+// package ("package") is, from this program's own path; nullopt when not there (report_where.cc).
+std::optional<std::string> installed_path(std::string_view what);
+int run_where(const std::string& what);  // prints installed_path(what), or says where it looked
 int run_latency(const Options& options);
 int run_hang(const Options& options);
 int run_timeline(const Options& options);

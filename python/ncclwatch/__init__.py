@@ -20,22 +20,26 @@ __all__ = ["Job", "load", "trace_files", "sql", "query", "queries", "connect", "
 __version__ = "0.1.0"
 
 
-def _find(env, installed, in_build):
-    """$env, else the file installed beside this package, else the one of the source tree's build."""
-    if os.environ.get(env):
-        return os.environ[env]
+def report_path():
+    """ncclwatch-report, the analyzers: $NCCLWATCH_REPORT, else the one installed in this package (a
+    wheel), else the build of the source tree this package is in. It knows where the rest is."""
+    if os.environ.get("NCCLWATCH_REPORT"):
+        return os.environ["NCCLWATCH_REPORT"]
     here = os.path.dirname(os.path.abspath(__file__))
-    for candidate in (os.path.join(here, installed), os.path.join(here, "..", "..", "build", in_build)):
+    for candidate in (os.path.join(here, "bin", "ncclwatch-report"),
+                      os.path.join(here, "..", "..", "build", "analyzers", "ncclwatch-report")):
         if os.path.exists(candidate):
             return os.path.normpath(candidate)
-    raise FileNotFoundError(f"{os.path.basename(installed)} not found: set {env} or build ncclwatch (./scripts/build)")
+    raise FileNotFoundError("ncclwatch-report not found: set NCCLWATCH_REPORT or build ncclwatch (./scripts/build)")
 
 
 def shim_path():
-    """The shim to preload: LD_PRELOAD=<this> your_program."""
-    return _find("NCCLWATCH_SHIM", os.path.join("lib", "libncclwatch.so"), os.path.join("shim", "libncclwatch.so"))
-
-
-def report_path():
-    """ncclwatch-report, the analyzers."""
-    return _find("NCCLWATCH_REPORT", os.path.join("bin", "ncclwatch-report"), os.path.join("analyzers", "ncclwatch-report"))
+    """The shim to preload: LD_PRELOAD=<this> your_program ($NCCLWATCH_SHIM, else the one installed
+    with the report tool, as `ncclwatch-report where shim` finds it)."""
+    if os.environ.get("NCCLWATCH_SHIM"):
+        return os.environ["NCCLWATCH_SHIM"]
+    import subprocess
+    where = subprocess.run([report_path(), "where", "shim"], capture_output=True, text=True)
+    if where.returncode != 0 or not where.stdout.strip():
+        raise FileNotFoundError(where.stderr.strip() or "libncclwatch.so not found: set NCCLWATCH_SHIM")
+    return where.stdout.strip()

@@ -7,7 +7,7 @@ import sys
 
 import test_watch
 
-from harness import BUILD, HOSTNCCL_DIR, SANITIZER_RUNTIME, SHIM, Job, app, check, main
+from harness import BUILD, HOSTNCCL_DIR, REPORT, SANITIZER_RUNTIME, SHIM, Job, app, check, main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LAUNCHER = os.path.join(ROOT, "scripts", "ncclwatch")
@@ -108,7 +108,53 @@ def nccl_preloaded_ahead_of_the_shim_is_named_and_the_launcher_puts_the_shim_fir
     check(leaks["not_traced"] == [] and code == 1, f"the launcher's run is traced: {code} {leaks}")
 
 
+def an_installed_layout_is_found_through_the_report_tool():
+    # A prefix install (bin/ncclwatch, bin/ncclwatch-report, lib/<multiarch>/libncclwatch.so): the
+    # launcher asks the report tool where the shim is (`where shim`), preloads that one and the job
+    # is traced; with no shim there, both say where they looked and the launcher runs nothing.
+    job = Job([], nranks=1, preload=False)
+    prefix = os.path.join(job.tmp, "prefix")
+    bin_dir, lib_dir = os.path.join(prefix, "bin"), os.path.join(prefix, "lib", "x86_64-linux-gnu")
+    os.makedirs(bin_dir)
+    os.makedirs(lib_dir)
+    for program in (LAUNCHER, REPORT):
+        shutil.copy(program, bin_dir)
+    installed_shim = os.path.join(lib_dir, "libncclwatch.so")
+    shutil.copy(SHIM, installed_shim)
+    env = dict(job.env)
+    env.pop("NCCLWATCH_SHIM", None)
+    where = lambda what, tool=os.path.join(bin_dir, "ncclwatch-report"), e=env: subprocess.run(  # noqa: E731
+        [tool, "where", what], env=e, capture_output=True, text=True, timeout=30)
+    found = where("shim")
+    check(found.returncode == 0 and found.stdout == installed_shim + "\n", (found.returncode, found.stdout, found.stderr))
+    check(where("shim", e=dict(env, NCCLWATCH_SHIM="/elsewhere/libncclwatch.so")).stdout == "/elsewhere/libncclwatch.so\n",
+          "NCCLWATCH_SHIM comes first")
+    # The build's own layout: the shim beside it, the package in the source tree's python/.
+    check(where("shim", tool=REPORT).stdout == os.path.realpath(os.path.join(BUILD, "shim", "libncclwatch.so")) + "\n" and
+          where("package", tool=REPORT).stdout == os.path.realpath(os.path.join(ROOT, "python")) + "\n",
+          (where("shim", tool=REPORT).stdout, where("package", tool=REPORT).stdout))
+    no_package = where("package")
+    check(no_package.returncode == 1 and "not installed beside " + bin_dir in no_package.stderr, no_package.stderr)
+    launcher = os.path.join(bin_dir, "ncclwatch")
+    seen = subprocess.run([launcher, "run", "--dir", os.path.join(job.tmp, "seen"), "--", "sh", "-c", "echo $LD_PRELOAD"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    check(seen.returncode == 0 and installed_shim in seen.stdout.strip().split(":"), (seen.stdout, seen.stderr))
+    folder = os.path.join(job.tmp, "traced")
+    traced = subprocess.run([launcher, "run", "--dir", folder, "--", app("lifecycle_app"), "leaky"], env=env,
+                            capture_output=True, text=True, timeout=60)
+    check(traced.returncode == 0 and "never destroyed" in traced.stderr and
+          len([f for f in os.listdir(folder) if f.endswith(".nwt")]) == 1, traced.stderr)
+    os.unlink(installed_shim)
+    missing = where("shim")
+    check(missing.returncode == 1 and "libncclwatch.so is not installed beside " + bin_dir in missing.stderr, missing.stderr)
+    refused = subprocess.run([launcher, "run", "--dir", os.path.join(job.tmp, "none"), "--", "sh", "-c", "echo ran"],
+                             env=env, capture_output=True, text=True, timeout=60)
+    check(refused.returncode == 2 and "libncclwatch.so not found" in refused.stderr and "ran" not in refused.stdout,
+          (refused.returncode, refused.stdout, refused.stderr))
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (launcher_folders_are_owner_only_under_any_umask,
                                   launcher_says_when_the_verdict_is_off_and_leaves_no_request_behind,
-                                  nccl_preloaded_ahead_of_the_shim_is_named_and_the_launcher_puts_the_shim_first)})
+                                  nccl_preloaded_ahead_of_the_shim_is_named_and_the_launcher_puts_the_shim_first,
+                                  an_installed_layout_is_found_through_the_report_tool)})
