@@ -3,7 +3,7 @@
 // each communicator is analysed on its own, then the job's verdict picks the most telling finding.
 // report_hang.cc writes the result out.
 #include "model/divergence.h"
-#include "model/findings.h"
+#include "model/hang_analysis.h"
 #include "model/rank_where.h"
 
 #include <fmt/format.h>
@@ -479,5 +479,15 @@ HangReport hang_report(const JobAnalysis& a) {
   report.window = op_window(a);
   return report;
 }
+
+std::string graph_replay_note(const CommHang& c, uint64_t seq) {
+  auto it = c.graph_replays.find(seq);
+  if (it == c.graph_replays.end()) return "";
+  const GraphReplay& g = it->second;
+  return g.replay ? fmt::format(" (replay {} of CUDA graph {})", g.replay, g.graph)
+                  : fmt::format(" (a replay of CUDA graph {})", g.graph);
+}
+
+std::string where_note(const RankProgress& r) { return r.where.empty() ? "" : " at " + r.where; }
 
 }  // namespace ncclwatch::model

@@ -14,7 +14,8 @@
 // The figures describe the steady state: each rank's first call of an op and size on a
 // communicator (NCCL's lazy connection set-up, ~150 ms) is shown apart as `first_calls`. Only
 // GPU-timed rows get a bandwidth: host times are enqueue times (NCCL returns before the op runs).
-#include "model/findings.h"
+#include "model/latency_analysis.h"
+#include "model/wording.h"
 
 #include <algorithm>
 #include <set>

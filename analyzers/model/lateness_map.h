@@ -6,7 +6,7 @@
 // rank and bin; the records themselves are never kept.
 #pragma once
 
-#include "model/findings.h"
+#include "model/hang_analysis.h"
 #include "model/op_model.h"
 
 #include <atomic>

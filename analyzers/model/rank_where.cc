@@ -27,17 +27,17 @@ NativeStacks symbolize_native_stacks(const JobAnalysis& a) {
 
 // Where the process's main Python thread was, from its latest Stacks record (CPython lists the
 // main thread last: the oldest).
-void note_where(const ProcessTrace& p, const std::vector<std::string>* native, RankProgress& progress) {
+void note_where(const ProcessTrace& p, const std::vector<std::string>* native, ThreadsWhere& at) {
   if (!p.stacks) return;
-  progress.native_tid = p.stacks->native_tid;
-  progress.native_unread = p.stacks->native_unread;
-  if (native) progress.native_stack = *native;
-  if (progress.native_tid) progress.stacks_reason = p.stacks->reason;
+  at.native_tid = p.stacks->native_tid;
+  at.native_unread = p.stacks->native_unread;
+  if (native) at.native_stack = *native;
+  if (at.native_tid) at.stacks_reason = p.stacks->reason;
   for (auto thread = p.stacks->threads.rbegin(); thread != p.stacks->threads.rend(); ++thread) {
     if (const PythonFrame* frame = program_frame(*thread)) {
-      progress.python_stack = *thread;
-      progress.where = frame->describe_short();
-      progress.stacks_reason = p.stacks->reason;
+      at.python_stack = *thread;
+      at.where = frame->describe_short();
+      at.stacks_reason = p.stacks->reason;
       return;
     }
   }

@@ -2,7 +2,7 @@
 // and how long its peers waited for it (op_model.h LastArrivals::wait_caused), judged against
 // chance and against the op's own time; then, across communicators, findings that contradict each
 // other withdrawn (the program's shape). hang_analysis.cc puts them into each communicator's verdict.
-#include "model/findings.h"
+#include "model/hang_analysis.h"
 
 #include <fmt/format.h>
 

@@ -1,6 +1,6 @@
 // latency: the latency table (latency_analysis.cc, which states the size and bandwidth conventions)
 // as JSON, CSV and text.
-#include "reports/shared.h"
+#include "reports/column_table.h"
 
 #include <fmt/format.h>
 
@@ -21,47 +21,67 @@ constexpr const char* kSteadyState =
     "percentiles and bandwidths leave out each rank's first call of an op and size on a communicator (NCCL's connection "
     "set-up), shown as first_calls; host-timed rows are enqueue times and have no bandwidth";
 
-json or_null(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+using Row = LatencyRow;
+Cell count(uint64_t v) { return v; }
+std::string comm_label(const std::string& name, uint64_t id) { return name.empty() ? hex_id(id) : name; }
+
+// The latency table, once: `latency --json` rows (and the summary's slowest ops), --csv and text.
+const Column<Row> kLatencyColumns[] = {
+    {.json = "comm", .csv = "comm", .text = "comm", .width = -16, .value = [](const Row& r) -> Cell { return hex_id(r.comm_id); },
+     .shown = [](const Row& r) -> Cell { return comm_label(r.name, r.comm_id); }},
+    {.json = "name", .value = [](const Row& r) -> Cell { return r.name; }, .json_if_empty = false},
+    {.json = "op", .csv = "op", .text = "op", .width = -18,
+     .value = [](const Row& r) -> Cell { return std::string(trace::api_name(r.api)); }},
+    {.json = "bytes", .csv = "bytes", .text = "bytes", .width = 12, .value = [](const Row& r) { return count(r.bytes); }},
+    {.json = "nranks", .csv = "nranks", .text = "ranks", .width = 6, .value = [](const Row& r) -> Cell { return int64_t{r.nranks}; }},
+    {.json = "calls", .csv = "calls", .text = "calls", .width = 8, .value = [](const Row& r) { return count(r.calls); }},
+    {.json = "calls_in_window", .value = [](const Row& r) { return count(r.window_calls); }},
+    {.json = "timed_calls", .value = [](const Row& r) { return count(r.timed_calls); }},
+    {.json = "samples", .value = [](const Row& r) { return count(r.samples); }},
+    {.json = "ranks_timed", .value = [](const Row& r) { return count(r.ranks_timed); }},
+    {.json = "p50_us", .csv = "p50_us", .text = "p50 us", .width = 10, .value = [](const Row& r) { return maybe(r.p50_us); }},
+    {.json = "p90_us", .csv = "p90_us", .text = "p90 us", .width = 10, .value = [](const Row& r) { return maybe(r.p90_us); }},
+    {.json = "p99_us", .csv = "p99_us", .text = "p99 us", .width = 10, .value = [](const Row& r) { return maybe(r.p99_us); }},
+    {.json = "max_us", .csv = "max_us", .text = "max us", .width = 10, .value = [](const Row& r) { return maybe(r.max_us); }},
+    {.json = "min_us", .value = [](const Row& r) { return maybe(r.min_us); }},
+    {.json = "mean_us", .value = [](const Row& r) { return maybe(r.mean_us); }},
+    {.json = "algbw_gbps", .csv = "algbw_gbps", .text = "algbw", .width = 9, .text_decimals = 2,
+     .value = [](const Row& r) { return maybe(r.algbw_gbps); }},
+    {.json = "busbw_gbps", .csv = "busbw_gbps", .text = "busbw", .width = 9, .text_decimals = 2,
+     .value = [](const Row& r) { return maybe(r.busbw_gbps); }},
+    {.json = "first_calls.samples", .value = [](const Row& r) { return count(r.first_call_samples); }},
+    {.json = "first_calls.max_us", .csv = "first_call_max_us", .text = "1st max us", .width = 10,
+     .value = [](const Row& r) { return maybe(r.first_call_max_us); }},
+    {.json = "first_calls.mean_us", .value = [](const Row& r) { return maybe(r.first_call_mean_us); }},
+    {.json = "timing", .csv = "timing", .text = "timing", .value = [](const Row& r) -> Cell { return std::string(timing_name(r.timing)); },
+     .shown = [](const Row& r) -> Cell {
+       return std::string(r.timing == TimingSource::kHost ? "host (enqueue time)" : timing_name(r.timing));
+     }},
+};
+
+// How long each communicator took to create and destroy: JSON and text.
+const Column<CommLifetimes> kLifetimeColumns[] = {
+    {.json = "comm", .text = "comm", .width = -16, .value = [](const CommLifetimes& c) -> Cell { return hex_id(c.comm_id); },
+     .shown = [](const CommLifetimes& c) -> Cell { return comm_label(c.name, c.comm_id); }},
+    {.json = "name", .value = [](const CommLifetimes& c) -> Cell { return c.name; }, .json_if_empty = false},
+    {.json = "nranks", .text = "ranks", .width = 6, .value = [](const CommLifetimes& c) -> Cell { return int64_t{c.nranks}; }},
+    {.json = "api", .value = [](const CommLifetimes& c) -> Cell { return c.api; }},
+    {.json = "ranks_traced", .value = [](const CommLifetimes& c) { return count(c.ranks_traced); }},
+    {.json = "init_ms_p50", .text = "init p50 ms", .width = 12, .value = [](const CommLifetimes& c) -> Cell { return c.init_ms_p50; }},
+    {.json = "init_ms_max", .text = "init max ms", .width = 12, .value = [](const CommLifetimes& c) -> Cell { return c.init_ms_max; }},
+    {.json = "destroy_ms_p50", .value = [](const CommLifetimes& c) { return maybe(c.destroy_ms_p50); }},
+    {.json = "destroy_ms_max", .text = "destroy max ms", .width = 14,
+     .value = [](const CommLifetimes& c) { return maybe(c.destroy_ms_max); }},
+};
 
 }  // namespace
 
-json to_json(const LatencyRow& r) {
-  json row = {{"comm", hex_id(r.comm_id)},
-              {"op", trace::api_name(r.api)},
-              {"bytes", r.bytes},
-              {"nranks", r.nranks},
-              {"calls", r.calls},
-              {"calls_in_window", r.window_calls},
-              {"timed_calls", r.timed_calls},
-              {"samples", r.samples},
-              {"ranks_timed", r.ranks_timed},
-              {"p50_us", or_null(r.p50_us)},
-              {"p90_us", or_null(r.p90_us)},
-              {"p99_us", or_null(r.p99_us)},
-              {"max_us", or_null(r.max_us)},
-              {"min_us", or_null(r.min_us)},
-              {"mean_us", or_null(r.mean_us)},
-              {"algbw_gbps", or_null(r.algbw_gbps)},
-              {"busbw_gbps", or_null(r.busbw_gbps)},
-              {"first_calls", {{"samples", r.first_call_samples}, {"max_us", or_null(r.first_call_max_us)},
-                               {"mean_us", or_null(r.first_call_mean_us)}}},
-              {"timing", timing_name(r.timing)}};
-  if (!r.name.empty()) row["name"] = r.name;
-  return row;
-}
+json to_json(const LatencyRow& r) { return json_of<LatencyRow>(kLatencyColumns, r); }
 
 json to_json(const LatencyTable& table) {
   json rows = json::array(), comms = json::array();
   for (const LatencyRow& r : table.rows) rows.push_back(to_json(r));
-  for (const CommLifetimes& t : table.communicators) {
-    json c = {{"comm", hex_id(t.comm_id)}, {"nranks", t.nranks}, {"api", t.api}, {"ranks_traced", t.ranks_traced}};
-    if (!t.name.empty()) c["name"] = t.name;
-    c["init_ms_p50"] = t.init_ms_p50;
-    c["init_ms_max"] = t.init_ms_max;
-    c["destroy_ms_p50"] = or_null(t.destroy_ms_p50);
-    c["destroy_ms_max"] = or_null(t.destroy_ms_max);
-    comms.push_back(c);
-  }
+  for (const CommLifetimes& c : table.communicators) comms.push_back(json_of<CommLifetimes>(kLifetimeColumns, c));
   return {{"rows", rows},
           {"communicators", comms},
           {"window", table.window.to_json()},
@@ -79,28 +99,11 @@ int run_latency(const Options& options) {
     std::cout << dump_json(to_json(table), 2) << "\n";
     return 0;
   }
-  auto cell = [](const std::optional<double>& v, int precision) {
-    return v ? fmt::format("{:.{}f}", *v, precision) : std::string();
-  };
   if (options.csv) {
-    write_csv_row({"comm", "op", "bytes", "nranks", "calls", "p50_us", "p90_us", "p99_us", "max_us", "algbw_gbps",
-                   "busbw_gbps", "first_call_max_us", "timing"});
-    for (const LatencyRow& r : table.rows)
-      write_csv_row({hex_id(r.comm_id), trace::api_name(r.api), std::to_string(r.bytes), std::to_string(r.nranks),
-                     std::to_string(r.calls), cell(r.p50_us, 3), cell(r.p90_us, 3), cell(r.p99_us, 3), cell(r.max_us, 3),
-                     cell(r.algbw_gbps, 3), cell(r.busbw_gbps, 3), cell(r.first_call_max_us, 3), timing_name(r.timing)});
+    write_csv<LatencyRow>(kLatencyColumns, table.rows);
     return 0;
   }
-  auto shown = [&](const std::optional<double>& v, int precision) { return v ? cell(v, precision) : std::string("-"); };
-  // A communicator by the name the application gave it, else by its id.
-  auto label = [](const std::string& name, uint64_t id) { return name.empty() ? hex_id(id) : name; };
-  print_text("{:<16} {:<18} {:>12} {:>6} {:>8} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {}\n", "comm", "op", "bytes",
-             "ranks", "calls", "p50 us", "p90 us", "p99 us", "max us", "algbw", "busbw", "1st max us", "timing");
-  for (const LatencyRow& r : table.rows)
-    print_text("{:<16} {:<18} {:>12} {:>6} {:>8} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {}\n", label(r.name, r.comm_id),
-               trace::api_name(r.api), r.bytes, r.nranks, r.calls, shown(r.p50_us, 1), shown(r.p90_us, 1),
-               shown(r.p99_us, 1), shown(r.max_us, 1), shown(r.algbw_gbps, 2), shown(r.busbw_gbps, 2),
-               shown(r.first_call_max_us, 1), r.timing == TimingSource::kHost ? "host (enqueue time)" : timing_name(r.timing));
+  fmt::print("{}", text_table<LatencyRow>(kLatencyColumns, table.rows));
   if (table.rows.empty()) print_text("(no timed collectives in these traces)\n");
   if (table.window.partial())
     print_text("{}: calls count the whole run; percentiles come from the ops kept (gpu_run_histogram rows: from the "
@@ -116,10 +119,7 @@ int run_latency(const Options& options) {
                "timed: NCCL runs its ops one after another, so the time may include waiting for that op (an upper "
                "bound, and the bandwidth a lower bound)\n");
   if (!table.communicators.empty()) {
-    print_text("\n{:<16} {:>6} {:>12} {:>12} {:>14}\n", "comm", "ranks", "init p50 ms", "init max ms", "destroy max ms");
-    for (const CommLifetimes& c : table.communicators)
-      print_text("{:<16} {:>6} {:>12.1f} {:>12.1f} {:>14}\n", label(c.name, c.comm_id), c.nranks, c.init_ms_p50, c.init_ms_max,
-                 shown(c.destroy_ms_max, 1));
+    fmt::print("\n{}", text_table<CommLifetimes>(kLifetimeColumns, table.communicators));
   }
   return 0;
 }

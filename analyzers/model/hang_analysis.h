@@ -1,41 +1,26 @@
-// What the analyses find, typed: hang's and latency's results, which their reports print and the
-// other reports (summary, html, metrics) read, so that every report says the same thing. Built
-// from the model of the job (op_model.h); printing them is the reports' part (reports.h).
+// hang's analysis, typed (hang_analysis.cc, straggler_analysis.cc): per communicator what each rank
+// issued and completed, what the ranks disagreed about, who was late and where a rank departed from
+// its peers' program; and the settings that differ across the job's processes. `hang` writes it as
+// JSON, CSV and text; summary, html and metrics read it, so that every report says the same thing.
 #pragma once
 
 #include "model/divergence.h"
 #include "model/job_model.h"
 #include "model/op_model.h"
 #include "model/op_window.h"
+#include "model/rank_where.h"
+#include "model/wording.h"
 
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <map>
-#include <set>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 namespace ncclwatch::model {
-
-// Words the findings and the reports share ---------------------------------------------------------
-
-// Communicator identity -> the name the application gave it (config->commName), where it did.
-std::map<uint64_t, std::string> comm_names(const Job& job);
-// "\"name\" (id)" or the id.
-std::string comm_label(uint64_t id, const std::map<uint64_t, std::string>& names);
-
-// Ranks as people read them: "0,1,4-63" (three or more in a row become a range), at most `limit`
-// pieces, then how many ranks in all. `ranks` is sorted.
-std::string ranks_text(const std::vector<int32_t>& ranks, size_t limit = 16);
-
-// The JSON text of `j` (indent < 0: one line). Strings are valid UTF-8 from the reader on; should
-// one not be, it shows U+FFFD rather than aborting the report (nlohmann::json throws otherwise).
-std::string dump_json(const nlohmann::json& j, int indent = -1);
-
-// P(X >= k) for X ~ Binomial(n, p): how likely a rank is last at k of n seqs by chance.
-double binomial_tail(uint64_t n, uint64_t k, double p);
 
 // An NCCL_* variable, or the NCCL version ("nccl_version"), that differs across processes.
 struct EnvironmentDifference {
@@ -49,32 +34,15 @@ struct EnvironmentDifference {
 };
 std::vector<EnvironmentDifference> environment_differences(const JobAnalysis& analysis);
 
-// hang's result, typed: per communicator what each rank issued and completed, what the ranks
-// disagreed about, who was late and where a rank departed from its peers' program. `hang` writes
-// it as JSON, CSV and text; summary and html read it, so that they say the same thing.
-struct RankRange {
-  int32_t first = 0, last = 0;  // inclusive
-};
-uint64_t rank_count(const std::vector<RankRange>& ranges);
-// "0,3-5,9": at most `limit` ranges, then how many ranks in all.
-std::string ranges_text(const std::vector<RankRange>& ranges, size_t limit = 16);
-struct RankProgress {
+// P(X >= k) for X ~ Binomial(n, p): how likely a rank is last at k of n seqs by chance.
+double binomial_tail(uint64_t n, uint64_t k, double p);
+
+struct RankProgress : ThreadsWhere {  // and where its threads were (rank_where.h)
   int32_t rank = -1;
   std::string host;
   int pid = 0;
   uint64_t last_seq = 0, completed_seq = 0;
   bool process_ended = false;
-  // Where its Python was when the stacks were last written (a stall, a watcher's request): the
-  // main thread's stack, innermost first, and its program line ("train.py:88 (step)"); empty
-  // without a Stacks record.
-  std::vector<PythonFrame> python_stack;
-  std::string where;
-  std::string stacks_reason;  // why they were written: "stall" or "requested"
-  // The native stack of the thread that issued the stalled op (or, on a request, the first thread
-  // that launched NCCL work), symbolized, innermost first; or why it could not be read.
-  int native_tid = 0;
-  std::vector<std::string> native_stack;
-  std::string native_unread;
 };
 // " at train.py:88 (step)" for a rank whose stacks were written, else "".
 std::string where_note(const RankProgress& r);
@@ -175,40 +143,5 @@ struct HangReport {
   std::vector<std::string> environment_keys;  // NCCL_* settings (or "nccl_version") that differ across ranks
 };
 HangReport hang_report(const JobAnalysis& analysis);
-
-// latency's result, typed: what `latency` prints and what the other reports read (summary's
-// slowest ops, the html plots, the metrics). Durations in µs. A steady-state figure is empty where
-// only first calls were seen; bandwidths exist on GPU-timed rows only.
-struct LatencyRow {
-  uint64_t comm_id = 0;
-  std::string name;  // the communicator's, where the application gave one
-  trace::Api api = trace::Api::kUnknown;
-  uint64_t bytes = 0;  // nccl-tests' size (bytes_of)
-  int32_t nranks = 0;
-  uint64_t calls = 0;        // per rank, GPU-timed or not; over the whole run where op totals say
-  uint64_t window_calls = 0; // per rank, in the traces' op records (fewer once a ring wrapped)
-  uint64_t timed_calls = 0;  // per rank, with this row's timing
-  uint64_t samples = 0;      // steady-state samples, all ranks
-  size_t ranks_timed = 0;
-  std::optional<double> p50_us, p90_us, p99_us, max_us, min_us, mean_us, algbw_gbps, busbw_gbps;
-  uint64_t first_call_samples = 0;  // each rank's first call of this op and size (connection set-up)
-  std::optional<double> first_call_max_us, first_call_mean_us;
-  TimingSource timing = TimingSource::kHost;
-};
-// How long a communicator took to create and to destroy, across its ranks.
-struct CommLifetimes {
-  uint64_t comm_id = 0;
-  std::string name, api;
-  int32_t nranks = 0;
-  size_t ranks_traced = 0;
-  double init_ms_p50 = 0, init_ms_max = 0;
-  std::optional<double> destroy_ms_p50, destroy_ms_max;
-};
-struct LatencyTable {
-  OpWindow window;
-  std::vector<LatencyRow> rows;
-  std::vector<CommLifetimes> communicators;
-};
-LatencyTable latency_table(const JobAnalysis& analysis);
 
 }  // namespace ncclwatch::model

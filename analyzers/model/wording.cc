@@ -1,5 +1,5 @@
-// The words findings and reports share: communicators' names, ranks as people read them, JSON text.
-#include "model/findings.h"
+// How the findings and the reports word what they name (wording.h).
+#include "model/wording.h"
 
 #include <fmt/format.h>
 
@@ -60,15 +60,5 @@ std::string ranges_text(const std::vector<RankRange>& ranges, size_t limit) {
 }
 
 std::string dump_json(const json& j, int indent) { return j.dump(indent, ' ', false, json::error_handler_t::replace); }
-
-std::string graph_replay_note(const CommHang& c, uint64_t seq) {
-  auto it = c.graph_replays.find(seq);
-  if (it == c.graph_replays.end()) return "";
-  const GraphReplay& g = it->second;
-  return g.replay ? fmt::format(" (replay {} of CUDA graph {})", g.replay, g.graph)
-                  : fmt::format(" (a replay of CUDA graph {})", g.graph);
-}
-
-std::string where_note(const RankProgress& r) { return r.where.empty() ? "" : " at " + r.where; }
 
 }  // namespace ncclwatch::model
