@@ -3,7 +3,7 @@
 // come from one list and cannot drift apart.
 #pragma once
 
-#include "reports/shared.h"
+#include "reports/output.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

@@ -1,6 +1,6 @@
 #include "reports/html_svg.h"
 
-#include "reports/shared.h"
+#include "reports/output.h"
 
 #include <fmt/format.h>
 

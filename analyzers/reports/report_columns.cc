@@ -11,7 +11,8 @@
 //   {"file": F, "env": [[key, value], ...]}
 //   {"problems": [[file, problem, fatal], ...], "leaks": `leaks --json`}    last
 // Tables: ops (group ends left out), timings, totals, calls, stalls.
-#include "reports/shared.h"
+#include "reports/commands.h"
+#include "reports/leak_report.h"
 
 #include <ncclwatch/trace_strings.h>
 

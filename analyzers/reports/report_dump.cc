@@ -1,5 +1,6 @@
 // dump FILE: every record as one JSON object per line, for scripts, DuckDB and pandas.
-#include "reports/shared.h"
+#include "reports/commands.h"
+#include "reports/input.h"
 
 #include <ncclwatch/trace_strings.h>
 

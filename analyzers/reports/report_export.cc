@@ -14,7 +14,10 @@
 // report holds it), whatever the trace's size. Files are
 // written under a temporary name and renamed into place: a re-export replaces them whole, and the
 // same traces give the same bytes.
-#include "reports/shared.h"
+#include "reports/commands.h"
+#include "reports/input.h"
+#include "reports/job_identity.h"
+#include "reports/leak_report.h"
 
 #include "parquet/parquet.h"
 

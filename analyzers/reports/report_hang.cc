@@ -1,5 +1,8 @@
 // hang: the hang report (hang_analysis.cc) as JSON, CSV and text.
-#include "reports/shared.h"
+#include "reports/analysis_json.h"
+#include "reports/commands.h"
+#include "reports/input.h"
+#include "reports/output.h"
 
 #include <fmt/format.h>
 

@@ -8,7 +8,12 @@
 // environment_differences); only the heatmap needs a pass of its own over the op records (see
 // lateness_map.h).
 #include "reports/html_svg.h"
-#include "reports/shared.h"
+#include "reports/commands.h"
+#include "reports/input.h"
+#include "reports/job_identity.h"
+#include "reports/leak_report.h"
+#include "reports/output.h"
+#include "reports/summary_report.h"
 
 #include <ncclwatch_version.h>
 

@@ -1,6 +1,6 @@
 // What every report does with its input before it reports: read the job (or read and analyse it),
 // name each problem met, and say so in one place when nothing was usable.
-#include "reports/shared.h"
+#include "reports/input.h"
 
 namespace ncclwatch::report {
 namespace {

@@ -1,6 +1,9 @@
 // latency: the latency table (latency_analysis.cc, which states the size and bandwidth conventions)
 // as JSON, CSV and text.
+#include "reports/analysis_json.h"
 #include "reports/column_table.h"
+#include "reports/commands.h"
+#include "reports/input.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,7 @@
-#include "reports/shared.h"
+#include "reports/commands.h"
+#include "reports/input.h"
+#include "reports/leak_report.h"
+#include "reports/output.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

@@ -2,7 +2,10 @@
 // alerting: communicators by end state, resources still held, ops issued and completed, stalls,
 // and per communicator, op and size the steady-state latency quantiles and bus bandwidth. The
 // families are those of common/ncclwatch/metrics_text.h, which the shim's live file shares.
-#include "reports/shared.h"
+#include "reports/commands.h"
+#include "reports/input.h"
+#include "reports/job_identity.h"
+#include "reports/output.h"
 
 #include <ncclwatch_version.h>
 

@@ -1,6 +1,6 @@
 // Where a report's text goes: standard output, or a file replaced in one step; the CSV the
 // tabular reports write; bytes as people read them.
-#include "reports/shared.h"
+#include "reports/output.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

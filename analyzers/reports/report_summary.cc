@@ -1,7 +1,13 @@
 // summary: one screen about the whole job: ranks, hosts, communicators, leaks, slowest ops,
 // stalls, mismatches (even when nothing hung), environment differences, and the first thing to
 // look at. summary_report gathers it from the other reports' results; the printers only print it.
-#include "reports/shared.h"
+#include "reports/analysis_json.h"
+#include "reports/commands.h"
+#include "reports/input.h"
+#include "reports/job_identity.h"
+#include "reports/leak_report.h"
+#include "reports/output.h"
+#include "reports/summary_report.h"
 
 #include <fmt/format.h>
 

@@ -12,7 +12,8 @@
 // that is compressed by that thread (an independent piece of one deflate stream, as pigz does)
 // and appended under a lock; memory is bounded by that buffer and by the launches a file may
 // hold waiting for their timing (kMaxWaitingLaunches; beyond, the oldest is drawn without it).
-#include "reports/shared.h"
+#include "reports/commands.h"
+#include "reports/input.h"
 #include "reports/timeline_output.h"
 
 #include <fmt/format.h>

@@ -27,7 +27,10 @@
 //   - the traces are read at most once per kMinSecondsBetweenReads, and no sooner than 20 times
 //     the last read took after it: a marker made and removed every second costs a read of the
 //     traces every few seconds at most.
-#include "reports/shared.h"
+#include "reports/analysis_json.h"
+#include "reports/commands.h"
+#include "reports/input.h"
+#include "reports/output.h"
 
 #include <ncclwatch/trace_format.h>
 #include <ncclwatch/trace_strings.h>

@@ -3,7 +3,7 @@
 // beside build/shim, inside a source tree with python/), a wheel (the package's bin/, beside its
 // lib/) and a prefix install (bin/ beside lib/, lib/<multiarch>/ or lib64/). The launcher and the
 // Python package find this program and ask it, rather than probe for the rest themselves.
-#include "reports/shared.h"
+#include "reports/commands.h"
 
 #include <cstdlib>
 #include <filesystem>
