@@ -184,26 +184,6 @@ struct UntracedCopy {
 };
 std::vector<UntracedCopy> untraced_copies(const Job& job);
 
-// Folds the records of one file into a ProcessTrace as they stream by, so that other analyses can
-// share the same pass over the file. Call finish() once the file is read.
-class LifecycleFolder {
- public:
-  explicit LifecycleFolder(ProcessTrace& out);
-  ~LifecycleFolder();
-  LifecycleFolder(const LifecycleFolder&) = delete;
-  LifecycleFolder& operator=(const LifecycleFolder&) = delete;
-  void add(const RecordView& record);
-  // Decides end states; names the file's implausible values (see ImplausibleValues) in `problems`.
-  void finish(std::vector<TraceProblem>& problems);
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
-
-// Reads one file into a ProcessTrace; false if it had nothing usable.
-bool load_process(const std::string& path, ProcessTrace& out, std::vector<TraceProblem>& problems);
-
 std::string hex_id(uint64_t id);  // 16 hex digits
 
 // "SIGINT" for 2: the name a shell prints; "signal N" for one the C library cannot name.

@@ -1,6 +1,7 @@
 #include "model/job_read.h"
 
 #include "model/job_inputs.h"
+#include "model/lifecycle_fold.h"
 #include "model/parallel_for.h"
 
 #include <algorithm>
@@ -25,7 +26,7 @@ JobRead read_job(const std::vector<std::string>& inputs, const ReadOptions& opti
   parallel_for(n, threads, [&](size_t i, unsigned thread) {
     ProcessTrace& p = job.processes[i];
     p.path = valid_utf8(files.path(i));
-    LifecycleFolder lifecycle(p);
+    LifecycleFold lifecycle(p);
     std::vector<std::unique_ptr<FileSink>> made;
     made.reserve(sinks.size());
     for (JobSink* sink : sinks) made.push_back(sink->open(i, thread, p));

@@ -11,10 +11,12 @@
 //      job_read.h          read_job: the pass; each report's sinks receive each file's records
 //      parallel_for.h      the reader threads
 // 3. What the records become (sinks of the pass).
-//      job_model.h         processes, communicators and resources with their end states (leaks)
+//      job_model.h         processes, communicators and resources with their end states (leaks),
+//                          folded as the records stream by (lifecycle_fold.h)
 //      timed_ops.h         the one pairing of ops with their launches' GPU timings
-//      op_model.h          every op folded into seqs, arrivals, latencies (op_scanner.h: its loop;
-//                          op_window.h: which part of the run a ring kept)
+//      op_model.h          every op folded into seqs, arrivals, latencies (op_pass.cc: its sink of
+//                          the pass; op_scanner.h: its loop per file; op_window.h: which part of
+//                          the run a ring kept)
 // 4. The analyses, typed: what every report prints the same way.
 //      hang_analysis.h     who stopped where, mismatches, stragglers, divergence (divergence.h),
 //                          settings that differ; rank_where.h: where a stuck rank's threads were
@@ -31,6 +33,7 @@
 #include "model/job_read.h"
 #include "model/latency_analysis.h"
 #include "model/lateness_map.h"
+#include "model/lifecycle_fold.h"
 #include "model/lifecycle_findings.h"
 #include "model/op_model.h"
 #include "model/symbolizer.h"

@@ -47,9 +47,9 @@ struct LaunchOp {
 
 }  // namespace
 
-class OpScanner::Folder {
+class OpScanner::Fold {
  public:
-  Folder(ProcessOps& out, ThreadAggregate& agg, ImplausibleValues& implausible)
+  Fold(ProcessOps& out, ThreadAggregate& agg, ImplausibleValues& implausible)
       : out_(out), agg_(agg), implausible_(implausible) {}
 
   void add(const RecordView& r) {
@@ -321,7 +321,7 @@ class OpScanner::Folder {
   ProcessOps& out_;
   ThreadAggregate& agg_;
   ImplausibleValues& implausible_;
-  TimedOps<LaunchOp, Folder> timed_ops_{*this};
+  TimedOps<LaunchOp, Fold> timed_ops_{*this};
   uint32_t cached_ = 0;
   // comm_id -> its entries in out_.comms (one per rank the process holds), in the order made.
   std::unordered_map<uint64_t, std::vector<uint32_t>> rank_comms_of_;
@@ -338,9 +338,9 @@ class OpScanner::Folder {
 
 
 OpScanner::OpScanner(ProcessOps& out, ThreadAggregate& agg, ImplausibleValues& implausible)
-    : folder_(std::make_unique<Folder>(out, agg, implausible)) {}
+    : fold_(std::make_unique<Fold>(out, agg, implausible)) {}
 OpScanner::~OpScanner() = default;
-void OpScanner::add(const RecordView& r) { folder_->add(r); }
-void OpScanner::finish() { folder_->finish(); }
+void OpScanner::add(const RecordView& r) { fold_->add(r); }
+void OpScanner::finish() { fold_->finish(); }
 
 }  // namespace ncclwatch::model

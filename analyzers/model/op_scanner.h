@@ -75,8 +75,8 @@ class OpScanner {
   void finish();  // the end of the file
 
  private:
-  class Folder;
-  std::unique_ptr<Folder> folder_;
+  class Fold;
+  std::unique_ptr<Fold> fold_;
 };
 
 }  // namespace ncclwatch::model

@@ -52,7 +52,7 @@ Record api_event(RecordType type, const ApiEvent& event) {
 
 report::ProcessTrace fold(const std::vector<Record>& records) {
   report::ProcessTrace p;
-  report::LifecycleFolder folder(p);
+  report::LifecycleFold folder(p);
   for (const Record& r : records) folder.add(r.view());
   std::vector<report::TraceProblem> problems;
   folder.finish(problems);
