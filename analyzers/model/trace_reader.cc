@@ -18,20 +18,7 @@ uint32_t load_u32(const std::byte* p) {
   return v;
 }
 
-bool known_type(uint16_t type) {
-  switch (static_cast<RecordType>(type)) {
-#define NCCLWATCH_RECORD_KNOWN(Id, value, name) case RecordType::k##Id:
-    NCCLWATCH_RECORD_TYPES(NCCLWATCH_RECORD_KNOWN)
-#undef NCCLWATCH_RECORD_KNOWN
-      return true;
-  }
-  return false;
-}
-
-uint32_t max_record_bytes(uint16_t type) {
-  bool chunk = type == static_cast<uint16_t>(RecordType::kRingChunk) || type == static_cast<uint16_t>(RecordType::kOpTotals);
-  return chunk ? kMaxChunkRecordBytes : kMaxRecordBytes;
-}
+bool known_type(uint16_t type) { return record_fixed_bytes(static_cast<RecordType>(type)) != 0; }
 
 // A header that a writer committed: plausible size, commit mark, fits in the file.
 bool plausible_header(const std::byte* base, uint64_t offset, uint64_t file_size) {
@@ -39,7 +26,7 @@ bool plausible_header(const std::byte* base, uint64_t offset, uint64_t file_size
   uint32_t size = load_u32(base + offset);
   uint32_t word = load_u32(base + offset + 4);
   return (word >> 16) == kCommitMark && size >= sizeof(RecordHeader) && size % 8 == 0 &&
-         size <= max_record_bytes(static_cast<uint16_t>(word & 0xffff)) && offset + size <= file_size;
+         size <= record_largest_bytes(static_cast<uint16_t>(word & 0xffff)) && offset + size <= file_size;
 }
 
 // The next offset at or after `from` (in steps of 8) holding a committed header, or the end.
@@ -127,7 +114,7 @@ bool scan_records(const TraceImage& image, uint64_t offset, ReadStats& stats, ui
       uint16_t type = static_cast<uint16_t>(word & 0xffff);
       // Of a prefix read so far, a record only partly read ends it (a ring chunk's slots are read
       // as far as they are there).
-      bool storage = type == static_cast<uint16_t>(RecordType::kRingChunk) || type == static_cast<uint16_t>(RecordType::kOpTotals);
+      bool storage = record_largest_bytes(type) > kMaxRecordBytes;
       if (!image.read_through(offset + (storage ? std::min<uint64_t>(size, kStorageHeadBytes) : size))) return true;
       if (known_type(type) && type != static_cast<uint16_t>(RecordType::kPadding)) {
         if (!visit(RecordView{static_cast<RecordType>(type), data + offset, size, offset})) return false;
@@ -150,47 +137,21 @@ bool scan_records(const TraceImage& image, uint64_t offset, ReadStats& stats, ui
   return true;
 }
 
-// When a history record was written, for placing the ring's records among them; none for the
-// records without a time (modules, libraries' strings have one).
+// When a history record was written, for placing the ring's records among them: the member the
+// record table names (trace_format.h); none for the types it marks untimed.
+template <class Struct> std::optional<int64_t> time_in(const RecordView& r, int64_t Struct::*time) {
+  if (const auto* e = r.as<Struct>()) return e->*time;
+  return std::nullopt;
+}
+template <class Struct> std::optional<int64_t> time_in(const RecordView&, std::nullptr_t) { return std::nullopt; }
+
 std::optional<int64_t> record_time(const RecordView& r) {
   switch (r.type) {
-    case RecordType::kCallBegin:
-    case RecordType::kCallEnd:
-      if (auto* e = r.as<ApiEvent>()) return e->time_ns;
-      break;
-    case RecordType::kProcess:
-    case RecordType::kLibrary:
-    case RecordType::kNotice:
-    case RecordType::kGraph:
-    case RecordType::kStacks:
-      if (auto* e = r.as<StringsRecord>()) return e->time_ns;
-      break;
-    case RecordType::kExitBegin:
-    case RecordType::kProcessEnd:
-      if (auto* e = r.as<ExitRecord>()) return e->time_ns;
-      break;
-    case RecordType::kLost:
-      if (auto* e = r.as<LostRecord>()) return e->time_ns;
-      break;
-    case RecordType::kStall:
-      if (auto* e = r.as<StallRecord>()) return e->time_ns;
-      break;
-    case RecordType::kCollective:
-      if (auto* e = r.as<OpRecord>()) return e->host_end_ns;
-      break;
-    case RecordType::kGpuTiming:
-      if (auto* e = r.as<GpuTimingRecord>()) return e->gpu_end_ns;
-      break;
-    case RecordType::kCommRef:
-      if (auto* e = r.as<CommRefRecord>()) return e->time_ns;
-      break;
-    case RecordType::kStreamRef:
-      if (auto* e = r.as<StreamRefRecord>()) return e->time_ns;
-      break;
-    case RecordType::kThreadRef:
-      if (auto* e = r.as<ThreadRefRecord>()) return e->time_ns;
-      break;
-    default: break;
+#define NCCLWATCH_RECORD_TIME(Id, value, name, Struct, time, largest) \
+  case RecordType::k##Id:                                             \
+    return time_in<Struct>(r, NCCLWATCH_TIME_OF_##time(Struct));
+    NCCLWATCH_RECORD_TYPES(NCCLWATCH_RECORD_TIME)
+#undef NCCLWATCH_RECORD_TIME
   }
   return std::nullopt;
 }

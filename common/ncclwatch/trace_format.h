@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 namespace ncclwatch::trace {
 
@@ -58,66 +59,71 @@ struct FileHeader {
 };
 static_assert(sizeof(FileHeader) == kHeaderBytes);
 
-// Every record type, once: X(Id, value, name) is RecordType::k<Id> = value, stored in files
-// (never reuse or renumber one), and `name` is what `dump` and the reports call it.
+// Every record type, once: X(Id, value, name, Struct, time, largest) is RecordType::k<Id> = value,
+// stored in files (never reuse or renumber one); `name` is what `dump` and the reports call it;
+// `Struct` its fixed part (what follows it, its own); `time` the member that places it among the
+// history when a reader merges the ring's ops back in (untimed: it does not move them); `largest`
+// its size limit (a ring chunk or the totals table may be larger than any other record).
 //   Padding      filler, skip it
-//   Process      once, first: strings describing the process (StringsRecord)
-//   Library      an NCCL copy in the process (StringsRecord): id (attached ones), path, version,
+//   Process      once, first: strings describing the process
+//   Library      an NCCL copy in the process: id (attached ones), path, version,
 //                status (attached | unused | not traced), reached, reason, missing
-//   Module       a loaded object named by call-site frames (ModuleRecord)
-//   CallBegin    an NCCL API call entered (ApiEvent) ...
-//   CallEnd      ... and returned (ApiEvent)
-//   ExitBegin    the program began exiting (ExitRecord)
-//   ProcessEnd   the shim's last word: how the process ended (ExitRecord)
-//   Lost         records the shim could not write (LostRecord)
-//   Notice       a message the shim printed on stderr (StringsRecord, key "text")
-//   Collective   one collective, send/recv, one-sided op or group end (OpRecord)
-//   GpuTiming    when a launch ran on the GPU (GpuTimingRecord)
-//   Stall        an op pending too long, or such a stall resolved (StallRecord)
-//   RingChunk    a part of the ring of recent ops and GPU timings (RingChunkRecord)
-//   OpTotals     counts of every op of the whole run (OpTotalsRecord)
-//   CommRef      the communicator a ring op's comm_index names (CommRefRecord)
-//   StreamRef    the stream a ring op's stream_index names (StreamRefRecord)
-//   ThreadRef    the thread whose launch ids carry a prefix (ThreadRefRecord)
-//   LiveAtExit   the communicators still alive when ProcessEnd was written (LiveAtExitRecord):
+//   Module       a loaded object named by call-site frames
+//   CallBegin    an NCCL API call entered ...
+//   CallEnd      ... and returned
+//   ExitBegin    the program began exiting
+//   ProcessEnd   the shim's last word: how the process ended
+//   Lost         records the shim could not write
+//   Notice       a message the shim printed on stderr (key "text")
+//   Collective   one collective, send/recv, one-sided op or group end
+//   GpuTiming    when a launch ran on the GPU
+//   Stall        an op pending too long, or such a stall resolved
+//   RingChunk    a part of the ring of recent ops and GPU timings
+//   OpTotals     counts of every op of the whole run
+//   CommRef      the communicator a ring op's comm_index names
+//   StreamRef    the stream a ring op's stream_index names
+//   ThreadRef    the thread whose launch ids carry a prefix
+//   LiveAtExit   the communicators still alive when ProcessEnd was written:
 //                what a full trace, whose later records were lost, cannot otherwise tell
-//   Graph        a CUDA graph holding NCCL ops, or what became of it (StringsRecord, trace_strings.h
+//   Graph        a CUDA graph holding NCCL ops, or what became of it (trace_strings.h
 //                graph_record): instantiated, updated, a capture that failed
-//   Stacks       every Python thread's stack at a stall or on request (StringsRecord, stacks_record)
+//   Stacks       every Python thread's stack at a stall or on request (stacks_record)
+//   Ending       how the process ended, in words: its status, an uncaught exception
+//   Signal       a watched signal as it arrived, and who sent it
 #define NCCLWATCH_RECORD_TYPES(X) \
-  X(Padding, 1, "padding")        \
-  X(Process, 2, "process")        \
-  X(Library, 3, "library")        \
-  X(Module, 4, "module")          \
-  X(CallBegin, 5, "call_begin")   \
-  X(CallEnd, 6, "call_end")       \
-  X(ExitBegin, 7, "exit_begin")   \
-  X(ProcessEnd, 8, "process_end") \
-  X(Lost, 9, "lost")              \
-  X(Notice, 10, "notice")         \
-  X(Collective, 11, "op")         \
-  X(GpuTiming, 12, "gpu_timing")  \
-  X(Stall, 13, "stall")           \
-  X(RingChunk, 14, "ring_chunk")  \
-  X(OpTotals, 15, "op_totals")    \
-  X(CommRef, 16, "comm_ref")      \
-  X(StreamRef, 17, "stream_ref")  \
-  X(ThreadRef, 18, "thread_ref")  \
-  X(LiveAtExit, 19, "live_at_exit") \
-  X(Graph, 20, "graph")           \
-  X(Stacks, 21, "stacks")         \
-  X(Ending, 22, "ending")         \
-  X(Signal, 23, "signal")
+  X(Padding, 1, "padding",          PaddingRecord,    untimed,     kMaxRecordBytes)      \
+  X(Process, 2, "process",          StringsRecord,    time_ns,     kMaxRecordBytes)      \
+  X(Library, 3, "library",          StringsRecord,    time_ns,     kMaxRecordBytes)      \
+  X(Module, 4, "module",            ModuleRecord,     untimed,     kMaxRecordBytes)      \
+  X(CallBegin, 5, "call_begin",     ApiEvent,         time_ns,     kMaxRecordBytes)      \
+  X(CallEnd, 6, "call_end",         ApiEvent,         time_ns,     kMaxRecordBytes)      \
+  X(ExitBegin, 7, "exit_begin",     ExitRecord,       time_ns,     kMaxRecordBytes)      \
+  X(ProcessEnd, 8, "process_end",   ExitRecord,       time_ns,     kMaxRecordBytes)      \
+  X(Lost, 9, "lost",                LostRecord,       time_ns,     kMaxRecordBytes)      \
+  X(Notice, 10, "notice",           StringsRecord,    time_ns,     kMaxRecordBytes)      \
+  X(Collective, 11, "op",           OpRecord,         host_end_ns, kMaxRecordBytes)      \
+  X(GpuTiming, 12, "gpu_timing",    GpuTimingRecord,  gpu_end_ns,  kMaxRecordBytes)      \
+  X(Stall, 13, "stall",             StallRecord,      time_ns,     kMaxRecordBytes)      \
+  X(RingChunk, 14, "ring_chunk",    RingChunkRecord,  untimed,     kMaxChunkRecordBytes) \
+  X(OpTotals, 15, "op_totals",      OpTotalsRecord,   untimed,     kMaxChunkRecordBytes) \
+  X(CommRef, 16, "comm_ref",        CommRefRecord,    time_ns,     kMaxRecordBytes)      \
+  X(StreamRef, 17, "stream_ref",    StreamRefRecord,  time_ns,     kMaxRecordBytes)      \
+  X(ThreadRef, 18, "thread_ref",    ThreadRefRecord,  time_ns,     kMaxRecordBytes)      \
+  X(LiveAtExit, 19, "live_at_exit", LiveAtExitRecord, untimed,     kMaxRecordBytes)      \
+  X(Graph, 20, "graph",             StringsRecord,    time_ns,     kMaxRecordBytes)      \
+  X(Stacks, 21, "stacks",           StringsRecord,    time_ns,     kMaxRecordBytes)      \
+  X(Ending, 22, "ending",           StringsRecord,    untimed,     kMaxRecordBytes)      \
+  X(Signal, 23, "signal",           SignalRecord,     untimed,     kMaxRecordBytes)
 
 enum class RecordType : uint16_t {
-#define NCCLWATCH_RECORD_ENUMERATOR(Id, value, name) k##Id = value,
+#define NCCLWATCH_RECORD_ENUMERATOR(Id, value, name, Struct, time, largest) k##Id = value,
   NCCLWATCH_RECORD_TYPES(NCCLWATCH_RECORD_ENUMERATOR)
 #undef NCCLWATCH_RECORD_ENUMERATOR
 };
 
 constexpr const char* record_type_name(RecordType type) {
   switch (type) {
-#define NCCLWATCH_RECORD_CASE(Id, value, name) \
+#define NCCLWATCH_RECORD_CASE(Id, value, name, Struct, time, largest) \
   case RecordType::k##Id:                      \
     return name;
     NCCLWATCH_RECORD_TYPES(NCCLWATCH_RECORD_CASE)
@@ -132,6 +138,10 @@ struct RecordHeader {
   uint16_t commit;  // kCommitMark once the record is complete
 };
 static_assert(sizeof(RecordHeader) == 8);
+
+struct PaddingRecord {  // filler: its size is all it says
+  RecordHeader h;
+};
 
 // ApiEvent.flags
 inline constexpr uint32_t kFlagDuringExit = 1u << 0;     // the program had begun exiting
@@ -182,7 +192,6 @@ struct ApiEvent {
   uint16_t python_site_len;  // Python frames following the site (0: none, or a file before them)
   uint16_t reserved1;
 };
-static_assert(sizeof(ApiEvent) % 8 == 0);
 
 
 // Leads the Python site's process group line; its empty second field is no frame's line number,
@@ -203,7 +212,6 @@ struct ModuleRecord {
   uint8_t reserved[3];
 };
 inline constexpr uint32_t kMaxBuildIdBytes = 64;
-static_assert(sizeof(ModuleRecord) % 8 == 0);
 
 // Followed by `bytes` bytes of "key=value\0" strings, padded to 8.
 struct StringsRecord {
@@ -212,7 +220,6 @@ struct StringsRecord {
   uint32_t bytes;
   uint32_t reserved;
 };
-static_assert(sizeof(StringsRecord) % 8 == 0);
 
 enum class ExitReason : uint32_t {
   kNormal = 1,          // exit() or return from main
@@ -233,7 +240,6 @@ struct ExitRecord {
   uint32_t live_resources;
   uint64_t lost_records; // records dropped so far
 };
-static_assert(sizeof(ExitRecord) % 8 == 0);
 
 // A watched signal (SIGTERM, SIGINT, SIGHUP) as it arrived, once per signal number: who sent it
 // where the kernel says (kill, tgkill, sigqueue), whether it then killed the process or went to the
@@ -249,7 +255,6 @@ struct SignalRecord {
   uint32_t handled;      // 1: passed to the application's handler; 0: the default action killed
   char sender_name[16];  // the sender's /proc/<pid>/comm, read as the signal arrived ("" if gone)
 };
-static_assert(sizeof(SignalRecord) % 8 == 0);
 
 // Written just before ProcessEnd, from the exit reserve: every communicator still in the shim's
 // table (or as many as fit), so a reader need not guess the end of one whose records were lost.
@@ -259,7 +264,6 @@ struct LiveAtExitRecord {
   uint32_t count;        // LiveComm entries that follow
   uint32_t complete;     // 1: every communicator alive then is listed; 0: the table was busy or too long
 };
-static_assert(sizeof(LiveAtExitRecord) % 8 == 0);
 
 struct LiveComm {
   uint64_t handle;       // the ncclComm_t
@@ -276,7 +280,6 @@ struct LostRecord {
   int64_t time_ns;
   uint64_t count;        // records dropped since the previous kLost
 };
-static_assert(sizeof(LostRecord) % 8 == 0);
 
 // OpRecord.flags
 inline constexpr uint16_t kOpCaptured = 1u << 0;    // issued on a stream under CUDA-graph capture: it runs at replay
@@ -316,7 +319,6 @@ struct OpRecord {
   int32_t redop;           // ncclRedOp_t (PreMulSum ops are >= ncclNumOps), -1 when the op has none
   uint32_t graph;          // kOpReplayed, kOpCaptured: index of the graph (graph_record::kIndex), else 0
 };
-static_assert(sizeof(OpRecord) % 8 == 0);
 
 // GpuTimingRecord.flags
 inline constexpr uint32_t kTimingHasBegin = 1u << 0;  // gpu_begin_ns measured (else only the end is known)
@@ -334,7 +336,6 @@ struct GpuTimingRecord {
   uint32_t ops;            // ops of that launch on this stream
   uint32_t flags;          // kTiming*
 };
-static_assert(sizeof(GpuTimingRecord) % 8 == 0);
 
 enum class StallState : uint32_t { kStalled = 1, kResolved = 2 };
 
@@ -364,7 +365,6 @@ struct StallRecord {
   uint32_t ncomms;
   uint32_t reserved1;
 };
-static_assert(sizeof(StallRecord) % 8 == 0);
 
 // ---------------------------------------------------------------------------------------------
 // Retention (format 4). A trace has three parts, all in the one record stream above:
@@ -506,7 +506,6 @@ struct CommRefRecord {
   int32_t nranks;
   uint32_t reserved;
 };
-static_assert(sizeof(CommRefRecord) % 8 == 0);
 
 struct StreamRefRecord {
   RecordHeader h;
@@ -515,7 +514,6 @@ struct StreamRefRecord {
   uint32_t index;      // from 1
   uint32_t reserved;
 };
-static_assert(sizeof(StreamRefRecord) % 8 == 0);
 
 // Launch ids are (thread prefix << 40) | count; this names the thread of a prefix.
 struct ThreadRefRecord {
@@ -525,7 +523,6 @@ struct ThreadRefRecord {
   uint32_t tid;
   uint32_t reserved;
 };
-static_assert(sizeof(ThreadRefRecord) % 8 == 0);
 inline constexpr int kLaunchPrefixShift = 40;
 
 // How NCCLWATCH_MAX_MB is spent: 3/4 on the ring, about 1.5 % (64 to 4096 entries) on the totals,
@@ -555,5 +552,45 @@ constexpr TraceBudget trace_budget(uint64_t max_bytes) {
 
 constexpr uint32_t padded_size(size_t bytes) { return static_cast<uint32_t>((bytes + 7) & ~size_t{7}); }
 
+// The record table's struct, time and size columns, for readers (here, after every struct).
+#define NCCLWATCH_TIME_OF_untimed(Struct) nullptr
+#define NCCLWATCH_TIME_OF_time_ns(Struct) &Struct::time_ns
+#define NCCLWATCH_TIME_OF_host_end_ns(Struct) &Struct::host_end_ns
+#define NCCLWATCH_TIME_OF_gpu_end_ns(Struct) &Struct::gpu_end_ns
+
+// Every record's fixed part starts with its header and is whole 8-byte words, within its size
+// limit; its time is an int64_t (CLOCK_MONOTONIC ns).
+#define NCCLWATCH_RECORD_CHECK(Id, value, name, Struct, time, largest)                                     \
+  static_assert(offsetof(Struct, h) == 0 && sizeof(Struct) % 8 == 0 && sizeof(Struct) <= largest, #Struct); \
+  static_assert(std::is_same_v<decltype(NCCLWATCH_TIME_OF_##time(Struct)), std::nullptr_t> ||               \
+                    std::is_same_v<decltype(NCCLWATCH_TIME_OF_##time(Struct)), int64_t Struct::*>,          \
+                #Id "'s time is an int64_t of its struct");
+NCCLWATCH_RECORD_TYPES(NCCLWATCH_RECORD_CHECK)
+#undef NCCLWATCH_RECORD_CHECK
+
+// The size of a record type's fixed part (0 for a type not in the table).
+constexpr size_t record_fixed_bytes(RecordType type) {
+  switch (type) {
+#define NCCLWATCH_RECORD_FIXED(Id, value, name, Struct, time, largest) \
+  case RecordType::k##Id:                                              \
+    return sizeof(Struct);
+    NCCLWATCH_RECORD_TYPES(NCCLWATCH_RECORD_FIXED)
+#undef NCCLWATCH_RECORD_FIXED
+  }
+  return 0;
+}
+
+// The largest a record of this type may be; larger marks it corrupt (types not in the table: the
+// common limit, so that a reader steps over a newer writer's records).
+constexpr uint32_t record_largest_bytes(uint16_t type) {
+  switch (static_cast<RecordType>(type)) {
+#define NCCLWATCH_RECORD_LARGEST(Id, value, name, Struct, time, largest) \
+  case RecordType::k##Id:                                                \
+    return largest;
+    NCCLWATCH_RECORD_TYPES(NCCLWATCH_RECORD_LARGEST)
+#undef NCCLWATCH_RECORD_LARGEST
+  }
+  return kMaxRecordBytes;
+}
 
 }  // namespace ncclwatch::trace
