@@ -156,14 +156,113 @@ std::optional<int64_t> record_time(const RecordView& r) {
   return std::nullopt;
 }
 
-// What a first pass over a format-4 file learns: where the ring's chunks are, the names its
-// slots refer to, the totals tables. Its work and memory follow the file's data: the names are kept
-// by the indices records claim (sparse: a record may name any index), and only the chunks the file
-// holds, and of them only the slots that hold data, are ever visited, whatever ring size a chunk
-// claims (chunks the first lap never reached are legitimately absent).
+// The names a format-4 file's ring slots and totals refer to by index: communicators, streams,
+// threads (CommRef, StreamRef, ThreadRef records). Kept by the indices the records claim (sparse:
+// a record may name any index).
+class RingNames {
+ public:
+  void note(const RecordView& r) {
+    switch (r.type) {
+      case RecordType::kCommRef:
+        if (auto* c = r.as<CommRefRecord>(); c && c->index > 0) comms_[c->index] = *c;
+        break;
+      case RecordType::kStreamRef:
+        if (auto* c = r.as<StreamRefRecord>(); c && c->index > 0 && c->index <= 0xffff) streams_[c->index] = c->stream;
+        break;
+      case RecordType::kThreadRef:
+        if (auto* c = r.as<ThreadRefRecord>()) threads_[c->launch_prefix] = c->tid;
+        break;
+      default: break;
+    }
+  }
+
+  const CommRefRecord* comm_ref(uint32_t index) const {
+    if (!index) return nullptr;
+    auto it = comms_.find(index);
+    return it == comms_.end() ? nullptr : &it->second;
+  }
+  uint64_t stream_of(uint16_t index) const {
+    auto it = index ? streams_.find(index) : streams_.end();
+    return it == streams_.end() ? 0 : it->second;
+  }
+  uint32_t thread_of(uint64_t launch_prefix) const {
+    auto it = threads_.find(launch_prefix);
+    return it == threads_.end() ? 0 : it->second;
+  }
+
+ private:
+  std::unordered_map<uint32_t, CommRefRecord> comms_;
+  std::unordered_map<uint16_t, uint64_t> streams_;
+  std::unordered_map<uint64_t, uint32_t> threads_;
+};
+
+// The op totals tables of a format-4 file (OpTotals records): where their entries lie, read when
+// asked for, each as one row naming its communicator.
+class TotalsTables {
+ public:
+  TotalsTables(const TraceImage& image, const RingNames& names) : image_(image), names_(names) {}
+
+  void note(const RecordView& r) {
+    if (auto* t = r.as<OpTotalsRecord>()) {
+      uint64_t fits = (r.size - std::min<uint64_t>(r.size, kOpTotalsHeaderBytes)) / sizeof(OpTotalsEntry);
+      tables_.push_back({r.offset + kOpTotalsHeaderBytes, std::min<uint64_t>(t->entries, fits)});
+    }
+  }
+
+  // Its rows: the overflow entry where it counted calls, then the entries made ready.
+  std::vector<OpTotalsRow> rows() const {
+    std::vector<OpTotalsRow> rows;
+    for (const auto& [offset, n] : tables_) {
+      const auto* entries = reinterpret_cast<const OpTotalsEntry*>(image_.data() + offset);
+      image_.for_each_item_with_data(offset, sizeof(OpTotalsEntry), n, [&](uint64_t first, uint64_t end) {
+        for (uint64_t i = first; i < end; ++i) add_totals_row(entries[i], i == 0, rows);
+        return true;
+      });
+    }
+    return rows;
+  }
+
+ private:
+  void add_totals_row(const OpTotalsEntry& e, bool overflow, std::vector<OpTotalsRow>& rows) const {
+    if (overflow ? e.calls == 0 : !e.ready) return;
+    OpTotalsRow row{};
+    row.h = {sizeof(OpTotalsRow), static_cast<uint16_t>(RecordType::kOpTotals), kCommitMark};
+    row.rank = row.nranks = -1;
+    if (const CommRefRecord* ref = overflow ? nullptr : names_.comm_ref(e.comm_index)) {
+      row.comm_id = ref->comm_id;
+      row.comm = ref->comm;
+      row.rank = ref->rank;
+      row.nranks = ref->nranks;
+    }
+    row.count = e.count;
+    row.api = e.api;
+    row.datatype = e.datatype;
+    row.overflow = overflow;
+    row.calls = e.calls;
+    row.host_ns = e.host_ns;
+    row.gpu_timed = e.gpu_timed;
+    row.gpu_ns = e.gpu_ns;
+    row.first_ns = e.first_ns;
+    row.last_ns = e.last_ns;
+    std::memcpy(row.gpu_histogram, e.gpu_histogram, sizeof(row.gpu_histogram));
+    rows.push_back(row);
+  }
+
+  const TraceImage& image_;
+  const RingNames& names_;
+  std::vector<std::pair<uint64_t, uint64_t>> tables_;  // (offset of the first entry, entries)
+};
+
+// What a first pass over a format-4 file learns: where the ring's chunks are (and, in RingNames and
+// TotalsTables, the names its slots refer to and the totals tables). Its work and memory follow the
+// file's data: only the chunks the file holds, and of them only the slots that hold data, are ever
+// visited, whatever ring size a chunk claims (chunks the first lap never reached are legitimately
+// absent).
 class RingIndex {
  public:
-  explicit RingIndex(const TraceImage& image) : image_(image) {}
+  explicit RingIndex(const TraceImage& image) : image_(image), totals_(image, names_) {}
+
+  std::vector<OpTotalsRow> totals_rows() const { return totals_.rows(); }
 
   struct Chunk {
     uint64_t offset = 0;  // of its first slot in the file; 0: the file does not hold this chunk
@@ -176,22 +275,8 @@ class RingIndex {
   void note(const RecordView& r, const std::string& path, std::vector<TraceProblem>& problems) {
     switch (r.type) {
       case RecordType::kRingChunk: note_chunk(r, path, problems); break;
-      case RecordType::kOpTotals:
-        if (auto* t = r.as<OpTotalsRecord>()) {
-          uint64_t fits = (r.size - std::min<uint64_t>(r.size, kOpTotalsHeaderBytes)) / sizeof(OpTotalsEntry);
-          totals_.push_back({r.offset + kOpTotalsHeaderBytes, std::min<uint64_t>(t->entries, fits)});
-        }
-        break;
-      case RecordType::kCommRef:
-        if (auto* c = r.as<CommRefRecord>(); c && c->index > 0) comms_[c->index] = *c;
-        break;
-      case RecordType::kStreamRef:
-        if (auto* c = r.as<StreamRefRecord>(); c && c->index > 0 && c->index <= 0xffff) streams_[c->index] = c->stream;
-        break;
-      case RecordType::kThreadRef:
-        if (auto* c = r.as<ThreadRefRecord>()) threads_[c->launch_prefix] = c->tid;
-        break;
-      default: break;
+      case RecordType::kOpTotals: totals_.note(r); break;
+      default: names_.note(r); break;
     }
   }
 
@@ -254,7 +339,7 @@ class RingIndex {
       OpRecord& o = op_;
       o = OpRecord{};
       o.h = {sizeof(OpRecord), static_cast<uint16_t>(RecordType::kCollective), kCommitMark};
-      if (const CommRefRecord* ref = comm_ref(c.comm_index)) {
+      if (const CommRefRecord* ref = names_.comm_ref(c.comm_index)) {
         o.comm_id = ref->comm_id;
         o.comm = ref->comm;
         o.rank = ref->rank;
@@ -264,12 +349,12 @@ class RingIndex {
       }
       o.seq = c.seq;
       o.count = c.count;
-      o.stream = stream_of(c.stream_index);
+      o.stream = names_.stream_of(c.stream_index);
       o.host_begin_ns = c.host_begin_ns;
       uint64_t duration = c.flags & kCompactDurationMicros ? uint64_t{c.host_duration} * 1000 : c.host_duration;
       o.host_end_ns = wrap_add(c.host_begin_ns, static_cast<int64_t>(duration));
       o.launch_id = c.launch_id;
-      o.tid = thread_of(c.launch_id >> kLaunchPrefixShift);
+      o.tid = names_.thread_of(c.launch_id >> kLaunchPrefixShift);
       o.api = c.api;
       o.result = c.result;
       o.peer = c.peer;
@@ -299,61 +384,10 @@ class RingIndex {
   uint64_t oldest() const { return oldest_; }
   uint64_t newest() const { return newest_; }
 
-  std::vector<OpTotalsRow> totals_rows() const {
-    std::vector<OpTotalsRow> rows;
-    for (const auto& [offset, n] : totals_) {
-      const auto* entries = reinterpret_cast<const OpTotalsEntry*>(image_.data() + offset);
-      image_.for_each_item_with_data(offset, sizeof(OpTotalsEntry), n, [&](uint64_t first, uint64_t end) {
-        for (uint64_t i = first; i < end; ++i) add_totals_row(entries[i], i == 0, rows);
-        return true;
-      });
-    }
-    return rows;
-  }
-
  private:
   struct PositionRun {
     uint64_t begin, end;  // ring positions
   };
-
-  void add_totals_row(const OpTotalsEntry& e, bool overflow, std::vector<OpTotalsRow>& rows) const {
-    if (overflow ? e.calls == 0 : !e.ready) return;
-    OpTotalsRow row{};
-    row.h = {sizeof(OpTotalsRow), static_cast<uint16_t>(RecordType::kOpTotals), kCommitMark};
-    row.rank = row.nranks = -1;
-    if (const CommRefRecord* ref = overflow ? nullptr : comm_ref(e.comm_index)) {
-      row.comm_id = ref->comm_id;
-      row.comm = ref->comm;
-      row.rank = ref->rank;
-      row.nranks = ref->nranks;
-    }
-    row.count = e.count;
-    row.api = e.api;
-    row.datatype = e.datatype;
-    row.overflow = overflow;
-    row.calls = e.calls;
-    row.host_ns = e.host_ns;
-    row.gpu_timed = e.gpu_timed;
-    row.gpu_ns = e.gpu_ns;
-    row.first_ns = e.first_ns;
-    row.last_ns = e.last_ns;
-    std::memcpy(row.gpu_histogram, e.gpu_histogram, sizeof(row.gpu_histogram));
-    rows.push_back(row);
-  }
-
-  const CommRefRecord* comm_ref(uint32_t index) const {
-    if (!index) return nullptr;
-    auto it = comms_.find(index);
-    return it == comms_.end() ? nullptr : &it->second;
-  }
-  uint64_t stream_of(uint16_t index) const {
-    auto it = index ? streams_.find(index) : streams_.end();
-    return it == streams_.end() ? 0 : it->second;
-  }
-  uint32_t thread_of(uint64_t launch_prefix) const {
-    auto it = threads_.find(launch_prefix);
-    return it == threads_.end() ? 0 : it->second;
-  }
 
   void note_chunk(const RecordView& r, const std::string& path, std::vector<TraceProblem>& problems) {
     auto* c = r.as<RingChunkRecord>();
@@ -395,10 +429,8 @@ class RingIndex {
   std::vector<PositionRun> present_;    // the slots that hold data, in position order
   size_t run_ = 0;                      // the run next_with_data looked in last
   uint64_t oldest_ = 0, newest_ = 0;
-  std::vector<std::pair<uint64_t, uint64_t>> totals_;  // (offset of the first entry, entries)
-  std::unordered_map<uint32_t, CommRefRecord> comms_;
-  std::unordered_map<uint16_t, uint64_t> streams_;
-  std::unordered_map<uint64_t, uint32_t> threads_;
+  RingNames names_;
+  TotalsTables totals_;
   OpRecord op_{};
   GpuTimingRecord timing_{};
 };
