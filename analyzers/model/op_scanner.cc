@@ -45,142 +45,22 @@ struct LaunchOp {
   bool replayed = false;    // run by a CUDA graph launch (its timing covers the whole replay)
 };
 
-}  // namespace
-
-class OpScanner::Fold {
+// The process's entries in ProcessOps::comms, one per (communicator, rank): a process that drives
+// several GPUs (ncclCommInitAll, JAX, CuPy) holds several ranks of one communicator.
+class RankComms {
  public:
-  Fold(ProcessOps& out, ThreadAggregate& agg, ImplausibleValues& implausible)
-      : out_(out), agg_(agg), implausible_(implausible) {}
+  RankComms(ProcessOps& out, ThreadAggregate& agg) : out_(out), agg_(agg) {}
 
-  void add(const RecordView& r) {
-    switch (r.type) {
-      case RecordType::kCollective:
-        if (r.as<OpRecord>()) ++out_.op_records;
-        timed_ops_.add(r);
-        break;
-      case RecordType::kGpuTiming:
-        timed_ops_.add(r);
-        break;
-      case RecordType::kStall:
-        if (const auto* s = r.as<StallRecord>()) on_stall(r, *s);
-        break;
-      case RecordType::kOpTotals:
-        if (const auto* t = r.as<OpTotalsRow>()) on_totals(*t, r);
-        break;
-      default: break;
-    }
-  }
-
-  void finish() {
-    timed_ops_.finish();
-    out_.timing_records = timed_ops_.timing_records();
-    out_.orphan_timings = timed_ops_.orphan_timings();
-  }
-
-  // TimedOps' sink ------------------------------------------------------------------------------
-
-  std::optional<LaunchOp> on_op(OpRecord& o, const RecordView& r, bool awaits_timing) {
-    // A rank and size no job has are taken as unknown (and named once per file).
-    o.nranks = implausible_.nranks(o.nranks, r);
-    o.rank = implausible_.rank(o.rank, r);
-    Api api = static_cast<Api>(o.api);
-    bool collective = is_collective(api);
-    uint32_t rc_index = rank_comm(o.comm_id, o.rank, o.nranks);
-    RankComm& rc = out_.comms[rc_index];
-    if (rc.rank < 0) rc.rank = o.rank;
-    rc.nranks = std::max(rc.nranks, o.nranks);
-    int64_t begin = wrap_add(o.host_begin_ns, out_.clock_offset);
-    if (!rc.first_begin) rc.first_begin = begin;
-    rc.last_begin = begin;
-    uint64_t bytes = bytes_of(api, o.count, o.datatype, o.nranks);
-    bool first_call = is_first_call(o.comm_id, rc.rank, o.api, bytes);
-    if (o.flags & kOpCaptured) {
-      // Captured into a CUDA graph: it runs at the graph's replays (recorded as ops of their own
-      // from format 6), not now. It has no seq then; an older trace gave it one, with its replays
-      // unseen: taken as done rather than as never completed.
-      ++rc.captured_ops;
-      if (!collective || o.seq == 0) return std::nullopt;
-      ++rc.issued;
-      rc.max_seq = std::max(rc.max_seq, o.seq);
-      rc.untimed_seq = std::max(rc.untimed_seq, o.seq);
-      fold_into_slot(rc, o, begin, r);
-      return std::nullopt;
-    }
-    if (collective) {
-      ++rc.issued;
-      rc.max_seq = std::max(rc.max_seq, o.seq);
-      rc.last_api = o.api;
-      fold_into_slot(rc, o, begin, r);
-    } else {
-      ++rc.p2p_ops;
-      P2PChannel& ch = channel(o.comm_id, rc.rank, o.peer, api == Api::kSend);
-      ++ch.ops;
-      ch.max_seq = std::max(ch.max_seq, o.seq);
-      ch.bytes += bytes;
-    }
-    // A grouped op is launched by its group's end, whose timing (if the shim times it) names the
-    // group's launch: keep it for that timing, but since nothing promises one, count it done once
-    // it returned, as an untimed op (a stall record says otherwise).
-    bool grouped = o.group_depth > 0 && !(o.flags & kOpTimed);
-    std::optional<LaunchOp> kept;
-    if (awaits_timing) {
-      kept = LaunchOp{collective ? o.seq : 0, bytes, rc_index, rc.rank, first_call, (o.flags & kOpReplayed) != 0};
-      if (!grouped) return kept;
-    }
-    if (collective) rc.untimed_seq = std::max(rc.untimed_seq, o.seq);
-    // Inside a group the call only queues the op: its host time says nothing; nor does a graph
-    // launch's of the ops it replays.
-    if (!grouped && o.group_depth == 0 && !(o.flags & kOpReplayed) && o.host_end_ns >= o.host_begin_ns)
-      add_latency({o.comm_id, bytes, o.nranks, o.api, TimingSource::kHost}, rc.rank, wrap_sub(o.host_end_ns, o.host_begin_ns),
-                  first_call);
-    return kept;
-  }
-
-  // Work on one stream completes in order: a finished launch finishes every earlier op of that
-  // stream too. The timing is the rank's whose op ran on the stream.
-  void on_timed(std::span<const LaunchOp> ops, const LaunchTiming& t) {
-    uint64_t bytes = 0;  // of the ops on this stream
-    bool first_call = false;
-    for (const LaunchOp& op : ops) {
-      bytes += op.bytes;
-      if (!t.stream_named) continue;  // a stream none of its ops named: the launch's first op, all its bytes
-      first_call |= op.first_call;
-      if (op.seq && op.rank_comm < out_.comms.size()) {
-        RankComm& rc = out_.comms[op.rank_comm];
-        rc.timed_done_seq = std::max(rc.timed_done_seq, op.seq);
-        CommOps& c = agg_.comms[rc.comm_index];
-        // A begin that is only a lower bound says nothing of when the rank got there.
-        if (SeqSlot* slot = c.slot(op.seq); slot && t.gpu_begin && !t.begin_upper_bound)
-          slot->gpu.note(wrap_add(t.begin_ns, out_.clock_offset), rc.rank, wrap_sub(t.end_ns, t.begin_ns),
-                         t.began_at_previous_end);
-      }
-    }
-    const LaunchOp& timed = ops.front();
-    int64_t ns = wrap_sub(t.end_ns, t.begin_ns);
-    if (ns >= 0 && timed.rank_comm < out_.comms.size()) {
-      uint64_t comm_id = out_.comms[timed.rank_comm].comm_id;
-      uint16_t api = t.launch_ops == 1 ? t.launch_api : static_cast<uint16_t>(Api::kGroupEnd);
-      TimingSource source = !t.gpu_begin          ? TimingSource::kHostToGpuEnd
-                            : timed.replayed      ? TimingSource::kGpuGraphReplay
-                            : t.begin_upper_bound ? TimingSource::kGpuUpperBound
-                                                  : TimingSource::kGpu;
-      add_latency({comm_id, bytes, t.launch_nranks, api, source},
-                  timed.rank, ns, first_call);
-    }
-  }
-
-  void on_no_timing(std::span<const LaunchOp>, bool, NoTiming) {}  // counted done as they returned, or pending
-
- private:
-  // One entry per (communicator, rank): a process that drives several GPUs (ncclCommInitAll,
-  // JAX, CuPy) holds several ranks of one communicator.
-  static bool same_rank_comm(const RankComm& rc, uint64_t comm_id, int32_t rank) {
-    return rc.comm_id == comm_id && (rc.rank == rank || rank < 0 || rc.rank < 0);
-  }
-  uint32_t rank_comm(uint64_t comm_id, int32_t rank, int32_t nranks) {
+  // The entry of this rank of this communicator (made at its first op), by its index.
+  uint32_t of(uint64_t comm_id, int32_t rank, int32_t nranks) {
     if (cached_ < out_.comms.size() && same_rank_comm(out_.comms[cached_], comm_id, rank)) [[likely]]
       return cached_;
     return find_rank_comm(comm_id, rank, nranks);
+  }
+
+ private:
+  static bool same_rank_comm(const RankComm& rc, uint64_t comm_id, int32_t rank) {
+    return rc.comm_id == comm_id && (rc.rank == rank || rank < 0 || rc.rank < 0);
   }
   uint32_t find_rank_comm(uint64_t comm_id, int32_t rank, int32_t nranks) {
     std::vector<uint32_t>& entries = rank_comms_of_[comm_id];
@@ -197,17 +77,20 @@ class OpScanner::Fold {
     return cached_ = static_cast<uint32_t>(out_.comms.size() - 1);
   }
 
-  // Whether this is the first op of its kind and size this rank issued on this communicator. A
-  // 64-bit hash stands for the key: a collision would only count one call as steady.
-  bool is_first_call(uint64_t comm_id, int32_t rank, uint16_t api, uint64_t bytes) {
-    uint64_t h = LatencyKeyHash{}({comm_id, bytes, rank, api, TimingSource::kGpu});
-    uint64_t& recent = recent_kinds_[h % recent_kinds_.size()];
-    if (recent == h) return false;
-    recent = h;
-    return seen_kinds_.insert(h).second;
-  }
+  ProcessOps& out_;
+  ThreadAggregate& agg_;
+  uint32_t cached_ = 0;
+  // comm_id -> its entries in out_.comms (one per rank the process holds), in the order made.
+  std::unordered_map<uint64_t, std::vector<uint32_t>> rank_comms_of_;
+};
 
-  void fold_into_slot(const RankComm& rc, const OpRecord& o, int64_t begin, const RecordView& r) {
+// Each collective folded into its communicator's seq slot, where the ranks' arrivals and arguments
+// meet (the hang analysis's cross-rank matching).
+class SeqSlots {
+ public:
+  SeqSlots(ThreadAggregate& agg, ImplausibleValues& implausible) : agg_(agg), implausible_(implausible) {}
+
+  void fold(const RankComm& rc, const OpRecord& o, int64_t begin, const RecordView& r) {
     CommOps& c = agg_.comms[rc.comm_index];
     c.nranks = std::max(c.nranks, o.nranks);
     uint64_t seq = o.seq;
@@ -258,14 +141,29 @@ class OpScanner::Fold {
     slot.host.note(begin, rc.rank);
   }
 
-  P2PChannel& channel(uint64_t comm_id, int32_t rank, int32_t peer, bool send) {
-    for (P2PChannel& ch : out_.p2p)
-      if (ch.comm_id == comm_id && ch.peer == peer && ch.send == send) return ch;
-    out_.p2p.push_back(P2PChannel{comm_id, rank, peer, send, 0, 0, 0});
-    return out_.p2p.back();
+ private:
+  ThreadAggregate& agg_;
+  ImplausibleValues& implausible_;
+  uint64_t last_replay_launch_ = 0;  // the launch of the last replayed op folded
+};
+
+// The latency histograms of the thread, per (communicator, op, size, timing), and which calls are
+// a rank's first of their kind (connection set-up, kept apart).
+class Latencies {
+ public:
+  explicit Latencies(ThreadAggregate& agg) : agg_(agg) {}
+
+  // Whether this is the first op of its kind and size this rank issued on this communicator. A
+  // 64-bit hash stands for the key: a collision would only count one call as steady.
+  bool is_first_call(uint64_t comm_id, int32_t rank, uint16_t api, uint64_t bytes) {
+    uint64_t h = LatencyKeyHash{}({comm_id, bytes, rank, api, TimingSource::kGpu});
+    uint64_t& recent = recent_kinds_[h % recent_kinds_.size()];
+    if (recent == h) return false;
+    recent = h;
+    return seen_kinds_.insert(h).second;
   }
 
-  void add_latency(const LatencyKey& key, int32_t rank, int64_t ns, bool first_call) {
+  void add(const LatencyKey& key, int32_t rank, int64_t ns, bool first_call) {
     // Jobs cycle through a few (comm, op, size) keys: a small direct-mapped cache of bucket indexes
     // (indexes: the thread's bucket vector grows) spares the hash map on almost every op.
     CachedBucket& slot = bucket_cache_[LatencyKeyHash{}(key) % bucket_cache_.size()];
@@ -277,6 +175,152 @@ class OpScanner::Fold {
     if (first_call) bucket.first_calls.add(ns);
     else bucket.hist.add(ns);
     if (rank >= 0) note_rank(bucket.ranks, rank);
+  }
+
+ private:
+  ThreadAggregate& agg_;
+  struct CachedBucket {
+    LatencyKey key{};
+    uint32_t index = 0;
+    bool valid = false;
+  };
+  std::array<CachedBucket, 16> bucket_cache_{};
+  std::unordered_set<uint64_t> seen_kinds_;    // see is_first_call
+  std::array<uint64_t, 16> recent_kinds_{};
+};
+
+}  // namespace
+
+class OpScanner::Fold {
+ public:
+  Fold(ProcessOps& out, ThreadAggregate& agg, ImplausibleValues& implausible)
+      : out_(out), agg_(agg), implausible_(implausible), rank_comms_(out, agg), seq_slots_(agg, implausible), latencies_(agg) {}
+
+  void add(const RecordView& r) {
+    switch (r.type) {
+      case RecordType::kCollective:
+        if (r.as<OpRecord>()) ++out_.op_records;
+        timed_ops_.add(r);
+        break;
+      case RecordType::kGpuTiming:
+        timed_ops_.add(r);
+        break;
+      case RecordType::kStall:
+        if (const auto* s = r.as<StallRecord>()) on_stall(r, *s);
+        break;
+      case RecordType::kOpTotals:
+        if (const auto* t = r.as<OpTotalsRow>()) on_totals(*t, r);
+        break;
+      default: break;
+    }
+  }
+
+  void finish() {
+    timed_ops_.finish();
+    out_.timing_records = timed_ops_.timing_records();
+    out_.orphan_timings = timed_ops_.orphan_timings();
+  }
+
+  // TimedOps' sink ------------------------------------------------------------------------------
+
+  std::optional<LaunchOp> on_op(OpRecord& o, const RecordView& r, bool awaits_timing) {
+    // A rank and size no job has are taken as unknown (and named once per file).
+    o.nranks = implausible_.nranks(o.nranks, r);
+    o.rank = implausible_.rank(o.rank, r);
+    Api api = static_cast<Api>(o.api);
+    bool collective = is_collective(api);
+    uint32_t rc_index = rank_comms_.of(o.comm_id, o.rank, o.nranks);
+    RankComm& rc = out_.comms[rc_index];
+    if (rc.rank < 0) rc.rank = o.rank;
+    rc.nranks = std::max(rc.nranks, o.nranks);
+    int64_t begin = wrap_add(o.host_begin_ns, out_.clock_offset);
+    if (!rc.first_begin) rc.first_begin = begin;
+    rc.last_begin = begin;
+    uint64_t bytes = bytes_of(api, o.count, o.datatype, o.nranks);
+    bool first_call = latencies_.is_first_call(o.comm_id, rc.rank, o.api, bytes);
+    if (o.flags & kOpCaptured) {
+      // Captured into a CUDA graph: it runs at the graph's replays (recorded as ops of their own
+      // from format 6), not now. It has no seq then; an older trace gave it one, with its replays
+      // unseen: taken as done rather than as never completed.
+      ++rc.captured_ops;
+      if (!collective || o.seq == 0) return std::nullopt;
+      ++rc.issued;
+      rc.max_seq = std::max(rc.max_seq, o.seq);
+      rc.untimed_seq = std::max(rc.untimed_seq, o.seq);
+      seq_slots_.fold(rc, o, begin, r);
+      return std::nullopt;
+    }
+    if (collective) {
+      ++rc.issued;
+      rc.max_seq = std::max(rc.max_seq, o.seq);
+      rc.last_api = o.api;
+      seq_slots_.fold(rc, o, begin, r);
+    } else {
+      ++rc.p2p_ops;
+      P2PChannel& ch = channel(o.comm_id, rc.rank, o.peer, api == Api::kSend);
+      ++ch.ops;
+      ch.max_seq = std::max(ch.max_seq, o.seq);
+      ch.bytes += bytes;
+    }
+    // A grouped op is launched by its group's end, whose timing (if the shim times it) names the
+    // group's launch: keep it for that timing, but since nothing promises one, count it done once
+    // it returned, as an untimed op (a stall record says otherwise).
+    bool grouped = o.group_depth > 0 && !(o.flags & kOpTimed);
+    std::optional<LaunchOp> kept;
+    if (awaits_timing) {
+      kept = LaunchOp{collective ? o.seq : 0, bytes, rc_index, rc.rank, first_call, (o.flags & kOpReplayed) != 0};
+      if (!grouped) return kept;
+    }
+    if (collective) rc.untimed_seq = std::max(rc.untimed_seq, o.seq);
+    // Inside a group the call only queues the op: its host time says nothing; nor does a graph
+    // launch's of the ops it replays.
+    if (!grouped && o.group_depth == 0 && !(o.flags & kOpReplayed) && o.host_end_ns >= o.host_begin_ns)
+      latencies_.add({o.comm_id, bytes, o.nranks, o.api, TimingSource::kHost}, rc.rank, wrap_sub(o.host_end_ns, o.host_begin_ns),
+                  first_call);
+    return kept;
+  }
+
+  // Work on one stream completes in order: a finished launch finishes every earlier op of that
+  // stream too. The timing is the rank's whose op ran on the stream.
+  void on_timed(std::span<const LaunchOp> ops, const LaunchTiming& t) {
+    uint64_t bytes = 0;  // of the ops on this stream
+    bool first_call = false;
+    for (const LaunchOp& op : ops) {
+      bytes += op.bytes;
+      if (!t.stream_named) continue;  // a stream none of its ops named: the launch's first op, all its bytes
+      first_call |= op.first_call;
+      if (op.seq && op.rank_comm < out_.comms.size()) {
+        RankComm& rc = out_.comms[op.rank_comm];
+        rc.timed_done_seq = std::max(rc.timed_done_seq, op.seq);
+        CommOps& c = agg_.comms[rc.comm_index];
+        // A begin that is only a lower bound says nothing of when the rank got there.
+        if (SeqSlot* slot = c.slot(op.seq); slot && t.gpu_begin && !t.begin_upper_bound)
+          slot->gpu.note(wrap_add(t.begin_ns, out_.clock_offset), rc.rank, wrap_sub(t.end_ns, t.begin_ns),
+                         t.began_at_previous_end);
+      }
+    }
+    const LaunchOp& timed = ops.front();
+    int64_t ns = wrap_sub(t.end_ns, t.begin_ns);
+    if (ns >= 0 && timed.rank_comm < out_.comms.size()) {
+      uint64_t comm_id = out_.comms[timed.rank_comm].comm_id;
+      uint16_t api = t.launch_ops == 1 ? t.launch_api : static_cast<uint16_t>(Api::kGroupEnd);
+      TimingSource source = !t.gpu_begin          ? TimingSource::kHostToGpuEnd
+                            : timed.replayed      ? TimingSource::kGpuGraphReplay
+                            : t.begin_upper_bound ? TimingSource::kGpuUpperBound
+                                                  : TimingSource::kGpu;
+      latencies_.add({comm_id, bytes, t.launch_nranks, api, source},
+                  timed.rank, ns, first_call);
+    }
+  }
+
+  void on_no_timing(std::span<const LaunchOp>, bool, NoTiming) {}  // counted done as they returned, or pending
+
+ private:
+  P2PChannel& channel(uint64_t comm_id, int32_t rank, int32_t peer, bool send) {
+    for (P2PChannel& ch : out_.p2p)
+      if (ch.comm_id == comm_id && ch.peer == peer && ch.send == send) return ch;
+    out_.p2p.push_back(P2PChannel{comm_id, rank, peer, send, 0, 0, 0});
+    return out_.p2p.back();
   }
 
   void on_totals(const OpTotalsRow& t, const RecordView& r) {
@@ -305,10 +349,10 @@ class OpScanner::Fold {
     for (uint64_t i = 0; i < std::min<uint64_t>(s.ncomms, fits); ++i) {
       StallComm sc;
       std::memcpy(&sc, r.data + sizeof(StallRecord) + i * sizeof(StallComm), sizeof(sc));
-      RankComm& rc = out_.comms[rank_comm(sc.comm_id, implausible_.rank(sc.rank, r), implausible_.nranks(sc.nranks, r))];
+      RankComm& rc = out_.comms[rank_comms_.of(sc.comm_id, implausible_.rank(sc.rank, r), implausible_.nranks(sc.nranks, r))];
       rc.snapshot_done_seq = sc.last_completed_seq;
     }
-    RankComm& rc = out_.comms[rank_comm(s.comm_id, -1, -1)];
+    RankComm& rc = out_.comms[rank_comms_.of(s.comm_id, -1, -1)];
     if (stalled) {
       rc.stalled_unresolved = true;
       rc.stalled_seq = s.seq;
@@ -322,18 +366,9 @@ class OpScanner::Fold {
   ThreadAggregate& agg_;
   ImplausibleValues& implausible_;
   TimedOps<LaunchOp, Fold> timed_ops_{*this};
-  uint32_t cached_ = 0;
-  // comm_id -> its entries in out_.comms (one per rank the process holds), in the order made.
-  std::unordered_map<uint64_t, std::vector<uint32_t>> rank_comms_of_;
-  struct CachedBucket {
-    LatencyKey key{};
-    uint32_t index = 0;
-    bool valid = false;
-  };
-  std::array<CachedBucket, 16> bucket_cache_{};
-  std::unordered_set<uint64_t> seen_kinds_;    // see is_first_call
-  std::array<uint64_t, 16> recent_kinds_{};
-  uint64_t last_replay_launch_ = 0;  // the launch of the last replayed op folded
+  RankComms rank_comms_;
+  SeqSlots seq_slots_;
+  Latencies latencies_;
 };
 
 

@@ -268,6 +268,18 @@ class RingIndex {
     uint64_t offset = 0;  // of its first slot in the file; 0: the file does not hold this chunk
   };
 
+  // The records note() takes: the first pass hands it only these (it sees every record).
+  static constexpr bool notes(RecordType type) {
+    switch (type) {
+      case RecordType::kRingChunk:
+      case RecordType::kOpTotals:
+      case RecordType::kCommRef:
+      case RecordType::kStreamRef:
+      case RecordType::kThreadRef: return true;
+      default: return false;
+    }
+  }
+
   static bool is_storage(const RecordView& r) {
     return r.type == RecordType::kRingChunk || r.type == RecordType::kOpTotals;
   }
@@ -276,7 +288,10 @@ class RingIndex {
     switch (r.type) {
       case RecordType::kRingChunk: note_chunk(r, path, problems); break;
       case RecordType::kOpTotals: totals_.note(r); break;
-      default: names_.note(r); break;
+      case RecordType::kCommRef:
+      case RecordType::kStreamRef:
+      case RecordType::kThreadRef: names_.note(r); break;
+      default: break;
     }
   }
 
@@ -517,7 +532,7 @@ bool read_trace_image(const TraceImage& image, const std::string& path, const St
     ReadStats first_pass;
     uint64_t ignored = 0;
     scan_records(image, header.header_bytes, first_pass, ignored, [&](const RecordView& r) {
-      ring.note(r, path, problems);
+      if (RingIndex::notes(r.type)) ring.note(r, path, problems);
       return true;
     });
     ring.find_window(stats);
