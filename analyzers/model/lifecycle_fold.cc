@@ -199,9 +199,9 @@ class ResourceFold {
  public:
   explicit ResourceFold(ProcessTrace& p) : p_(p) {}
 
+  // A call that made a resource returned (those that failed made none).
   void made(Api api, const ApiEvent& e, const Pending* begin) {
-  if (!succeeded_or_pending(e.result)) return;
-  {
+    if (!succeeded_or_pending(e.result)) return;
     ResourceInstance res;
     res.api = api;
     res.handle = e.resource;
@@ -217,7 +217,6 @@ class ResourceFold {
       if (api == Api::kCommRegister || api == Api::kCommWindowRegister) res.buffer = begin->event.resource;
     }
     p_.resources.push_back(std::move(res));
-  }
   }
 
   // The most recent unreleased resource `acquired_by` made with this handle (on this communicator,
