@@ -280,8 +280,9 @@ class RingIndex {
     }
   }
 
+  // Ring chunks and totals tables: read through the index, never delivered as they are.
   static bool is_storage(const RecordView& r) {
-    return r.type == RecordType::kRingChunk || r.type == RecordType::kOpTotals;
+    return record_largest_bytes(static_cast<uint16_t>(r.type)) > kMaxRecordBytes;
   }
 
   void note(const RecordView& r, const std::string& path, std::vector<TraceProblem>& problems) {
