@@ -266,18 +266,20 @@ class OpScanner::Fold {
     // group's launch: keep it for that timing, but since nothing promises one, count it done once
     // it returned, as an untimed op (a stall record says otherwise).
     bool grouped = o.group_depth > 0 && !(o.flags & kOpTimed);
-    std::optional<LaunchOp> kept;
-    if (awaits_timing) {
-      kept = LaunchOp{collective ? o.seq : 0, bytes, rc_index, rc.rank, first_call, (o.flags & kOpReplayed) != 0};
-      if (!grouped) return kept;
-    }
+    // Returned as made, not through a local: built in the caller's place, it is not copied back
+    // out of stores still in flight (that copy was a tenth of the op model's time).
+    auto kept = [&]() -> std::optional<LaunchOp> {
+      if (!awaits_timing) return std::nullopt;
+      return LaunchOp{collective ? o.seq : 0, bytes, rc_index, rc.rank, first_call, (o.flags & kOpReplayed) != 0};
+    };
+    if (awaits_timing && !grouped) return kept();
     if (collective) rc.untimed_seq = std::max(rc.untimed_seq, o.seq);
     // Inside a group the call only queues the op: its host time says nothing; nor does a graph
     // launch's of the ops it replays.
     if (!grouped && o.group_depth == 0 && !(o.flags & kOpReplayed) && o.host_end_ns >= o.host_begin_ns)
       latencies_.add({o.comm_id, bytes, o.nranks, o.api, TimingSource::kHost}, rc.rank, wrap_sub(o.host_end_ns, o.host_begin_ns),
                   first_call);
-    return kept;
+    return kept();
   }
 
   // Work on one stream completes in order: a finished launch finishes every earlier op of that
