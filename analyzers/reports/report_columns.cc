@@ -10,7 +10,9 @@
 //     says; a column with "labels" holds uint32 codes into them (op names, comm ids: few values)
 //   {"file": F, "env": [[key, value], ...]}
 //   {"problems": [[file, problem, fatal], ...], "leaks": `leaks --json`}    last
-// Tables: ops (group ends left out), timings, totals, calls, stalls.
+// Tables: ops (group ends left out), timings, totals, calls, stalls. Each op carries its launch's
+// GPU times as the reports take them (TimedOps: the begin corrected by the communicator's previous
+// launch, the timing of a stream none of its ops named given to all), and how it was timed.
 #include "reports/commands.h"
 #include "reports/leak_report.h"
 
@@ -19,6 +21,8 @@
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <span>
 #include <unordered_map>
 
 namespace ncclwatch::report {
@@ -93,6 +97,22 @@ template <class Row> class ColumnTable {
     ++rows_;
   }
 
+  // Row `row`'s values from `first_column` on, again from `value` (what became known of it later).
+  void rewrite(uint64_t row, const Row& value, size_t first_column) {
+    for (size_t i = first_column; i < columns_.size(); ++i) {
+      const Column<Row>& c = columns_[i];
+      char* at = data_[i].bytes.data() + row * width(c.kind);
+      if (c.kind == Kind::kLabel) {
+        uint32_t code = data_[i].code(c.label(value));
+        std::memcpy(at, &code, sizeof code);
+      } else if (c.kind != Kind::kHistogram) {
+        int64_t v = c.number(value);
+        std::memcpy(at, &v, width(c.kind));
+      }
+    }
+  }
+  uint64_t rows() const { return rows_; }
+
   void write(std::ostream& out, const std::string& file, const char* table) const {
     json columns = json::array();
     for (size_t i = 0; i < columns_.size(); ++i) {
@@ -129,31 +149,45 @@ template <class T> T record_as(const RecordView& r) {
 
 std::string api_label(uint16_t api) { return api_name(static_cast<Api>(api)); }
 
-const std::vector<Column<OpRecord>> kOpColumns = {
-    {"comm_id", Kind::kLabel, nullptr, [](const OpRecord& o) { return hex_id(o.comm_id); }},
-    {"comm", Kind::kU64, [](const OpRecord& o) -> int64_t { return o.comm; }},
-    {"rank", Kind::kI32, [](const OpRecord& o) -> int64_t { return o.rank; }},
-    {"nranks", Kind::kI32, [](const OpRecord& o) -> int64_t { return o.nranks; }},
-    {"seq", Kind::kU64, [](const OpRecord& o) -> int64_t { return o.seq; }},
-    {"op", Kind::kLabel, nullptr, [](const OpRecord& o) { return api_label(o.api); }},
-    {"count", Kind::kU64, [](const OpRecord& o) -> int64_t { return o.count; }},
-    {"datatype", Kind::kLabel, nullptr, [](const OpRecord& o) { return std::string(datatype_name(o.datatype)); }},
-    {"redop", Kind::kLabel, nullptr, [](const OpRecord& o) { return std::string(redop_name(o.redop)); }},
-    {"bytes", Kind::kU64,
-     [](const OpRecord& o) -> int64_t { return bytes_of(static_cast<Api>(o.api), o.count, o.datatype, o.nranks); }},
-    {"peer", Kind::kI32, [](const OpRecord& o) -> int64_t { return o.peer; }},
-    {"stream", Kind::kU64, [](const OpRecord& o) -> int64_t { return o.stream; }},
-    {"launch_id", Kind::kU64, [](const OpRecord& o) -> int64_t { return o.launch_id; }},
-    {"host_begin_ns", Kind::kI64, [](const OpRecord& o) -> int64_t { return o.host_begin_ns; }},
-    {"host_end_ns", Kind::kI64, [](const OpRecord& o) -> int64_t { return o.host_end_ns; }},
-    {"group_depth", Kind::kU8, [](const OpRecord& o) -> int64_t { return o.group_depth; }},
-    {"captured", Kind::kBool, [](const OpRecord& o) -> int64_t { return (o.flags & kOpCaptured) != 0; }},
-    {"replayed", Kind::kBool, [](const OpRecord& o) -> int64_t { return (o.flags & kOpReplayed) != 0; }},
-    {"graph", Kind::kU32, [](const OpRecord& o) -> int64_t { return o.graph; }},
-    {"timed", Kind::kBool, [](const OpRecord& o) -> int64_t { return (o.flags & kOpTimed) != 0; }},
-    {"result", Kind::kI16, [](const OpRecord& o) -> int64_t { return o.result; }},
-    {"tid", Kind::kU32, [](const OpRecord& o) -> int64_t { return o.tid; }},
+// An op as the ops table has it: the record, and its launch's timing as the reports take it
+// (timing as the export names it: gpu, gpu_upper_bound, gpu_end (no start event: the end alone),
+// none, not_completed, lost; the times are valid for the kinds that have them).
+struct OpRow {
+  OpRecord o{};
+  const char* timing = "none";
+  int64_t gpu_begin_ns = 0, gpu_end_ns = 0;
 };
+
+const std::vector<Column<OpRow>> kOpColumns = {
+    {"comm_id", Kind::kLabel, nullptr, [](const OpRow& r) { return hex_id(r.o.comm_id); }},
+    {"comm", Kind::kU64, [](const OpRow& r) -> int64_t { return r.o.comm; }},
+    {"rank", Kind::kI32, [](const OpRow& r) -> int64_t { return r.o.rank; }},
+    {"nranks", Kind::kI32, [](const OpRow& r) -> int64_t { return r.o.nranks; }},
+    {"seq", Kind::kU64, [](const OpRow& r) -> int64_t { return r.o.seq; }},
+    {"op", Kind::kLabel, nullptr, [](const OpRow& r) { return api_label(r.o.api); }},
+    {"count", Kind::kU64, [](const OpRow& r) -> int64_t { return r.o.count; }},
+    {"datatype", Kind::kLabel, nullptr, [](const OpRow& r) { return std::string(datatype_name(r.o.datatype)); }},
+    {"redop", Kind::kLabel, nullptr, [](const OpRow& r) { return std::string(redop_name(r.o.redop)); }},
+    {"bytes", Kind::kU64,
+     [](const OpRow& r) -> int64_t { return bytes_of(static_cast<Api>(r.o.api), r.o.count, r.o.datatype, r.o.nranks); }},
+    {"peer", Kind::kI32, [](const OpRow& r) -> int64_t { return r.o.peer; }},
+    {"stream", Kind::kU64, [](const OpRow& r) -> int64_t { return r.o.stream; }},
+    {"launch_id", Kind::kU64, [](const OpRow& r) -> int64_t { return r.o.launch_id; }},
+    {"host_begin_ns", Kind::kI64, [](const OpRow& r) -> int64_t { return r.o.host_begin_ns; }},
+    {"host_end_ns", Kind::kI64, [](const OpRow& r) -> int64_t { return r.o.host_end_ns; }},
+    {"group_depth", Kind::kU8, [](const OpRow& r) -> int64_t { return r.o.group_depth; }},
+    {"captured", Kind::kBool, [](const OpRow& r) -> int64_t { return (r.o.flags & kOpCaptured) != 0; }},
+    {"replayed", Kind::kBool, [](const OpRow& r) -> int64_t { return (r.o.flags & kOpReplayed) != 0; }},
+    {"graph", Kind::kU32, [](const OpRow& r) -> int64_t { return r.o.graph; }},
+    {"timed", Kind::kBool, [](const OpRow& r) -> int64_t { return (r.o.flags & kOpTimed) != 0; }},
+    {"result", Kind::kI16, [](const OpRow& r) -> int64_t { return r.o.result; }},
+    {"tid", Kind::kU32, [](const OpRow& r) -> int64_t { return r.o.tid; }},
+    // From here on: the launch's timing, written once it is known (kOpTimingColumns).
+    {"timing", Kind::kLabel, nullptr, [](const OpRow& r) { return std::string(r.timing); }},
+    {"gpu_begin_ns", Kind::kI64, [](const OpRow& r) -> int64_t { return r.gpu_begin_ns; }},
+    {"gpu_end_ns", Kind::kI64, [](const OpRow& r) -> int64_t { return r.gpu_end_ns; }},
+};
+const size_t kOpTimingColumns = kOpColumns.size() - 3;
 
 const std::vector<Column<GpuTimingRecord>> kTimingColumns = {
     {"launch_id", Kind::kU64, [](const GpuTimingRecord& g) -> int64_t { return g.launch_id; }},
@@ -210,24 +244,32 @@ const std::vector<Column<StallRecord>> kStallColumns = {
     {"enqueued_ns", Kind::kI64, [](const StallRecord& s) -> int64_t { return s.enqueued_ns; }},
 };
 
-// One file's tables and settings, as its records arrive.
+// One file's tables and settings, as its records arrive; the ops' timings as TimedOps pairs them.
 struct FileColumns {
-  ColumnTable<OpRecord> ops{kOpColumns};
+  ColumnTable<OpRow> ops{kOpColumns};
   ColumnTable<GpuTimingRecord> timings{kTimingColumns};
   ColumnTable<OpTotalsRow> totals{kTotalsColumns};
   ColumnTable<ApiEvent> calls{kCallColumns};
   ColumnTable<StallRecord> stalls{kStallColumns};
   std::vector<std::pair<std::string, std::string>> env;  // in record order, a key's last value
   std::unordered_map<std::string, size_t> env_at;
+  TimedOps<uint64_t, FileColumns> timed{*this};  // each waiting op's row
 
   void add(const RecordView& r) {
     switch (r.type) {
       case RecordType::kCollective: {
         auto o = record_as<OpRecord>(r);
-        if (o.api != static_cast<uint16_t>(Api::kGroupEnd)) ops.add(o);
+        auto api = static_cast<Api>(o.api);
+        // Collectives and point-to-point ops (and group ends, which time them) go through TimedOps;
+        // one-sided ops and records too short to be read as ops are rows of their own, untimed.
+        if (r.as<OpRecord>() && (api == Api::kGroupEnd || is_collective(api) || is_point_to_point(api))) timed.add(r);
+        else if (api != Api::kGroupEnd) ops.add(OpRow{o});
         break;
       }
-      case RecordType::kGpuTiming: timings.add(record_as<GpuTimingRecord>(r)); break;
+      case RecordType::kGpuTiming:
+        timings.add(record_as<GpuTimingRecord>(r));
+        timed.add(r);
+        break;
       case RecordType::kOpTotals: totals.add(record_as<OpTotalsRow>(r)); break;
       case RecordType::kCallBegin:
       case RecordType::kCallEnd: calls.add(record_as<ApiEvent>(r)); break;
@@ -235,6 +277,27 @@ struct FileColumns {
       case RecordType::kProcess: add_settings(r); break;
       default: break;
     }
+  }
+  void end_of_records() { timed.finish(); }
+
+  // TimedOps' sink ------------------------------------------------------------------------------
+  std::optional<uint64_t> on_op(const OpRecord& o, const RecordView&, bool awaits_timing) {
+    ops.add(OpRow{o});
+    if (!awaits_timing) return std::nullopt;
+    return ops.rows() - 1;
+  }
+  void on_timed(std::span<const uint64_t> rows, const LaunchTiming& t) {
+    OpRow timed_row;
+    timed_row.timing = !t.gpu_begin ? "gpu_end" : t.begin_upper_bound ? "gpu_upper_bound" : "gpu";
+    timed_row.gpu_begin_ns = t.gpu_begin ? t.begin_ns : 0;
+    timed_row.gpu_end_ns = t.end_ns;
+    for (uint64_t row : rows) ops.rewrite(row, timed_row, kOpTimingColumns);
+  }
+  void on_no_timing(std::span<const uint64_t> rows, bool promised, NoTiming why) {
+    // A promised timing still missing at the end of the trace: the launch never completed.
+    OpRow untimed;
+    untimed.timing = !promised ? "none" : why == NoTiming::kFileEnded ? "not_completed" : "lost";
+    for (uint64_t row : rows) ops.rewrite(row, untimed, kOpTimingColumns);
   }
 
   void add_settings(const RecordView& r) {
@@ -261,6 +324,7 @@ class ColumnsSink : public JobSink {
   struct Forward : FileSink {
     explicit Forward(FileColumns& columns) : to(columns) {}
     void add(const RecordView& r) override { to.add(r); }
+    void end_of_records() override { to.end_of_records(); }
     FileColumns& to;
   };
   std::vector<std::unique_ptr<FileColumns>>& files_;

@@ -112,9 +112,12 @@ def load(paths, symbolize=True):
                redop, bytes (nccl-tests' size), peer, stream, launch_id, host_begin_ns, host_end_ns
                (CLOCK_MONOTONIC of the host), wall_begin_ns (the same instant on the host's wall
                clock, CLOCK_REALTIME: comparable across hosts to NTP's precision), group_depth,
-               captured, replayed, graph, timed, result, tid, and from the launch's GPU timing on
-               that stream: gpu_begin_ns, gpu_end_ns (host monotonic ns; <NA> where none) and
-               gpu_us (NaN where none). The dtypes are OPS_DTYPES, whatever was timed, also for
+               captured, replayed, graph, timed, result, tid, and the launch's GPU timing as the
+               reports and the export take it: timing (gpu; gpu_upper_bound: the communicator's
+               previous launch, on another stream, was untimed and may be inside it; gpu_end: no
+               start event; none; not_completed: promised, never came; lost), gpu_begin_ns (the
+               start event, or the previous launch's end where the kernel waited for it),
+               gpu_end_ns (host monotonic ns; <NA> where none) and gpu_us (NaN where none). The dtypes are OPS_DTYPES, whatever was timed, also for
                an empty frame. From format 4 on, only the ring's window: the newest ops of each
                process (see processes.ring_*), oldest first
     totals     format 4: one row per (communicator, op, count, datatype) a process called, counted
@@ -168,7 +171,7 @@ def load(paths, symbolize=True):
         warnings.warn(f"ncclwatch.load: {file}: {problem} (skipped)")
     comms, leaks = _lifecycle_tables(last["leaks"])
     process_table = pd.DataFrame(processes, columns=PROCESS_COLUMNS)
-    ops = _ops_table(by_table["ops"], by_table["timings"])
+    ops = _ops_table(by_table["ops"])
     return Job(ops=_with_names_and_wall_clock(ops, comms, process_table),
                totals=_table(by_table["totals"], TOTALS_COLUMNS, {"gpu_histogram": object}),
                calls=_table(by_table["calls"], CALL_COLUMNS), stalls=_stalls_table(by_table["stalls"]),
@@ -202,9 +205,8 @@ RAW_OP_COLUMNS = {"file": str, "host": str, "pid": "int64", "comm_id": str, "ran
                   "nranks": "int32", "seq": "uint64", "op": str, "count": "uint64", "datatype": str,
                   "redop": str, "bytes": "uint64", "peer": "int32", "stream": "uint64", "launch_id": "uint64",
                   "host_begin_ns": "int64", "host_end_ns": "int64", "group_depth": "uint8", "captured": "bool",
-                  "replayed": "bool", "graph": "uint32", "timed": "bool", "result": "int16", "tid": "uint32"}
-TIMING_COLUMNS = {"file": str, "launch_id": "uint64", "stream": "uint64", "gpu_begin_ns": "int64",
-                  "gpu_end_ns": "int64", "has_begin": "bool"}
+                  "replayed": "bool", "graph": "uint32", "timed": "bool", "result": "int16", "tid": "uint32",
+                  "timing": str, "gpu_begin_ns": "int64", "gpu_end_ns": "int64"}
 
 # The ops table's columns and dtypes: the same for every job (nullable Int64 where a value may be
 # missing, pandas' string dtype for text).
@@ -214,7 +216,8 @@ OPS_DTYPES = {
     "datatype": "string", "redop": "string", "bytes": "uint64", "peer": "int32", "stream": "uint64",
     "launch_id": "uint64", "host_begin_ns": "int64", "host_end_ns": "int64", "wall_begin_ns": "int64",
     "group_depth": "uint8", "captured": "bool", "replayed": "bool", "graph": "uint32", "timed": "bool",
-    "result": "int16", "tid": "uint32", "gpu_begin_ns": "Int64", "gpu_end_ns": "Int64", "gpu_us": "float64",
+    "result": "int16", "tid": "uint32", "timing": "string", "gpu_begin_ns": "Int64", "gpu_end_ns": "Int64",
+    "gpu_us": "float64",
 }
 
 
@@ -238,14 +241,12 @@ def _table(parts, columns, kinds=None):
     return pd.DataFrame(frame)
 
 
-def _ops_table(ops, timings):
-    """The ops with their launches' GPU times (the first timing of each launch on its stream)."""
+def _ops_table(ops):
+    """The ops with their launches' GPU times, as the tool paired them (the reports' and the export's)."""
     o = _table(ops, RAW_OP_COLUMNS)
-    t = _table(timings, TIMING_COLUMNS).drop_duplicates(["file", "launch_id", "stream"])
-    t = t.assign(gpu_begin_ns=t["gpu_begin_ns"].astype("Int64").where(t["has_begin"]),
-                 gpu_end_ns=t["gpu_end_ns"].astype("Int64"))
-    o = o.merge(t[["file", "launch_id", "stream", "gpu_begin_ns", "gpu_end_ns"]], on=["file", "launch_id", "stream"],
-                how="left")
+    begun = o["timing"].isin(("gpu", "gpu_upper_bound"))
+    o["gpu_begin_ns"] = o["gpu_begin_ns"].astype("Int64").where(begun)
+    o["gpu_end_ns"] = o["gpu_end_ns"].astype("Int64").where(begun | (o["timing"] == "gpu_end"))
     o["gpu_us"] = ((o["gpu_end_ns"] - o["gpu_begin_ns"]) / 1e3).astype("float64")
     return o
 

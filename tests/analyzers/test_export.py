@@ -78,6 +78,32 @@ def test_real_traces_agree_with_latency():
     check(compared >= 4, f"only {compared} GPU-timed rows compared")
 
 
+def test_loaded_ops_are_the_exports_rows():
+    # ncclwatch.load's ops and the export's, on every real job: the same rows, and the same GPU
+    # times and timing kinds (both from the tool's one pairing of ops and timings). On FSDP2 a
+    # reduce-scatter's start event fires while the all-gather before it still runs: its time is
+    # the kernel's own from the all-gather's end, not twice as long.
+    compared = 0
+    for folder in real_folders():
+        exported = ncclwatch.sql(export(folder), "SELECT * FROM ops WHERE op != 'ncclGroupEnd'")
+        loaded = ncclwatch.load(folder, symbolize=False).ops
+        check(len(exported) == len(loaded), (folder, len(exported), len(loaded)))
+        key = ("pid", "comm_id", "rank", "seq", "op", "launch_id", "stream", "count")
+        mine = {tuple(r[k] for k in key): r for r in loaded.to_dict("records")}
+        for r in exported.to_dict("records"):
+            got = mine.get(tuple(r[k] for k in key))
+            check(got is not None and got["timing"] == r["timing"], (folder, r, got))
+            both_timed = r["timing"] in ("gpu", "gpu_upper_bound")
+            check(not both_timed or got["gpu_end_ns"] - got["gpu_begin_ns"] == r["gpu_end_ns"] - r["gpu_begin_ns"],
+                  (folder, r, got))
+            check(both_timed == (got["gpu_us"] == got["gpu_us"]), (folder, r, got))  # NaN where untimed
+            compared += both_timed
+    check(compared >= 1000, f"only {compared} GPU-timed ops compared")
+    fsdp = ncclwatch.load(os.path.join(REAL, "fsdp2"), symbolize=False).ops
+    medians = fsdp[fsdp["timing"] == "gpu"].groupby("op")["gpu_us"].median()
+    check(close(medians["ncclReduceScatter"], medians["ncclAllGather"], 0.05), medians)
+
+
 def test_real_busbw_is_the_jobs_own_cuda_event_time():
     # A PyTorch job on an H200 (two ranks sharing it, NCCL over sockets): all-reduces of 1 KiB to
     # 128 MiB, 20 each, that the job itself timed with CUDA events on its stream (rank 0's median of

@@ -198,7 +198,7 @@ def crafted_ring_reads_as_the_cpp_reader_does():
     disagreeing = ring_chunk(16, 1, b"".join(ring[4:8]))
     parts = [v4_header(), craft.process(), craft.comm_created(1, 0x1001, comm_id, rank=1, nranks=4),
              comm_ref(1, comm_id, 1, 4), stream_ref(1, 0x5000), thread_ref(1, 4243), chunks[2],
-             craft.op(comm_id, 7, rank=1, nranks=4, time_ns=t[14], launch_id=PREFIX + 50), chunks[0], disagreeing,
+             craft.op(comm_id, 7, rank=1, nranks=4, time_ns=t[14], launch_id=PREFIX + 50, flags=craft.OP_TIMED), chunks[0], disagreeing,
              craft.gpu_timing(PREFIX + 50, t[14] + 100, t[14] + 800), chunks[1],
              op_totals([totals_entry(3), totals_entry(30000), totals_entry(5, ready=0), totals_entry(8, comm_index=2)],
                        declared=5),
@@ -230,6 +230,9 @@ def crafted_ring_reads_as_the_cpp_reader_does():
     check(loaded.ops["host_end_ns"].iloc[2] - loaded.ops["host_begin_ns"].iloc[2] == 7000, "a duration in us")
     check(list(loaded.ops["gpu_end_ns"].fillna(0)) == [t[15] + 500, t[14] + 800, 0, 0, 0, t[19] + 900, 0],
           list(loaded.ops["gpu_end_ns"]))
+    # How each was timed, as the reports take it: the grouped op's group end promised no timing,
+    # and the last op's was never promised.
+    check(list(loaded.ops["timing"]) == ["gpu", "gpu", "none", "none", "none", "gpu", "none"], list(loaded.ops["timing"]))
     # Totals: the overflow entry, then the ready ones of the 4 that fit (of 5 declared).
     totals = loaded.totals
     check(len(totals) == 3 == sum(1 for r in records if r.get("type") == "op_totals"), totals)
@@ -252,7 +255,8 @@ def older_formats_still_read():
         path = os.path.join(tempfile.mkdtemp(prefix="ncclwatch-test-"), f"v{version}.nwt")
         with open(path, "wb") as f:
             f.write(bytes(header) + craft.process() + craft.comm_created(1, 0x1001, comm_id) +
-                    b"".join(craft.op(comm_id, seq, time_ns=6_000_000_000 + seq * 10_000) for seq in range(1, 6)) +
+                    b"".join(craft.op(comm_id, seq, time_ns=6_000_000_000 + seq * 10_000, flags=craft.OP_TIMED if seq == 3 else 0)
+                             for seq in range(1, 6)) +
                     ring_chunk(4, 0, op_slot(0, 99, 6_000_000_000)) + ring_chunk(4, 1, op_slot(4, 98, 6_000_000_000)) +
                     craft.gpu_timing(3, 6_000_030_100, 6_000_030_900) + craft.exit_records())
         loaded = ncclwatch.load(path, symbolize=False)
