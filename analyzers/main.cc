@@ -20,7 +20,7 @@ using namespace ncclwatch::report;
 
 namespace {
 
-const std::vector<std::string> kReports = {"summary", "leaks", "latency", "hang", "timeline", "html", "metrics", "dump", "columns", "watch", "export", "sql", "where"};
+const std::vector<std::string> kReports = {"summary", "leaks", "latency", "hang", "timeline", "html", "metrics", "dump", "columns", "watch", "export", "sql", "where", "rules"};
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -76,6 +76,27 @@ int hand_sql_to_python(int argc, char** argv) {
   execvp("python3", args.data());
   say("sql runs in Python (DuckDB), and python3 could not be started: {}", std::strerror(errno));
   return 2;
+}
+
+// The commands that read no trace: where this installation's files are, and the Prometheus rules.
+CLI::App* add_where_command(CLI::App& app, std::string& what) {
+  CLI::App* where = app.add_subcommand("where", "where the shim or the Python package installed with this program is");
+  where->add_option("what", what, "shim (libncclwatch.so; NCCLWATCH_SHIM when set) or package (the folder to put on PYTHONPATH)")
+      ->required()
+      ->check(CLI::IsMember({"shim", "package"}));
+  return where;
+}
+
+CLI::App* add_rules_command(CLI::App& app, RulesOptions& rules_options) {
+  CLI::App* rules = app.add_subcommand("rules", "Prometheus recording and alerting rules over the metrics' series");
+  rules->add_option("--hang-after", rules_options.hang_after_s,
+                    "seconds a rank stays behind its peers without progress (NcclHangSuspected), or a communicator "
+                    "stalled (NcclCommunicatorStalled), before the alert fires")
+      ->capture_default_str();
+  rules->add_option("--teardown-after", rules_options.teardown_after_s,
+                    "seconds a finalize, destroy or abort stays inside before NcclTeardownHung fires")
+      ->capture_default_str();
+  return rules;
 }
 
 }  // namespace
@@ -206,11 +227,10 @@ int main(int argc, char** argv) {
   columns->add_option("paths", options.inputs, "trace files or job folders")->required();
   columns->add_flag("--all", options.all_jobs, "a launcher folder: read every job in it, not only the newest");
   columns->add_flag_callback("--no-symbols", [&] { options.symbolize = false; }, "skip symbolizing call sites");
-  CLI::App* where = app.add_subcommand("where", "where the shim or the Python package installed with this program is");
   std::string where_what;
-  where->add_option("what", where_what, "shim (libncclwatch.so; NCCLWATCH_SHIM when set) or package (the folder to put on PYTHONPATH)")
-      ->required()
-      ->check(CLI::IsMember({"shim", "package"}));
+  CLI::App* where = add_where_command(app, where_what);
+  RulesOptions rules_options;
+  CLI::App* rules = add_rules_command(app, rules_options);
 
   try {
     app.parse(argc, argv);
@@ -228,6 +248,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (where->parsed()) return run_where(where_what);
+  if (rules->parsed()) return run_rules(rules_options);
   if (dump->parsed()) return run_dump_files(options);
   if (options.inputs.empty()) options.inputs.push_back("ncclwatch");
   std::vector<std::string> notes;

@@ -26,6 +26,7 @@ int run_hang(const Options& options);
 int run_timeline(const Options& options);
 int run_html(const Options& options);  // one self-contained page to options.output
 int run_metrics(const Options& options);
+int run_rules(const RulesOptions& rules);  // Prometheus rules over the metrics' series (report_rules.cc)
 // The job's traces as Parquet tables under options.output (report_export.cc); `job` names the job
 // ("": as its processes' environment named it, else the folder of its traces).
 int run_export(const Options& options, const std::string& job);

@@ -30,6 +30,12 @@ struct Options {
   bool timeline_no_flows = false;
 };
 
+// `rules`: how long a suspected hang or a teardown call lasts before its alert fires.
+struct RulesOptions {
+  double hang_after_s = 300;
+  double teardown_after_s = 300;
+};
+
 // The exit status when no trace of the input could be used.
 inline constexpr int kNoUsableInput = 2;
 
