@@ -96,6 +96,12 @@ CLI::App* add_rules_command(CLI::App& app, RulesOptions& rules_options) {
   rules->add_option("--teardown-after", rules_options.teardown_after_s,
                     "seconds a finalize, destroy or abort stays inside before NcclTeardownHung fires")
       ->capture_default_str();
+  rules->add_option("--straggler-after", rules_options.straggler_after_s,
+                    "seconds over which a rank must typically make its peers wait before NcclStraggler fires")
+      ->capture_default_str();
+  rules->add_option("--scrape-interval", rules_options.scrape_interval_s,
+                    "seconds between Prometheus' scrapes of the metrics (rates are taken over four)")
+      ->capture_default_str();
   return rules;
 }
 

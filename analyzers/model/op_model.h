@@ -230,6 +230,12 @@ struct RunTotals {
 void note_rank(std::vector<int32_t>& ranks, int32_t rank);
 
 // One communicator as one process used it.
+struct CollectiveGpuTime {
+  int64_t gpu_ns = 0;
+  uint64_t launches = 0;
+  void add(int64_t ns) { gpu_ns += ns, ++launches; }
+};
+
 struct RankComm {
   uint64_t comm_id = 0;
   int32_t rank = -1;
@@ -248,7 +254,13 @@ struct RankComm {
   uint64_t p2p_ops = 0;
   int64_t first_begin = 0;          // aligned
   int64_t last_begin = 0;           // aligned
+  // The straggler series (metrics_text.h kCollectiveGpuSeconds): GPU time of the launches every rank
+  // timed alike, and how many; from a trace older than that mark, every steady GPU-timed collective.
+  CollectiveGpuTime alike_timed;
+  CollectiveGpuTime steady_timed;
   uint64_t completed_seq() const;   // highest seq known complete on this rank
+  // The series the metrics give: the alike launches where the shim marked them.
+  const CollectiveGpuTime& straggler_series(bool marked) const { return marked ? alike_timed : steady_timed; }
 };
 
 struct P2PChannel {
@@ -281,6 +293,7 @@ struct ProcessOps {
   uint64_t timing_records = 0;
   uint64_t total_calls = 0;      // ops the totals counted (0: the trace has none, format < 4)
   uint64_t orphan_timings = 0;   // timings of launches never seen
+  bool alike_marked = false;     // a timing carried kTimingAlike: the shim marks its straggler series
   int64_t clock_offset = 0;      // aligned = monotonic + clock_offset
 
   const RankComm* comm(uint64_t comm_id) const;

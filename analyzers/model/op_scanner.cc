@@ -312,6 +312,13 @@ class OpScanner::Fold {
                                                   : TimingSource::kGpu;
       latencies_.add({comm_id, bytes, t.launch_nranks, api, source},
                   timed.rank, ns, first_call);
+      RankComm& rc = out_.comms[timed.rank_comm];
+      if (t.alike) {
+        out_.alike_marked = true;
+        rc.alike_timed.add(ns);
+      } else if (source == TimingSource::kGpu && !first_call && timed.seq && t.stream_named) {
+        rc.steady_timed.add(ns);
+      }
     }
   }
 

@@ -60,6 +60,7 @@ struct LaunchTiming {
   int64_t begin_ns = 0;      // monotonic: the GPU start, else the launch's host enqueue
   int64_t end_ns = 0;        // monotonic: the GPU end
   bool gpu_begin = false;    // begin_ns is the GPU start (kTimingHasBegin)
+  bool alike = false;        // a launch every rank times alike (kTimingAlike)
   bool stream_named = true;  // an op of the launch named the timed stream (else the ops are all of them)
   // begin_ns is the start event, and the communicator's previous launch ran on another stream with
   // no timing: the launch may have waited for it, so end - begin is an upper bound of its own time.
@@ -261,6 +262,7 @@ template <class Tag, class Sink> class TimedOps {
     Launch& l = it->second;
     LaunchTiming t;
     t.gpu_begin = g.flags & trace::kTimingHasBegin;
+    t.alike = g.flags & trace::kTimingAlike;
     t.begin_ns = t.gpu_begin ? g.gpu_begin_ns : l.host_begin;
     t.end_ns = g.gpu_end_ns;
     t.launch_ops = l.ops_added;

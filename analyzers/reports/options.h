@@ -34,6 +34,8 @@ struct Options {
 struct RulesOptions {
   double hang_after_s = 300;
   double teardown_after_s = 300;
+  double straggler_after_s = 600;  // the stretch whose typical (median) lateness NcclStraggler judges
+  double scrape_interval_s = 30;   // Prometheus' scrape of the metrics: rates are taken over 4 of them
 };
 
 // The exit status when no trace of the input could be used.

@@ -11,6 +11,7 @@
 
 #include <ncclwatch/metrics_text.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +33,7 @@ struct RankCounts {
   uint64_t completed = 0;
   uint64_t stalls = 0;
   bool stalled = false;
+  CollectiveGpuTime straggler_series;
 };
 
 // Per process, labelled {host, pid} as the shim's live file labels its own.
@@ -95,6 +97,9 @@ void write_communicators(const JobAnalysis& a, m::TextWriter& out) {
       r.issued += c.issued;
       r.completed += c.completed_seq();
       r.stalled = r.stalled || c.stalled_unresolved;
+      const CollectiveGpuTime& t = c.straggler_series(p.alike_marked);
+      r.straggler_series.gpu_ns += t.gpu_ns;
+      r.straggler_series.launches += t.launches;
     }
     for (const StallEvent& s : p.stalls) {
       const RankComm* c = p.comm(s.comm_id);
@@ -108,6 +113,11 @@ void write_communicators(const JobAnalysis& a, m::TextWriter& out) {
   };
   each_rank(m::kOpsIssued, [](const RankCounts& r) { return r.issued; });
   each_rank(m::kOpsCompleted, [](const RankCounts& r) { return r.completed; });
+  // As the shim's live file: where the GPU timed ops.
+  if (std::any_of(ranks.begin(), ranks.end(), [](const auto& r) { return r.second.straggler_series.launches > 0; })) {
+    each_rank(m::kCollectiveGpuSeconds, [](const RankCounts& r) { return static_cast<double>(r.straggler_series.gpu_ns) / 1e9; });
+    each_rank(m::kCollectivesTimed, [](const RankCounts& r) { return r.straggler_series.launches; });
+  }
   each_rank(m::kStalls, [](const RankCounts& r) { return r.stalls; });
   each_rank(m::kStalled, [](const RankCounts& r) { return r.stalled ? 1 : 0; });
 }

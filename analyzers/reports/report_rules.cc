@@ -29,6 +29,19 @@ groups:
       - record: ncclwatch:rank_ops_behind
         expr: ncclwatch:comm_ops_issued:max - on (job_id, comm) group_right ncclwatch_ops_issued_total
 
+      # Per rank: its mean GPU time in the collectives every rank of its communicator times alike, over
+      # {rate_window}. A rank its peers wait for spends the least: their time includes the wait.
+      - record: ncclwatch:rank_collective_gpu_seconds:mean
+        expr: >-
+          rate(ncclwatch_collective_gpu_seconds_total[{rate_window}])
+          / rate(ncclwatch_collectives_timed_total[{rate_window}])
+      # Per rank: how much longer than it the communicator's slowest rank spends per collective, which is
+      # what its peers wait for it.
+      - record: ncclwatch:rank_wait_caused_seconds
+        expr: >-
+          max by (job_id, comm) (ncclwatch:rank_collective_gpu_seconds:mean)
+          - on (job_id, comm) group_right ncclwatch:rank_collective_gpu_seconds:mean
+
       # A rank behind its peers that issued nothing for {hang_after}: the one the others wait for.
       - alert: NcclHangSuspected
         expr: ncclwatch:rank_ops_behind > 0 and changes(ncclwatch_ops_issued_total[{hang_after}]) == 0
@@ -41,6 +54,26 @@ groups:
             Rank {{{{ $labels.rank }}}} of communicator {{{{ $labels.comm }}}} is {{{{ $value }}}} collective(s) behind
             its peers with no progress for {hang_after}. Run `ncclwatch-report hang <trace folder>` on
             {{{{ $labels.instance }}}} to see which op each rank is in and why.
+
+      # A rank that typically made its peers wait, over {straggler_after}, at least 1 ms and twice its own time
+      # per collective (the reports' rule: `hang`'s stragglers), in at least 8 collectives. A communicator
+      # whose ranks stopped (a hang: the alert above) is not judged: its waits are the hang's.
+      - alert: NcclStraggler
+        expr: >-
+          quantile_over_time(0.5, ncclwatch:rank_wait_caused_seconds[{straggler_after}]) >= 0.001
+          and quantile_over_time(0.5, ncclwatch:rank_wait_caused_seconds[{straggler_after}])
+            >= 2 * quantile_over_time(0.5, ncclwatch:rank_collective_gpu_seconds:mean[{straggler_after}])
+          and increase(ncclwatch_collectives_timed_total[{straggler_after}]) >= 8
+          unless on (job_id, comm)
+            (ncclwatch:comm_ops_issued:lag > 0 and changes(ncclwatch:comm_ops_issued:max[{hang_after}]) == 0)
+        labels:
+          severity: warning
+        annotations:
+          summary: "NCCL straggler: rank {{{{ $labels.rank }}}} of communicator {{{{ $labels.comm }}}} (job {{{{ $labels.job_id }}}}) on {{{{ $labels.instance }}}}"
+          description: >-
+            Its peers typically wait {{{{ $value | humanizeDuration }}}} for rank {{{{ $labels.rank }}}} at each
+            collective of communicator {{{{ $labels.comm }}}}. Run `ncclwatch-report hang <trace folder>` on
+            {{{{ $labels.instance }}}} for the collectives it started last and by how much.
 
       # A communicator with a rank whose stream the shim's watchdog found stalled (NCCLWATCH_STALL_SEC),
       # for {hang_after} more: one alert per communicator, however many of its ranks wait.
@@ -92,17 +125,33 @@ bool duration(double seconds, std::string& out) {
 }  // namespace
 
 int run_rules(const RulesOptions& rules) {
-  std::string hang_after, teardown_after;
-  if (!duration(rules.hang_after_s, hang_after) || !duration(rules.teardown_after_s, teardown_after)) {
-    say("rules: --hang-after and --teardown-after take whole seconds, from 1 to 31 days");
+  const RulesOptions defaults;
+  struct Setting {
+    const char* flag;
+    double seconds, default_seconds;
+    std::string duration;
+  };
+  Setting settings[] = {{"--hang-after", rules.hang_after_s, defaults.hang_after_s, {}},
+                        {"--teardown-after", rules.teardown_after_s, defaults.teardown_after_s, {}},
+                        {"--straggler-after", rules.straggler_after_s, defaults.straggler_after_s, {}},
+                        {"--scrape-interval", rules.scrape_interval_s, defaults.scrape_interval_s, {}}};
+  std::string given;  // the settings that differ from the defaults, for the file's first line
+  for (Setting& s : settings) {
+    if (!duration(s.seconds, s.duration)) {
+      say("rules: --hang-after, --teardown-after, --straggler-after and --scrape-interval take whole seconds, from 1 "
+          "to 31 days");
+      return 2;
+    }
+    if (s.seconds != s.default_seconds) given += fmt::format(" {} {}", s.flag, static_cast<long long>(s.seconds));
+  }
+  std::string rate_window;
+  if (!duration(4 * rules.scrape_interval_s, rate_window)) {
+    say("rules: --scrape-interval is at most a week (rates are taken over four scrapes)");
     return 2;
   }
-  std::string settings;
-  if (rules.hang_after_s != RulesOptions{}.hang_after_s) settings += " --hang-after " + hang_after.substr(0, hang_after.size() - 1);
-  if (rules.teardown_after_s != RulesOptions{}.teardown_after_s)
-    settings += " --teardown-after " + teardown_after.substr(0, teardown_after.size() - 1);
-  std::cout << fmt::format(kRules, fmt::arg("hang_after", hang_after), fmt::arg("teardown_after", teardown_after),
-                           fmt::arg("settings", settings));
+  std::cout << fmt::format(kRules, fmt::arg("hang_after", settings[0].duration), fmt::arg("teardown_after", settings[1].duration),
+                           fmt::arg("straggler_after", settings[2].duration), fmt::arg("rate_window", rate_window),
+                           fmt::arg("settings", given));
   return 0;
 }
 

@@ -41,6 +41,14 @@ inline constexpr Family kOpsIssued{"ncclwatch_ops_issued_total", "counter",
 inline constexpr Family kOpsCompleted{
     "ncclwatch_ops_completed_total", "counter",
     "Collectives known complete on the GPU, per communicator and rank (GPU timing modes; host mode: as far as known)"};
+// A rank its peers wait for spends the least GPU time in their common collectives (the others' time
+// includes the wait): the straggler rule (`ncclwatch-report rules`) compares the ranks' means.
+inline constexpr Family kCollectiveGpuSeconds{
+    "ncclwatch_collective_gpu_seconds_total", "counter",
+    "GPU time of the collective launches every rank of a communicator times alike (each op shape's launches 2 to 16, "
+    "then one in NCCLWATCH_SAMPLE; CUDA-graph replays and point-to-point left out), each from its own start to its end"};
+inline constexpr Family kCollectivesTimed{"ncclwatch_collectives_timed_total", "counter",
+                                          "Collective launches counted in ncclwatch_collective_gpu_seconds_total"};
 inline constexpr Family kStalls{"ncclwatch_stalls_total", "counter",
                                 "Stalls the watchdog reported (a stream without progress for NCCLWATCH_STALL_SEC)"};
 inline constexpr Family kStalled{"ncclwatch_stalled", "gauge",

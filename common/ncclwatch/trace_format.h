@@ -322,6 +322,7 @@ struct OpRecord {
 
 // GpuTimingRecord.flags
 inline constexpr uint32_t kTimingHasBegin = 1u << 0;  // gpu_begin_ns measured (else only the end is known)
+inline constexpr uint32_t kTimingAlike = 1u << 1;  // a collective launch every rank times (live straggler series)
 
 // When one launch ran on one stream, from CUDA events the shim recorded around it, written by the
 // shim's collector thread once the end event completed. Times are mapped onto this process's

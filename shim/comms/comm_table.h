@@ -44,6 +44,10 @@ struct CommTrack {
   // The highest collective seq whose GPU timing the collector wrote, and its end (collector thread only).
   uint64_t timed_end_seq = 0;
   int64_t timed_end_ns = 0;
+  // GPU time of the launches timed alike on every rank (LaunchEvents::timed_alike), and how many:
+  // the live straggler series (collector thread writes, the metrics writer reads).
+  std::atomic<uint64_t> alike_gpu_ns{0};
+  std::atomic<uint64_t> alike_launches{0};
   // The track published before this one (every track ever published, newest first: counters
   // outlive the communicator, for the live metrics).
   CommTrack* published_before = nullptr;

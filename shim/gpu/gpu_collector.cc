@@ -146,6 +146,14 @@ class Collector {
     return begin_ns;
   }
 
+  // Whether the launch's GPU time goes into its communicator's straggler series: one of the launches
+  // every rank times alike, of collectives on one stream (a point-to-point launch has no seq, a
+  // group over several streams no totals), not a CUDA graph's replay.
+  static bool counts_alike(const Launch& launch, int64_t own_ns) {
+    const LaunchName& name = launch.name;
+    return launch.events->timed_alike && name.track && name.seq && name.totals && !name.graph && own_ns >= 0;
+  }
+
   static void write_timing(const CudaDriver& cu, const Launch& launch) {
     const LaunchEvents& ev = *launch.events;
     ClockReference ref;
@@ -156,7 +164,13 @@ class Collector {
       return;
     int64_t begin_ns = ref.host_ns + static_cast<int64_t>(static_cast<double>(begin_ms) * 1e6);
     int64_t end_ns = ref.host_ns + static_cast<int64_t>(static_cast<double>(end_ms) * 1e6);
-    count_op_gpu_time(launch.name.totals, end_ns - own_begin(launch.name, begin_ns, end_ns));
+    int64_t own_ns = end_ns - own_begin(launch.name, begin_ns, end_ns);
+    count_op_gpu_time(launch.name.totals, own_ns);
+    bool alike = counts_alike(launch, own_ns);
+    if (alike) {
+      launch.name.track->alike_gpu_ns.fetch_add(static_cast<uint64_t>(own_ns), std::memory_order_relaxed);
+      launch.name.track->alike_launches.fetch_add(1, std::memory_order_relaxed);
+    }
     RingSlotClaim claim = claim_ring_slot();
     if (!claim) return;
     trace::CompactTiming& rec = claim.slot()->timing;
@@ -166,7 +180,7 @@ class Collector {
     rec.gpu_end_ns = end_ns;
     rec.clock_error_ns = ref.error_ns;
     rec.ops = launch.ops;
-    rec.flags = trace::kTimingHasBegin;
+    rec.flags = trace::kTimingHasBegin | (alike ? trace::kTimingAlike : 0);
     rec.reserved = 0;
     claim.commit(trace::RingKind::kGpuTiming);
   }

@@ -25,6 +25,9 @@ struct LaunchEvents {
   LaunchThread* owner = nullptr;
   int64_t start_recorded_ns = 0;  // host time just before the start event was recorded
   bool timed = false;             // start and end timestamps; else one completion-only end event
+  // Timestamped by its op shape's turn past the shape's first launch (gpu_timer.cc): every rank of
+  // the communicator, running the same program, times the same launches, so their GPU times compare.
+  bool timed_alike = false;
 };
 
 // Which launch: what completion tracking and stall reports name.

@@ -92,9 +92,13 @@ bool check_capturing(const CudaDriver& cu, StreamSlot& slot, bool& failed) {
   return slot.capturing;
 }
 
-bool timestamp_turn(LaunchThread& thread, CommTrack* track, uint64_t shape, uint32_t sample_scale) {
+// Whether the launch is timestamped by its shape's turn; `alike`: and past the shape's first launch
+// (connection set-up), on a communicator: the launches every rank times (LaunchEvents::timed_alike).
+bool timestamp_turn(LaunchThread& thread, CommTrack* track, uint64_t shape, uint32_t sample_scale, bool& alike) {
   uint32_t n = track ? track->count_launch_of_shape(shape) : thread.untracked_launches++;
-  return n < kFirstTimedPerShape || (n - kFirstTimedPerShape) % (uint64_t{config().sample} * sample_scale) == 0;
+  bool turn = n < kFirstTimedPerShape || (n - kFirstTimedPerShape) % (uint64_t{config().sample} * sample_scale) == 0;
+  alike = turn && track && n > 0;
+  return turn;
 }
 
 // Whether this launch on `stream` is timestamped because the communicator's previous one was by
@@ -195,7 +199,8 @@ TimedLaunch begin_gpu_timed_launch(uint64_t stream, CommTrack* track, uint64_t s
     StreamSlot* slot = stream_slot(thread, cu, stream);
     if (!slot) return {};
     int64_t now = monotonic_ns();
-    bool by_turn = timestamp_turn(thread, track, shape, sample_scale) || now - slot->last_timed_ns >= kTimestampEveryNs;
+    bool alike = false;
+    bool by_turn = timestamp_turn(thread, track, shape, sample_scale, alike) || now - slot->last_timed_ns >= kTimestampEveryNs;
     bool timed = by_turn || (track && pairs_with_previous_launch(*track, stream, by_turn));
     bool starts_burst = now - slot->last_return_ns >= kBurstGapNs;
     if (!timed && !starts_burst && !slot->capturing && slot->unevented_run + 1 < kMaxUneventedRun)
@@ -212,6 +217,7 @@ TimedLaunch begin_gpu_timed_launch(uint64_t stream, CommTrack* track, uint64_t s
     }
     LaunchEvents* events = take_events(thread, cu, slot->ctx, timed);
     if (!events) return {};
+    events->timed_alike = alike;
     events->start_recorded_ns = monotonic_ns();
     if (timed && cu.event_record(events->start, reinterpret_cast<CUstream>(stream)) != CUDA_SUCCESS) {
       thread.pool.push_back(events);

@@ -108,7 +108,7 @@ std::string metrics_text(bool exiting) {
   out.sample({{"host", me.host}, {"pid", pid}}, static_cast<double>(lost_record_count()));
 
   struct Rank {
-    uint64_t issued = 0, completed = 0;
+    uint64_t issued = 0, completed = 0, alike_ns = 0, alike_launches = 0;
     uint32_t stalls = 0, unresolved = 0;
   };
   // Every communicator this process made: a counter stays when its communicator is released. One
@@ -120,6 +120,8 @@ std::string metrics_text(bool exiting) {
     Rank& r = ranks[{id, std::to_string(t.rank)}];
     r.issued += t.issued.load(std::memory_order_relaxed);
     r.completed += t.completed.load(std::memory_order_relaxed);
+    r.alike_ns += t.alike_gpu_ns.load(std::memory_order_relaxed);
+    r.alike_launches += t.alike_launches.load(std::memory_order_relaxed);
     r.stalls += t.stalls.load(std::memory_order_relaxed);
     r.unresolved += t.unresolved_stalls.load(std::memory_order_relaxed);
   });
@@ -129,8 +131,11 @@ std::string metrics_text(bool exiting) {
   };
   each_rank(m::kOpsIssued, [](const Rank& r) { return r.issued; });
   // Completion is known from the GPU only: without GPU timing the family is left out.
-  if (detail::g_timing_mode.load(std::memory_order_relaxed) == static_cast<int>(TimingMode::kGpu))
+  if (detail::g_timing_mode.load(std::memory_order_relaxed) == static_cast<int>(TimingMode::kGpu)) {
     each_rank(m::kOpsCompleted, [](const Rank& r) { return r.completed; });
+    each_rank(m::kCollectiveGpuSeconds, [](const Rank& r) { return static_cast<double>(r.alike_ns) / 1e9; });
+    each_rank(m::kCollectivesTimed, [](const Rank& r) { return r.alike_launches; });
+  }
   each_rank(m::kStalls, [](const Rank& r) { return r.stalls; });
   each_rank(m::kStalled, [](const Rank& r) { return r.unresolved ? 1 : 0; });
   return out.text();

@@ -15,7 +15,11 @@ from report_harness import REAL, check, job, report, report_json, run_case, temp
 
 SAMPLE = re.compile(r'^(ncclwatch_[a-z0-9_]*)(\{.*\})? (\S+)$')
 LABEL = re.compile(r'([a-z_][a-z0-9_]*)="((?:[^"\\]|\\.)*)"')
-ALERTS = ("NcclHangSuspected", "NcclCommunicatorStalled", "NcclCommunicatorsLeaked", "NcclTeardownHung")
+ALERTS = ("NcclHangSuspected", "NcclCommunicatorStalled", "NcclCommunicatorsLeaked", "NcclTeardownHung", "NcclStraggler")
+# The counters the straggler rule takes rates of: fed as the job's run, from 0 to their totals over the
+# first 10 minutes (the rules' --straggler-after), and judged then; the other alerts at 20 minutes.
+RAMPED = ("ncclwatch_collective_gpu_seconds_total", "ncclwatch_collectives_timed_total")
+EVAL_TIME = {alert: "10m" if alert == "NcclStraggler" else "20m" for alert in ALERTS}
 
 
 def promtool():
@@ -41,25 +45,26 @@ def quoted(text):
 
 def fired(folder, rules):
     """{alert: [labels]} that fire 20 minutes into a scrape of the job's metrics repeated every
-    minute (a finished job's series stay as they ended)."""
+    minute (a finished job's series stay as they ended; RAMPED ones grow to their totals)."""
     metrics = report("metrics", folder).stdout
     series = [(m.group(1) + (m.group(2) or ""), m.group(3)) for m in map(SAMPLE.match, metrics.splitlines()) if m]
     check(series, f"{folder}: no series")
     lines = [f"rule_files: [{quoted(rules)}]", "evaluation_interval: 1m", "tests:", "  - interval: 1m",
              "    input_series:"]
     for name, value in series:
-        lines += [f"      - series: {quoted(name)}", f"        values: {quoted(f'{value}x30')}"]
+        values = f"0+{float(value) / 10!r}x10 {value}x20" if name.startswith(RAMPED) else f"{value}x30"
+        lines += [f"      - series: {quoted(name)}", f"        values: {quoted(values)}"]
     # promtool test rules says which alerts fired when the expectation (none) is not met.
     lines.append("    alert_rule_test:")
     for alert in ALERTS:
-        lines += ["      - eval_time: 20m", f"        alertname: {alert}", "        exp_alerts: []"]
+        lines += [f"      - eval_time: {EVAL_TIME[alert]}", f"        alertname: {alert}", "        exp_alerts: []"]
     path = os.path.join(tempdir(), "test.yml")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
     p = subprocess.run([promtool(), "test", "rules", path], capture_output=True, text=True, timeout=120)
     out = {}
     for alert in ALERTS:
-        m = re.search(rf"alertname: {alert}, time: 20m,\s*exp:\[\],\s*got:(.*?)(?=alertname:|\Z)", p.stdout + p.stderr, re.S)
+        m = re.search(rf"alertname: {alert}, time: {EVAL_TIME[alert]},\s*exp:\[\],\s*got:(.*?)(?=alertname:|\Z)", p.stdout + p.stderr, re.S)
         if m:
             out[alert] = [dict(LABEL.findall(labels)) for labels in re.findall(r"Labels:\{([^}]*)\}", m.group(1))]
     check(p.returncode == 0 or out, f"{folder}: promtool test rules failed otherwise:\n{p.stdout}\n{p.stderr}")
@@ -67,16 +72,18 @@ def fired(folder, rules):
 
 
 def test_rules_pass_promtool_check():
-    for settings in ((), ("--hang-after", "60", "--teardown-after", "30")):
+    for settings in ((), ("--hang-after", "60", "--teardown-after", "30", "--straggler-after", "120", "--scrape-interval", "15")):
         path = rules_file(*settings)
         p = subprocess.run([promtool(), "check", "rules", path], capture_output=True, text=True, timeout=60)
-        check(p.returncode == 0 and "SUCCESS: 7 rules found" in p.stdout, (settings, p.stdout, p.stderr))
+        check(p.returncode == 0 and "SUCCESS: 10 rules found" in p.stdout, (settings, p.stdout, p.stderr))
         text = open(path).read()
         for alert in ALERTS:
             check(f"alert: {alert}" in text, (alert, text))
         if settings:
-            check("for: 60s" in text and "for: 30s" in text and "--hang-after 60 --teardown-after 30" in text, text)
-    for bad in (("--hang-after", "0.5"), ("--hang-after", "-3"), ("--teardown-after", "x")):
+            check("for: 60s" in text and "for: 30s" in text and "[120s]" in text and "[60s]" in text and
+                  "--hang-after 60 --teardown-after 30 --straggler-after 120 --scrape-interval 15" in text, text)
+    for bad in (("--hang-after", "0.5"), ("--hang-after", "-3"), ("--teardown-after", "x"), ("--straggler-after", "0"),
+                ("--scrape-interval", "1.5"), ("--scrape-interval", "700000")):
         p = report("rules", *bad)
         check(p.returncode == 2 and not p.stdout and p.stderr, (bad, p.returncode, p.stdout, p.stderr))
 
@@ -90,6 +97,9 @@ def test_rules_fire_on_what_each_job_was_made_to_have():
         jobs["gen_" + scenario] = job(scenario)
     # skip: rank 1 skips a collective; graph_replays: it replays its CUDA graph once less than rank 0;
     # raises: it raises at step 5, leaving rank 0 inside seq 5.
+    # straggler: rank 1 sleeps 20 ms before each all-reduce (on the H200); gen_straggler: rank 2, 5 ms.
+    made_to_straggle = {"straggler": ("1278860c3a764e15", "1"), "gen_straggler": ("a11ce00000000001", "2")}
+    stragglers = 0
     made_to_hang = {"skip": "1", "skip_timed": "1", "graph_replays": "1", "raises": "1", "gen_skip_interleaved_2": "1"}
     compared = 0
     for name, folder in jobs.items():
@@ -116,10 +126,16 @@ def test_rules_fire_on_what_each_job_was_made_to_have():
         teardown = {(a["pid"], a["state"]) for a in got.get("NcclTeardownHung", [])}
         want = {(str(l["pid"]), l["state"]) for l in leaks["leaks"] if l["kind"] == "communicator" and l["state"].endswith("_hung")}
         check(teardown == want, f"{name}: teardown alerts {teardown}, leaks {want}")
+        # Stragglers: the ranks `hang` finds making their peers wait (on the GPU, far above chance).
+        straggling = {(a["comm"], a["rank"]) for a in got.get("NcclStraggler", [])}
+        found = {(c["comm"], str(r["rank"])) for c in hang_report["comms"] for r in c["stragglers"]["ranks"] if r["finding"]}
+        check(straggling == found, f"{name}: straggler alerts {straggling}, hang's stragglers {found}")
+        check(name not in made_to_straggle or straggling == {made_to_straggle[name]}, f"{name}: {straggling}")
+        stragglers += bool(straggling)
         check(name != "teardown_hang" or want, f"{name}: its destroy never returned: {leaks['leaks']}")
         check(name != "teardown_killed" or not want, f"{name}: killed inside its teardown, not hung: {want}")
         compared += 1
-    check(compared == len(jobs) >= 19, compared)
+    check(compared == len(jobs) >= 19 and stragglers == len(made_to_straggle), (compared, stragglers))
 
 
 if __name__ == "__main__":

@@ -137,6 +137,35 @@ def released_communicators_keep_their_counters():
     check(not pick(live, "ncclwatch_communicators", state="alive"), live)
 
 
+def straggler_series_show_the_injected_wait():
+    # The last of 3 ranks sleeps 20 ms before each of 10 all-reduces: its peers' collectives wait for
+    # it on the (stand-in's) GPU. The straggler series count the 9 launches past each rank's first, and
+    # the peers' mean exceeds the late rank's by the sleep; the report of the traces writes the same.
+    job = Job([app("collectives_app"), "straggler"], nranks=3)
+    files = os.path.join(job.tmp, "textfiles")
+    os.makedirs(files)
+    job.env.update({"NCCLWATCH_METRICS_FILE": os.path.join(files, "m-%p.prom"), "NCCLWATCH_METRICS_SEC": "0.1"})
+    for rank, r in enumerate(job.run()):
+        check(r.returncode == 0, f"rank {rank}: exit {r.returncode}: {r.stderr}")
+    live = [s for f in os.listdir(files) for s in parse(open(os.path.join(files, f)).read())]
+    offline = parse(subprocess.run([REPORT, "metrics", job.trace_dir], capture_output=True, text=True, check=True).stdout)
+
+    def means(samples):
+        seconds = {l["rank"]: v for n, l, v in samples if n == "ncclwatch_collective_gpu_seconds_total"}
+        launches = {l["rank"]: v for n, l, v in samples if n == "ncclwatch_collectives_timed_total"}
+        check(sorted(launches.items()) == [("0", 9), ("1", 9), ("2", 9)], launches)
+        return {rank: seconds[rank] / launches[rank] for rank in launches}
+
+    for source, samples in (("live", live), ("offline", offline)):
+        mean = means(samples)
+        for peer in ("0", "1"):
+            wait_ms = (mean[peer] - mean["2"]) * 1e3
+            check(15 <= wait_ms <= 25, f"{source}: rank {peer} waited {wait_ms:.2f} ms per all-reduce for rank 2: {mean}")
+    live_mean, offline_mean = means(live), means(offline)
+    for rank in live_mean:
+        check(abs(live_mean[rank] - offline_mean[rank]) <= 1e-5, (rank, live_mean, offline_mean))
+
+
 def unwritable_metrics_file_costs_only_the_metrics():
     job = Job([app("collectives_app"), "mixed"], nranks=2)
     target = os.path.join(job.tmp, "no-such-folder", "m.prom")
@@ -216,5 +245,6 @@ def metrics_file_that_is_not_ours_is_left_alone():
 
 if __name__ == "__main__":
     main({f.__name__: f for f in (live_metrics_through_node_exporter, released_communicators_keep_their_counters,
+                                  straggler_series_show_the_injected_wait,
                                   unwritable_metrics_file_costs_only_the_metrics,
                                   metrics_file_that_is_not_ours_is_left_alone)})
