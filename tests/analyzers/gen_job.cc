@@ -51,6 +51,22 @@ SimJob interleaved(int nranks, int steps, int skipper, int skipped) {
   return job;
 }
 
+SimJob fleet_scale_job(int stops, int late) {
+  SimJob job = world_job(4096, 24);
+  for (size_t r = 0; r < job.ranks.size(); ++r) {
+    job.ranks[r].host = "node" + std::to_string(r / 8);
+    job.ranks[r].pid = 10000 + static_cast<uint32_t>(r);
+    job.ranks[r].env["NCCLWATCH_JOB"] = stops >= 0 ? "ranks4096-hang" : "ranks4096-straggler";
+  }
+  if (stops >= 0) {
+    job.ranks[static_cast<size_t>(stops)].program.resize(12);
+    job.ranks[static_cast<size_t>(stops)].exits = false;
+  }
+  if (late >= 0)
+    for (SimCall& c : job.ranks[static_cast<size_t>(late)].program) c.delay_ns += 20'000'000;
+  return job;
+}
+
 const std::map<std::string, std::function<SimJob()>> kScenarios = {
     // Rank 1 passes half the count at seq 3 and dies after seq 5; the others hang at seq 6.
     {"count_mismatch_then_stop",
@@ -164,6 +180,11 @@ const std::map<std::string, std::function<SimJob()>> kScenarios = {
        for (SimCall& c : job.ranks[67].program) c.delay_ns += 3'000'000;
        return job;
      }},
+    // A job at fleet scale (the Prometheus rules' test): 4,096 ranks, 8 per host, 24 all-reduces of
+    // 1 MiB. In the hang, rank 1234 stops after 12 (still running, inside nothing); in the straggler,
+    // rank 777 starts every all-reduce 20 ms late.
+    {"ranks4096_hang", [] { return fleet_scale_job(1234, 0); }},
+    {"ranks4096_straggler", [] { return fleet_scale_job(-1, 777); }},
     // Host timing only (no GPU timing records).
     {"host_timing",
      [] {

@@ -71,6 +71,14 @@ def main():
         assert version.split()[-1] == package_version and report_version.split()[1] == package_version, \
             (version, report_version, package_version)
 
+        # The Prometheus rules (as `ncclwatch-report rules` prints them) and the Grafana dashboard.
+        share = os.path.join(os.path.dirname(os.path.dirname(report)), "share")
+        with open(os.path.join(share, "prometheus", "ncclwatch.rules.yml")) as f:
+            assert f.read() == run([report, "rules"]).stdout
+        with open(os.path.join(share, "grafana", "ncclwatch-dashboard.json")) as f:
+            assert json.load(f)["uid"] == "ncclwatch"
+        assert os.path.exists(os.path.join(share, "grafana", "provisioning.yaml"))
+
         # The installed launcher on a stand-in job (the main build's example and stand-in NCCL).
         traces = os.path.join(tmp, "traces")
         env = dict(CLEAN_ENV, LD_LIBRARY_PATH=os.path.join(BUILD, "tests", "hostnccl"), NCCLWATCH_SAMPLE="1",

@@ -581,6 +581,7 @@ int main(int argc, char** argv) {
   if (scenario == "straggler") return straggler(true, 10);
   if (scenario == "straggler-async") return straggler(false, 30);
   if (scenario == "straggler-short") return straggler(false, 20);
+  if (scenario == "straggler-long") return straggler(true, argc > 2 ? std::atoi(argv[2]) : 1000);
   if (scenario == "one-process-two-ranks") return one_process_two_ranks();
   if (scenario == "config-variants") return config_variants();
   if (scenario == "exit-in-flight") return exit_in_flight();
