@@ -10,7 +10,7 @@
 //     says; a column with "labels" holds uint32 codes into them (op names, comm ids: few values)
 //   {"file": F, "env": [[key, value], ...]}
 //   {"problems": [[file, problem, fatal], ...], "leaks": `leaks --json`}    last
-// Tables: ops (group ends left out), timings, totals, calls, stalls. Each op carries its launch's
+// Tables: ops (group ends left out), totals, calls, stalls. Each op carries its launch's
 // GPU times as the reports take them (TimedOps: the begin corrected by the communicator's previous
 // launch, the timing of a stream none of its ops named given to all), and how it was timed.
 #include "reports/commands.h"
@@ -189,14 +189,6 @@ const std::vector<Column<OpRow>> kOpColumns = {
 };
 const size_t kOpTimingColumns = kOpColumns.size() - 3;
 
-const std::vector<Column<GpuTimingRecord>> kTimingColumns = {
-    {"launch_id", Kind::kU64, [](const GpuTimingRecord& g) -> int64_t { return g.launch_id; }},
-    {"stream", Kind::kU64, [](const GpuTimingRecord& g) -> int64_t { return g.stream; }},
-    {"gpu_begin_ns", Kind::kI64, [](const GpuTimingRecord& g) -> int64_t { return g.gpu_begin_ns; }},
-    {"gpu_end_ns", Kind::kI64, [](const GpuTimingRecord& g) -> int64_t { return g.gpu_end_ns; }},
-    {"has_begin", Kind::kBool, [](const GpuTimingRecord& g) -> int64_t { return (g.flags & kTimingHasBegin) != 0; }},
-};
-
 const std::vector<Column<OpTotalsRow>> kTotalsColumns = {
     {"comm_id", Kind::kLabel, nullptr, [](const OpTotalsRow& t) { return hex_id(t.comm_id); }},
     {"rank", Kind::kI32, [](const OpTotalsRow& t) -> int64_t { return t.rank; }},
@@ -247,7 +239,6 @@ const std::vector<Column<StallRecord>> kStallColumns = {
 // One file's tables and settings, as its records arrive; the ops' timings as TimedOps pairs them.
 struct FileColumns {
   ColumnTable<OpRow> ops{kOpColumns};
-  ColumnTable<GpuTimingRecord> timings{kTimingColumns};
   ColumnTable<OpTotalsRow> totals{kTotalsColumns};
   ColumnTable<ApiEvent> calls{kCallColumns};
   ColumnTable<StallRecord> stalls{kStallColumns};
@@ -267,7 +258,6 @@ struct FileColumns {
         break;
       }
       case RecordType::kGpuTiming:
-        timings.add(record_as<GpuTimingRecord>(r));
         timed.add(r);
         break;
       case RecordType::kOpTotals: totals.add(record_as<OpTotalsRow>(r)); break;
@@ -371,7 +361,6 @@ int run_columns(const Options& options) {
     out << dump_json({{"file", file}, {"process", process_json(p)}}) << "\n";
     const FileColumns& c = *kept[i];
     c.ops.write(out, file, "ops");
-    c.timings.write(out, file, "timings");
     c.totals.write(out, file, "totals");
     c.calls.write(out, file, "calls");
     c.stalls.write(out, file, "stalls");

@@ -154,7 +154,7 @@ def load(paths, symbolize=True):
     from . import report_path
     files = trace_files(paths)
     header, blocks = _run_columns(report_path(), files, symbolize) if files else ({}, [{"problems": [], "leaks": {}}])
-    by_table = {name: [] for name in ("ops", "timings", "totals", "calls", "stalls")}
+    by_table = {name: [] for name in ("ops", "totals", "calls", "stalls")}
     processes, env, process = [], [], {}
     for block in blocks:
         if "process" in block:

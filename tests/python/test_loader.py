@@ -428,7 +428,8 @@ def an_unreadable_stream_is_named():
     header, blocks = loader.read_columns(stream)
     tables = [b for b in blocks if "table" in b]
     check(header["format"] == "ncclwatch-columns" and len(header["totals_bucket_floor_ns"]) == 46 and
-          {b["table"] for b in tables} >= {"ops", "timings", "totals", "calls"} and "problems" in blocks[-1], blocks[-1])
+          {"ops", "totals", "calls"} <= {b["table"] for b in tables} <= {"ops", "totals", "calls", "stalls"} and
+          "problems" in blocks[-1], blocks[-1])
     line_ends = [i for i, c in enumerate(stream) if c == ord("\n")]
     cuts = sorted({1, line_ends[0], line_ends[0] + 1, line_ends[1] + 3, line_ends[-2] + 1, len(stream) - 2} |
                   {line_ends[k] + 9 for k in range(1, len(line_ends) - 1, max(1, len(line_ends) // 20))})
