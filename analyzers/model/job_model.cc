@@ -16,9 +16,23 @@ namespace ncclwatch::model {
 using namespace trace;
 
 CommMemoryFigure CommMemoryFigure::of(const ApiEvent& end) {
+  if (end.bytes > kMostGpuBytes) return {};
   if (end.flags & kFlagMemoryFromNccl) return {end.bytes, "ncclCommMemStats"};
   if (end.flags & kFlagMemoryFromFreeChange) return {end.bytes, "free_memory_change"};
   return {};
+}
+
+CommMemoryFigure CommInstance::held() const {
+  for (auto it = set_up.rbegin(); it != set_up.rend(); ++it)
+    if (it->held_bytes) return {*it->held_bytes, "ncclCommMemStats"};
+  if (!memory.known()) return {};
+  CommMemoryFigure figure = memory;
+  for (const MemoryReading& r : set_up) {
+    if (!r.taken_bytes || *r.taken_bytes <= 0) continue;
+    figure.bytes += static_cast<uint64_t>(*r.taken_bytes);
+    figure.from = "free_memory_change";
+  }
+  return figure;
 }
 
 std::string hex_id(uint64_t id) { return fmt::format("{:016x}", id); }

@@ -32,6 +32,9 @@ struct Module {
   std::string build_id;  // raw bytes; empty when the trace does not say (format < 4, or none)
 };
 
+// More GPU memory than any device has (1 PiB): a figure beyond it is no measurement, and is dropped.
+inline constexpr uint64_t kMostGpuBytes = uint64_t{1} << 50;
+
 // GPU memory a communicator held, as the shim measured it when it was made or released.
 struct CommMemoryFigure {
   uint64_t bytes = 0;
@@ -39,6 +42,16 @@ struct CommMemoryFigure {
 
   bool known() const { return from != nullptr; }
   static CommMemoryFigure of(const trace::ApiEvent& end);
+};
+
+// What a communicator's memory became after one of its set-up calls (trace::MemoryRecord).
+struct MemoryReading {
+  int64_t time_ns = 0;
+  trace::Api api = trace::Api::kUnknown;  // the call: a collective, point-to-point or a group end
+  uint64_t count = 0;
+  int32_t peer = -1;
+  std::optional<uint64_t> held_bytes;    // NCCL's count after the call
+  std::optional<int64_t> taken_bytes;    // the device's free memory's fall across the call
 };
 
 // One communicator as one process saw it (one rank of it).
@@ -82,6 +95,12 @@ struct CommInstance {
   uint16_t library = 0;         // id of the NCCL library that made it (0: the process's only one)
   CommMemoryFigure memory;      // held when made
   CommMemoryFigure freed;       // given back by its destroy or abort
+  std::vector<MemoryReading> set_up;  // after its set-up calls, in order
+  // What it holds as last read: NCCL's count after its latest set-up call where NCCL counts, else
+  // what it held when made plus what its set-up calls took.
+  CommMemoryFigure held() const;
+  // What its set-up calls added to what it held when made (held() - memory), where both are known.
+  uint64_t set_up_bytes() const { return held().bytes > memory.bytes ? held().bytes - memory.bytes : 0; }
   CommState state = CommState::kLeaked;
   // A teardown that never returned (lifecycle::is_teardown_hang): from its entry to the end of the
   // trace, how long the process had been inside it.

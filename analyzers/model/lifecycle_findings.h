@@ -26,7 +26,7 @@ struct CommPileUp {
   uint64_t not_destroyed = 0;        // of them, not destroyed before exit
   uint64_t bursts = 0;               // creation bursts (more than kBurstGapNs apart)
   uint64_t peak_alive = 0;           // most of them alive at once
-  uint64_t memory_bytes = 0;         // GPU memory they held when made, where measured
+  uint64_t memory_bytes = 0;         // GPU memory they hold as last read (CommInstance::held), where measured
   double first_s = 0, last_s = 0;    // first and last creation, from the process's start
   std::vector<int32_t> ranks;        // world ranks of the processes where they piled up
 };

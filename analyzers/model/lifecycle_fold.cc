@@ -297,6 +297,20 @@ class CommFold {
     pending_[e.call_id] = std::move(pending);
   }
 
+  // A reading after a set-up call, kept with the communicator it names (a bounded number).
+  void memory(const MemoryRecord& m) {
+    CommInstance* c = live_comm(m.comm);
+    if (!c || c->set_up.size() >= 2 * kMaxMemoryReadings) return;
+    MemoryReading& r = c->set_up.emplace_back();
+    r.time_ns = m.time_ns;
+    r.api = static_cast<Api>(m.api);
+    r.count = m.op_count;
+    r.peer = m.peer;
+    auto magnitude = [](int64_t v) { return v < 0 ? uint64_t{0} - static_cast<uint64_t>(v) : static_cast<uint64_t>(v); };
+    if ((m.flags & kFlagMemoryFromNccl) && m.held_bytes <= kMostGpuBytes) r.held_bytes = m.held_bytes;
+    if ((m.flags & kFlagMemoryFromFreeChange) && magnitude(m.taken_bytes) <= kMostGpuBytes) r.taken_bytes = m.taken_bytes;
+  }
+
   void end(const ApiEvent& e) {
     Api api = api_of(e);
     auto it = pending_.find(e.call_id);
@@ -530,6 +544,10 @@ struct LifecycleFold::Impl {
 
   void add(const RecordView& r) {
     if (facts.add(r)) return;
+    if (r.type == RecordType::kMemory) {
+      if (const auto* m = r.as<MemoryRecord>()) calls.memory(*m);
+      return;
+    }
     if (r.type != RecordType::kCallBegin && r.type != RecordType::kCallEnd) return;
     const auto* e = r.as<ApiEvent>();
     if (!e) return;

@@ -88,7 +88,7 @@ struct LeakReport {
   std::vector<LeakedComm> leaked;  // by identity
   std::map<std::string, int> state_counts;
   std::map<uint64_t, std::set<int>> finalized_only;  // finalized, never destroyed: not a leak by contract
-  uint64_t leaked_memory_bytes = 0;  // GPU memory the leaked instances held when made, where measured
+  uint64_t leaked_memory_bytes = 0;  // GPU memory the leaked instances hold as last read, where measured
   bool torch = false;                // PyTorch made a leaked communicator
   std::vector<std::string> remedies; // NVSHMEM's, PyTorch's or NCCL's, for what leaked
   std::vector<PileUpFinding> pile_ups;

@@ -126,6 +126,21 @@ void add_signal_fields(const RecordView& r, json& j) {
   j["handled"] = x->handled != 0;
 }
 
+void add_memory_fields(const RecordView& r, json& j) {
+  const auto* m = r.as<MemoryRecord>();
+  if (!m) return;
+  j["time_ns"] = m->time_ns;
+  j["comm_id"] = m->comm_id;
+  j["comm"] = m->comm;
+  j["rank"] = m->rank;
+  j["op"] = api_name(static_cast<Api>(m->api));
+  j["count"] = m->op_count;
+  j["peer"] = m->peer;
+  j["flags"] = m->flags;
+  if (m->flags & kFlagMemoryFromNccl) j["held_bytes"] = m->held_bytes;
+  if (m->flags & kFlagMemoryFromFreeChange) j["taken_bytes"] = m->taken_bytes;
+}
+
 // A collective or point-to-point op.
 void add_op_fields(const RecordView& r, json& j) {
   const auto* o = r.as<OpRecord>();
@@ -205,6 +220,7 @@ json record_json(const RecordView& r) {
     case RecordType::kStacks:
     case RecordType::kEnding: j.update(strings_json(r)); break;
     case RecordType::kSignal: add_signal_fields(r, j); break;
+    case RecordType::kMemory: add_memory_fields(r, j); break;
     case RecordType::kModule: add_module_fields(r, j); break;
     case RecordType::kCallBegin:
     case RecordType::kCallEnd: add_call_fields(r, j); break;

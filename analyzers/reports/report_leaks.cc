@@ -75,11 +75,28 @@ json memory_json(const CommMemoryFigure& m) {
   return m.known() ? json{{"bytes", m.bytes}, {"from", m.from}} : json(nullptr);
 }
 
-// ", 96 MiB of GPU memory when made (free memory change during the call)"
-std::string memory_text(const CommMemoryFigure& m) {
-  if (!m.known() || !m.bytes) return "";
-  return fmt::format("{} of GPU memory when made ({})", bytes_text(m.bytes),
-                     std::string_view(m.from) == "ncclCommMemStats" ? "ncclCommMemStats" : "free memory change during the call");
+// "96 MiB of GPU memory when made (free memory change during the call)", or with set-up calls
+// after: "128 MiB of GPU memory: 96 MiB when made, 32 MiB more at 4 set-up calls (ncclCommMemStats)"
+std::string memory_text(const CommInstance& c) {
+  auto source = [](const CommMemoryFigure& m) {
+    return std::string_view(m.from) == "ncclCommMemStats" ? "ncclCommMemStats" : "free memory change during the call";
+  };
+  CommMemoryFigure held = c.held();
+  if (!held.known() || !held.bytes) return "";
+  if (!c.set_up_bytes() || !c.memory.known())
+    return fmt::format("{} of GPU memory when made ({})", bytes_text(held.bytes), source(held));
+  return fmt::format("{} of GPU memory: {} when made, {} more at {} set-up call(s) ({})", bytes_text(held.bytes),
+                     bytes_text(c.memory.bytes), bytes_text(c.set_up_bytes()), c.set_up.size(),
+                     std::string_view(held.from) == "ncclCommMemStats" ? "ncclCommMemStats" : "free memory change during the calls");
+}
+
+json set_up_json(const CommInstance& c) {
+  json calls = json::array();
+  for (const MemoryReading& r : c.set_up)
+    calls.push_back({{"op", trace::api_name(r.api)}, {"count", r.count}, {"peer", r.peer},
+                     {"held_bytes", r.held_bytes ? json(*r.held_bytes) : json(nullptr)},
+                     {"taken_bytes", r.taken_bytes ? json(*r.taken_bytes) : json(nullptr)}});
+  return calls;
 }
 
 std::string describe_how_ended(const CommInstance& c, const ProcessTrace& p) {
@@ -128,6 +145,8 @@ json comm_json(const CommInstanceRow& row) {
                 {"python_site", python_json(row.site.python)},
                 {"gpu_memory", memory_json(c.memory)},
                 {"gpu_memory_freed", memory_json(c.freed)},
+                {"gpu_memory_held", memory_json(c.held())},
+                {"set_up_calls", set_up_json(c)},
                 {"made_by_nvshmem", c.nvshmem},
                 {"library", p.library_path(c)},
                 {"creation_unrecorded", c.creation_unrecorded},
@@ -211,7 +230,7 @@ std::string pile_up_text(const PileUpFinding& f) {
   return fmt::format(
       "{} communicators made at {} (rank(s) {}, each), in {} bursts from {:.1f} s to {:.1f} s; {}, at most {} alive at once{}",
       pile.made, f.site.first, ranks_text(pile.ranks), pile.bursts, pile.first_s, pile.last_s, kept, pile.peak_alive,
-      pile.memory_bytes ? fmt::format(", together holding {} of GPU memory when made", bytes_text(pile.memory_bytes)) : "");
+      pile.memory_bytes ? fmt::format(", together holding {} of GPU memory", bytes_text(pile.memory_bytes)) : "");
 }
 
 // "window 0x... of buffer 0x... on comm ... rank 0 (pid 12)"
@@ -295,7 +314,7 @@ void print_leaks_text(const LeakReport& report) {
         print_text("      created at: unknown (its records were lost to a full trace; the shim's list of communicators "
                    "alive at exit names it)\n");
       if (c.python_site.size() > 1) print_text("      python: {}\n", python_stack_text(c.python_site));
-      if (std::string memory = memory_text(c.memory); !memory.empty()) print_text("      held {}\n", memory);
+      if (std::string memory = memory_text(c); !memory.empty()) print_text("      held {}\n", memory);
       if (l.process->has_several_libraries()) print_text("      by NCCL {}\n", l.process->library_path(c));
     }
     for (const OpenResourceRow& row : report.open_resources) {
@@ -334,7 +353,7 @@ LeakReport leak_report(const Job& job, bool symbolize) {
       if (c.state == CommState::kFinalized) report.finalized_only[c.id].insert(c.rank);
       if (!is_leak(c.state)) continue;
       report.leaked_instances.push_back(report.communicators.size() - 1);
-      report.leaked_memory_bytes += c.memory.bytes;
+      report.leaked_memory_bytes += c.held().bytes;
       auto [it, inserted] = leaked.try_emplace(c.id, LeakedComm{c.id, &c, &p, {}, {}, {}, {}, row.site});
       it->second.ranks.insert(c.rank);
       if (row.world_rank >= 0) it->second.world_ranks.insert(row.world_rank);

@@ -41,6 +41,8 @@ struct SummaryReport {
   std::vector<Ending> bad_endings;
   uint64_t lost_records = 0;
   std::map<std::string, LibraryUse> libraries;  // by path
+  // The process whose NCCL communicators held the most GPU memory at once, where measured.
+  std::optional<ProcessMemory> memory_peak;
   LeakReport leaks;                     // call sites not symbolized: the summary names no native frame
   HangReport hang;
   std::vector<LatencyRow> slowest_ops;  // at most 5, by their worst steady-state time

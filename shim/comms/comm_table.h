@@ -48,6 +48,13 @@ struct CommTrack {
   // the live straggler series (collector thread writes, the metrics writer reads).
   std::atomic<uint64_t> alike_gpu_ns{0};
   std::atomic<uint64_t> alike_launches{0};
+  // The GPU memory it holds as last read (at creation, then after set-up calls: comm_memory.h),
+  // for the exit alert, and how many set-up readings it has had (at most kMaxMemoryReadings).
+  std::atomic<uint64_t> held_bytes{0};
+  std::atomic<uint32_t> memory_readings{0};
+  // The device's free memory before its set-up call in progress (-1 unknown; NCCL serializes the
+  // calls on one communicator, so one at a time).
+  std::atomic<int64_t> setup_free_before{-1};
   // The track published before this one (every track ever published, newest first: counters
   // outlive the communicator, for the live metrics).
   CommTrack* published_before = nullptr;

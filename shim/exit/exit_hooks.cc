@@ -110,6 +110,13 @@ lifecycle::EndState end_state_now(const CommEntry& c, int64_t now) {
   return end_state_at_exit(c.phase, teardown_inside_ns(c, now));
 }
 
+// The GPU memory `c` holds as last read: at its creation, or after its set-up calls since.
+uint64_t held_now(const CommEntry& c) {
+  const CommTrack* track = find_comm_track(c.handle);
+  uint64_t held = track ? track->held_bytes.load(std::memory_order_relaxed) : 0;
+  return held ? held : c.memory_bytes;
+}
+
 void describe_end(AlertText& out, const CommEntry& c, int64_t now) {
   lifecycle::EndState state = end_state_now(c, now);
   out.add(lifecycle::end_state_name(state));
@@ -163,7 +170,7 @@ AlertCounts build_alert(AlertText& out, bool wait) {
           body.add(" (").add(trace::api_name(c.created_by));
           if (c.process_group[0]) body.add(", ").add(c.process_group);
           body.add(", age ").add_seconds(now - c.created_ns);
-          if (c.memory_bytes) body.add(", ").add_bytes(c.memory_bytes).add(" of GPU memory");
+          if (uint64_t held = held_now(c)) body.add(", ").add_bytes(held).add(" of GPU memory");
           body.add("): ");
           if (leak || end_state_now(c, now) == lifecycle::EndState::kEndedInTeardown) describe_end(body, c, now);
           else body.add(lifecycle::kFinalizedNote);

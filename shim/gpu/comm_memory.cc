@@ -1,7 +1,9 @@
 #include "gpu/comm_memory.h"
 
 #include "gpu/cuda_driver.h"
-#include "gpu/gpu_timer.h"
+#include "gpu/timing_mode.h"
+#include "process/process.h"
+#include "trace/trace.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -50,6 +52,44 @@ CommMemory free_memory_change(FreeMemoryBefore before, bool taken) noexcept {
   if (after.bytes < 0) return {};
   int64_t change = taken ? before.bytes - after.bytes : after.bytes - before.bytes;
   return {static_cast<uint64_t>(change > 0 ? change : 0), trace::kFlagMemoryFromFreeChange};
+}
+
+bool begin_setup_reading(CommTrack& track) noexcept {
+  if (!driver_for_memory()) return false;
+  if (track.memory_readings.fetch_add(1, std::memory_order_relaxed) >= trace::kMaxMemoryReadings) return false;
+  track.setup_free_before.store(free_memory_now().bytes, std::memory_order_relaxed);
+  return true;
+}
+
+void finish_setup_reading(CommTrack& track, const SetupCall& call) noexcept {
+  int64_t before = track.setup_free_before.load(std::memory_order_relaxed);
+  CommMemory held = nccl_comm_memory(real_nccl(), reinterpret_cast<ncclComm_t>(track.handle));
+  FreeMemoryBefore after = before >= 0 ? free_memory_now() : FreeMemoryBefore{};
+  uint32_t flags = held.flag;
+  int64_t taken = 0;
+  if (after.bytes >= 0) {
+    taken = before - after.bytes;
+    flags |= trace::kFlagMemoryFromFreeChange;
+  }
+  if (!flags) return;
+  // Without NCCL's count, what it holds is what it took at creation and at each set-up since.
+  if (held.flag) track.held_bytes.store(held.bytes, std::memory_order_relaxed);
+  else if (taken > 0) track.held_bytes.fetch_add(static_cast<uint64_t>(taken), std::memory_order_relaxed);
+  RecordSlot slot = reserve_record(sizeof(trace::MemoryRecord));
+  if (!slot) return;
+  auto* rec = slot.as<trace::MemoryRecord>();
+  rec->time_ns = monotonic_ns();
+  rec->comm_id = track.id;
+  rec->comm = track.handle;
+  rec->held_bytes = held.bytes;
+  rec->taken_bytes = taken;
+  rec->op_count = call.count;
+  rec->flags = flags;
+  rec->api = call.api;
+  rec->datatype = call.datatype;
+  rec->rank = track.rank;
+  rec->peer = call.peer;
+  slot.commit(trace::RecordType::kMemory);
 }
 
 }  // namespace ncclwatch

@@ -3,9 +3,13 @@
 // (2.29.7+), else the change in the device's free memory across the call. When released: the
 // free memory's change only, since NCCL calls on a communicator being torn down can act on it
 // (ncclCommMemStats on one whose abort flag is set aborts its group job) or warn in the
-// application's log. Only in gpu timing mode, where the shim may call the CUDA driver at all.
+// application's log. Between the two, after each call that may set it up further (its first
+// launch of each op shape: NCCL connects an algorithm's peers at its first use, and 2.29+
+// allocates most buffers then), both ways again, written as a kMemory record. Only in gpu timing
+// mode, where the shim may call the CUDA driver at all.
 #pragma once
 
+#include "comms/comms.h"
 #include "resolve/resolve.h"
 
 #include <cstdint>
@@ -29,5 +33,20 @@ struct CommMemory {
 CommMemory nccl_comm_memory(const RealNccl* real, ncclComm_t comm) noexcept;
 // The free memory the call took (`taken`) or gave back since `before`.
 CommMemory free_memory_change(FreeMemoryBefore before, bool taken) noexcept;
+
+// Before a set-up call (its communicator's first launch of an op shape): reads the device's free
+// memory into the track, for finish_setup_reading. False when the call is not read: not in gpu
+// mode, or past the communicator's kMaxMemoryReadings. Called by the launch timing (gpu_timer.cc),
+// which marks such launches TimedLaunch::first_of_shape.
+bool begin_setup_reading(CommTrack& track) noexcept;
+// After it: what the communicator holds now (NCCL's count) and what the call took from the device's
+// free memory, as a kMemory record; the track's held_bytes follows.
+struct SetupCall {
+  uint16_t api;
+  uint64_t count;
+  uint8_t datatype;
+  int32_t peer;
+};
+void finish_setup_reading(CommTrack& track, const SetupCall& call) noexcept;
 
 }  // namespace ncclwatch

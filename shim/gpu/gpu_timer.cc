@@ -5,6 +5,8 @@
 // checked before every event record and remembered per stream in between.
 #include "gpu/gpu_timer.h"
 
+#include "gpu/comm_memory.h"
+
 #include "gpu/cuda_driver.h"
 #include "gpu/gpu_clock_refs.h"
 #include "gpu/gpu_state.h"
@@ -93,11 +95,14 @@ bool check_capturing(const CudaDriver& cu, StreamSlot& slot, bool& failed) {
 }
 
 // Whether the launch is timestamped by its shape's turn; `alike`: and past the shape's first launch
-// (connection set-up), on a communicator: the launches every rank times (LaunchEvents::timed_alike).
-bool timestamp_turn(LaunchThread& thread, CommTrack* track, uint64_t shape, uint32_t sample_scale, bool& alike) {
+// (connection set-up), on a communicator: the launches every rank times (LaunchEvents::timed_alike);
+// `first`: that first launch.
+bool timestamp_turn(LaunchThread& thread, CommTrack* track, uint64_t shape, uint32_t sample_scale, bool& alike,
+                    bool& first) {
   uint32_t n = track ? track->count_launch_of_shape(shape) : thread.untracked_launches++;
   bool turn = n < kFirstTimedPerShape || (n - kFirstTimedPerShape) % (uint64_t{config().sample} * sample_scale) == 0;
   alike = turn && track && n > 0;
+  first = track && n == 0;
   return turn;
 }
 
@@ -199,8 +204,9 @@ TimedLaunch begin_gpu_timed_launch(uint64_t stream, CommTrack* track, uint64_t s
     StreamSlot* slot = stream_slot(thread, cu, stream);
     if (!slot) return {};
     int64_t now = monotonic_ns();
-    bool alike = false;
-    bool by_turn = timestamp_turn(thread, track, shape, sample_scale, alike) || now - slot->last_timed_ns >= kTimestampEveryNs;
+    bool alike = false, first = false;
+    bool by_turn =
+        timestamp_turn(thread, track, shape, sample_scale, alike, first) || now - slot->last_timed_ns >= kTimestampEveryNs;
     bool timed = by_turn || (track && pairs_with_previous_launch(*track, stream, by_turn));
     bool starts_burst = now - slot->last_return_ns >= kBurstGapNs;
     if (!timed && !starts_burst && !slot->capturing && slot->unevented_run + 1 < kMaxUneventedRun)
@@ -226,7 +232,7 @@ TimedLaunch begin_gpu_timed_launch(uint64_t stream, CommTrack* track, uint64_t s
     }
     if (timed) slot->last_timed_ns = now;
     gpu::start_collector();
-    return TimedLaunch{events, slot, timed};
+    return TimedLaunch{events, slot, timed, first && begin_setup_reading(*track)};
   } catch (...) {
     say_timing_failed();
     return {};
@@ -237,10 +243,11 @@ TimedLaunch begin_gpu_timed_launch(uint64_t stream, CommTrack* track, uint64_t s
   return begin_gpu_timed_launch(stream, track, shape, captured, 1);
 }
 
-void end_timed_launch(TimedLaunch launch, uint64_t stream, uint64_t launch_id, CommTrack* track, uint64_t seq,
+namespace {
+
+void hand_over_launch(TimedLaunch launch, uint64_t stream, uint64_t launch_id, CommTrack* track, uint64_t seq,
                       trace::Api api, uint32_t ops, int64_t enqueued_ns, int64_t returned_ns,
                       trace::OpTotalsEntry* totals, uint32_t graph) noexcept {
-  if (!launch) return;
   auto* slot = static_cast<StreamSlot*>(launch.slot);
   auto* events = static_cast<LaunchEvents*>(launch.events);
   LaunchThread& thread = *t_thread.gpu;
@@ -262,6 +269,20 @@ void end_timed_launch(TimedLaunch launch, uint64_t stream, uint64_t launch_id, C
     thread.pool.push_back(events);  // collector far behind: this launch goes unwatched
     notice_once(Notice::kGpuTimingBehind, "ncclwatch: GPU timing fell behind; some launches are recorded untimed");
   }
+}
+
+}  // namespace
+
+void end_timed_launch(TimedLaunch launch, uint64_t stream, uint64_t launch_id, CommTrack* track, uint64_t seq,
+                      trace::Api api, uint32_t ops, int64_t enqueued_ns, int64_t returned_ns,
+                      trace::OpTotalsEntry* totals, uint32_t graph) noexcept {
+  if (!launch) return;
+  hand_over_launch(launch, stream, launch_id, track, seq, api, ops, enqueued_ns, returned_ns, totals, graph);
+  // A set-up call's reading, once its end event is on the stream (the reading takes microseconds).
+  // Its op is named by the totals' entry (the op's count and type; a group end's ops), when there is one.
+  if (launch.first_of_shape && track) [[unlikely]]
+    finish_setup_reading(*track, totals ? SetupCall{totals->api, totals->count, totals->datatype, -1}
+                                        : SetupCall{static_cast<uint16_t>(api), ops, 0, -1});
 }
 
 void stop_gpu_timer(bool let_running_finish) noexcept {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "comms/comms.h"
+#include "gpu/timing_mode.h"
 
 #include <ncclwatch/trace_format.h>
 
@@ -14,19 +15,6 @@
 #include <cstdint>
 
 namespace ncclwatch {
-
-enum class TimingMode { kGpu, kHost };
-
-// NCCLWATCH_TIMING (gpu where a CUDA driver is usable, else host), decided at the first op.
-TimingMode decide_timing_mode() noexcept;
-namespace detail {
-inline std::atomic<int> g_timing_mode{-1};  // TimingMode once decided
-}
-inline TimingMode timing_mode() noexcept {
-  // Acquire pairs with the release in decide_timing_mode(): the driver table is visible.
-  int mode = detail::g_timing_mode.load(std::memory_order_acquire);
-  return mode >= 0 ? static_cast<TimingMode>(mode) : decide_timing_mode();
-}
 
 // Whether `stream` is capturing a CUDA graph, as far as this thread last checked (gpu mode only;
 // false otherwise). A driver call only for a stream not seen before or last seen capturing.
@@ -53,6 +41,7 @@ struct TimedLaunch {
   void* events = nullptr;
   void* slot = nullptr;
   bool timed = false;
+  bool first_of_shape = false;  // its communicator's first launch of this shape, read as a set-up call (comm_memory.h)
   explicit operator bool() const { return slot != nullptr; }
 };
 

@@ -134,6 +134,9 @@ void finish_creation(const RealNccl* real, Creation& c, ncclResult_t result, ncc
   track->id = entry.id;
   track->rank = rank;
   track->nranks = nranks;
+  track->held_bytes.store(held.bytes, std::memory_order_relaxed);
+  // A non-blocking communicator sets itself up in NCCL's threads after a call returns: not read.
+  if (c.config.non_blocking) track->memory_readings.store(trace::kMaxMemoryReadings, std::memory_order_relaxed);
   publish_comm(track);
   start_live_metrics();
   });

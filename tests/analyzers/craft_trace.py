@@ -18,6 +18,8 @@ COMMIT = 0xC0DE
 PROCESS, LIBRARY, MODULE, CALL_BEGIN, CALL_END, EXIT_BEGIN, PROCESS_END, LOST, NOTICE, COLLECTIVE = range(2, 12)
 GPU_TIMING, STALL = 12, 13
 RING_CHUNK, COMM_REF, THREAD_REF = 14, 16, 18
+MEMORY = 24
+MEMORY_FROM_NCCL, MEMORY_FROM_FREE_CHANGE = 1 << 4, 1 << 5  # ApiEvent and MemoryRecord flags
 # Api
 COMM_INIT_RANK, COMM_DESTROY, ALL_REDUCE, GROUP_END = 1, 8, 40, 52
 # The ring (format 4): RingChunkRecord's header, RingSlot, RingKind::kOp
@@ -114,6 +116,29 @@ def ring_op_slot(index, seq, comm_index, launch_id, time_ns=6_000_000_000, count
     stamp = (index + 1) << 8 | RING_KIND_OP
     return struct.pack("<QQQqQIIihHBbBBHH", stamp, seq, count, time_ns, launch_id, 5000, comm_index, -1, 0, 0,
                        ALL_REDUCE, 0, 7, 0, 0, 0)
+
+
+def memory_reading(comm, comm_id, time_ns, held=None, taken=None, api=ALL_REDUCE, count=1024, rank=0):
+    """A MemoryRecord (format 8): NCCL's count after a set-up call and/or the free memory it took."""
+    flags = (MEMORY_FROM_NCCL if held is not None else 0) | (MEMORY_FROM_FREE_CHANGE if taken is not None else 0)
+    return record(MEMORY, struct.pack("<qQQQqQIHBBii", time_ns, comm_id, comm, held or 0, taken or 0, count, flags, api,
+                                      7, 0, rank, -1))
+
+
+def hostile_memory_readings():
+    """Readings no NCCL makes, each a reader must bound: one communicator's NCCL count at 2^64 - 1,
+    another's free-memory takings of 2^62 each, more of them than the shim ever writes, a taking
+    below -2^63 + 1, and a reading for a communicator never made; then an ordinary one."""
+    out = file_header(version=8) + process()
+    out += comm_created(1, 0xA, 0x11) + comm_created(2, 0xB, 0x22)
+    t = 6_000_000_000
+    out += memory_reading(0xA, 0x11, t, held=(1 << 64) - 1)
+    for i in range(80):
+        out += memory_reading(0xB, 0x22, t + i, taken=1 << 62)
+    out += memory_reading(0xB, 0x22, t + 100, taken=-(1 << 63))
+    out += memory_reading(0xDEAD, 0x33, t + 200, held=1 << 30)
+    out += memory_reading(0xA, 0x11, t + 300, held=64 << 20, taken=8 << 20)
+    return out + exit_records()
 
 
 def exit_records(time_ns=9_000_000_000):
@@ -295,6 +320,7 @@ def corpus(folder):
         "control_characters_rank_0.nwt": control_characters(rank=0),
         "control_characters_rank_1.nwt": control_characters(rank=1),
         "huge_counts.nwt": huge_counts(),
+        "hostile_memory_readings.nwt": hostile_memory_readings(),
     }
     seeds["host_not_utf8.nwt"][HOST_OFFSET + 1:HOST_OFFSET + 3] = b"\xff\xfe"
     os.makedirs(folder, exist_ok=True)

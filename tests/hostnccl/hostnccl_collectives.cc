@@ -238,6 +238,7 @@ ncclResult_t submit(Op op, CUstream stream) {
     t_group.held.emplace_back(stream, std::move(op));
     return ncclSuccess;
   }
+  op.comm->set_up_for(static_cast<int>(op.kind));
   enqueue(stream, std::move(op));
   return ncclSuccess;
 }
@@ -278,6 +279,7 @@ ncclResult_t group_end(bool simulate) {
   // stream stay in issue order.
   std::vector<std::pair<CUstream, Op>> bundles;
   for (auto& [held_stream, op] : held) {
+    op.comm->set_up_for(static_cast<int>(op.kind));
     CUstream stream = held_stream;  // C++20 lambdas cannot capture a structured binding (clang 14)
     auto it = std::find_if(bundles.begin(), bundles.end(), [&](const auto& b) { return b.first == stream; });
     if (it == bundles.end()) {

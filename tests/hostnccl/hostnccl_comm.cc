@@ -66,6 +66,16 @@ long long comm_device_bytes() {
   return bytes;
 }
 
+// HOSTNCCL_SETUP_MIB: device memory each communicator takes at its first op of each kind, held to
+// its destroy; default 0.
+long long setup_device_bytes() {
+  static const long long bytes = [] {
+    const char* env = getenv("HOSTNCCL_SETUP_MIB");
+    return env && *env ? atoll(env) << 20 : 0ll;
+  }();
+  return bytes;
+}
+
 CommState::CommState(uint64_t t, int n, int r, int dev)
     : tag(t), nranks(n), rank(r), device(dev), send_seq(size_t(n)), recv_seq(size_t(n)),
       ctl(std::make_unique<Ctl>(t)), device_bytes(comm_device_bytes()), memory_device(hostcuda_current_device()) {
@@ -75,9 +85,20 @@ CommState::CommState(uint64_t t, int n, int r, int dev)
 }
 
 CommState::~CommState() {
-  if (!detached.load()) hostcuda_account_device_memory(memory_device, -device_bytes);
+  if (!detached.load()) hostcuda_account_device_memory(memory_device, -device_bytes.load());
   std::lock_guard<std::mutex> g(live().mu);
   live().comms.erase(this);
+}
+
+void CommState::set_up_for(int kind) {
+  long long bytes = setup_device_bytes();
+  if (!bytes || detached.load()) return;
+  {
+    std::lock_guard<std::mutex> g(mu);
+    if (!set_up_kinds.insert(kind).second) return;
+  }
+  device_bytes += bytes;
+  hostcuda_account_device_memory(memory_device, bytes);
 }
 
 void CommState::work_enqueued() {
@@ -102,7 +123,7 @@ void CommState::detach() {
   }
   if (!detached.exchange(true)) {
     ctl->detach(nranks);
-    hostcuda_account_device_memory(memory_device, -device_bytes);  // destroy frees the buffers, as NCCL's does
+    hostcuda_account_device_memory(memory_device, -device_bytes.load());  // destroy frees the buffers, as NCCL's does
   }
 }
 

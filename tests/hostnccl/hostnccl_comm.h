@@ -54,8 +54,9 @@ struct CommState {
   std::set<void*> registrations;
   std::set<void*> windows;
   std::set<const void*> devcomms;
-  long long device_bytes = 0;  // device memory it holds (HOSTNCCL_COMM_MIB) ...
+  std::atomic<long long> device_bytes{0};  // device memory it holds (HOSTNCCL_COMM_MIB, HOSTNCCL_SETUP_MIB) ...
   int memory_device = 0;       // ... on the device current when it was made, as allocations land
+  std::set<int> set_up_kinds;  // op kinds it has run, each having taken HOSTNCCL_SETUP_MIB (under mu)
 
   CommState(uint64_t tag, int nranks, int rank, int device);
   ~CommState();
@@ -65,6 +66,9 @@ struct CommState {
   void work_finished();
   void wait_quiet();  // until outstanding == 0
   void detach();      // this rank is done with the comm (destroy/abort/exit), once
+  // Its first op of `kind` takes HOSTNCCL_SETUP_MIB more device memory, as NCCL's connection set-up
+  // at an algorithm's first use does (in the calling thread, before the call returns).
+  void set_up_for(int kind);
 };
 
 // Fills the stand-in's ids: random bytes, the first 8 are the job key.

@@ -314,6 +314,54 @@ def communicator_gpu_memory_is_measured():
             check("held 96 MiB of GPU memory when made" in text, f"{env}: leaks text\n{text}")
 
 
+def memory_taken_at_set_up_calls_is_counted():
+    # NCCL >= 2.22 connects an algorithm's peers at its first use and 2.29 allocates most buffers
+    # then: the stand-in takes HOSTNCCL_SETUP_MIB at a communicator's first op of each kind. The
+    # set-up-memory scenario's world (96 MiB when made) runs four new op shapes, one of them
+    # setting up nothing new (all-reduce at a second size) and one a send/receive group (two kinds);
+    # a split runs one all-reduce and is destroyed. Each reading names its call, the communicator
+    # holds 96 + 4 * 8 MiB, the alert and the reports say so, and the destroyed split's 104 MiB is
+    # what its destroy gave back.
+    mib = 1 << 20
+    for env, source in (({}, "ncclCommMemStats"), ({"HOSTNCCL_NO_MEMSTATS": "1"}, "free_memory_change"),
+                        ({"NCCLWATCH_TIMING": "host"}, None)):
+        job = Job([app("collectives_app"), "set-up-memory"], nranks=2,
+                  env={"HOSTNCCL_COMM_MIB": "96", "HOSTNCCL_SETUP_MIB": "8", "NCCLWATCH_TIMING": "gpu", **env})
+        results = job.run()
+        check(all(r.returncode == 0 for r in results), f"{env}: {[r.stderr for r in results]}")
+        code, report, _ = job.report("leaks", "--json")
+        comms = {(c["state"], c["rank"]): c for c in report["communicators"]}
+        check(len(comms) == 4, f"{env}: world and split on 2 ranks: {list(comms)}")
+        alert = "\n".join(alert_blocks(results[0].stderr)[0])
+        code, summary, _ = job.report("summary", "--json")
+        if source is None:
+            check(all(c["set_up_calls"] == [] and c["gpu_memory_held"] is None for c in comms.values()),
+                  f"{env}: no reading in host mode: {comms}")
+            check("GPU memory" not in alert and summary["gpu_memory_peak"] is None, f"{env}: {alert} {summary['gpu_memory_peak']}")
+            continue
+        for rank in (0, 1):
+            world, split = comms[("leaked", rank)], comms[("destroyed", rank)]
+            calls = [(c["op"], c["count"], c["taken_bytes"] // mib) for c in world["set_up_calls"]]
+            check(calls == [("ncclAllReduce", 1024, 8), ("ncclAllReduce", 512, 0), ("ncclGroupEnd", 2, 16),
+                            ("ncclAllGather", 128, 8)], f"{env}: rank {rank}'s set-up calls on world: {calls}")
+            held = [c["held_bytes"] and c["held_bytes"] // mib for c in world["set_up_calls"]]
+            check(held == ([104, 104, 120, 128] if source == "ncclCommMemStats" else [None] * 4), f"{env}: NCCL's counts {held}")
+            check(world["gpu_memory"] == {"bytes": 96 * mib, "from": source}, f"{env}: made: {world['gpu_memory']}")
+            check(world["gpu_memory_held"] == {"bytes": 128 * mib, "from": source}, f"{env}: held: {world['gpu_memory_held']}")
+            check(split["gpu_memory_held"]["bytes"] == split["gpu_memory_freed"]["bytes"] == 104 * mib,
+                  f"{env}: the split held what its destroy gave back: {split}")
+        check("128.0 MiB of GPU memory" in alert, f"{env}: the alert gives what the communicator holds now: {alert}")
+        check(summary["leaked_gpu_memory_bytes"] == 2 * 128 * mib, f"{env}: {summary['leaked_gpu_memory_bytes']}")
+        peak = summary["gpu_memory_peak"]
+        check(peak and peak["bytes"] == 232 * mib and peak["held_at_exit_bytes"] == 128 * mib and peak["unreleased_communicators"] == 1,
+              f"{env}: world and split held 232 MiB at once, world's 128 MiB to the end: {peak}")
+        code, text, _ = job.report("leaks")
+        check("held 128 MiB of GPU memory: 96 MiB when made, 32 MiB more at 4 set-up call(s)" in text, f"{env}: leaks text\n{text}")
+        code, text, _ = job.report("summary")
+        check("GPU MEMORY: NCCL held up to 232 MiB on rank" in text and "128 MiB of it still held at exit by 1 communicator(s)" in text,
+              f"{env}: summary text\n{text}")
+
+
 NVSHMEM_PROGRAM = r'''
 import ctypes, sys
 nvshmem = ctypes.CDLL(sys.argv[1])
@@ -492,7 +540,8 @@ def process_without_nccl_leaves_nothing():
 
 if __name__ == "__main__":
     main({f.__name__: f for f in [
-        groups_remade_each_cycle_are_named_piling_up, communicator_gpu_memory_is_measured, resources_out_of_order_are_named,
+        groups_remade_each_cycle_are_named_piling_up, communicator_gpu_memory_is_measured,
+        memory_taken_at_set_up_calls_is_counted, resources_out_of_order_are_named,
         communicators_nvshmem_made_get_its_remedy, narrower_communicators_are_named_by_their_world_ranks,
         another_build_of_a_module_is_never_used_to_symbolize,
         init_hang_names_who_never_joined, leaky_job_reports_exactly_its_leaks, leaky_job_on_three_ranks, clean_job_is_silent,

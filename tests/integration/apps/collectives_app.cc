@@ -89,6 +89,32 @@ int mixed() {
   return 0;
 }
 
+// Memory NCCL takes after init (the stand-in: HOSTNCCL_SETUP_MIB at each communicator's first op of
+// each kind). On world: all-reduce 1024 (sets up), again (same shape: not read), all-reduce 512 (a
+// new shape, nothing new set up), a send/receive group around the ring (sets up sends and
+// receives), all-gather (sets up). On a split: one all-reduce, then destroyed. World is left alive.
+int set_up_memory() {
+  int rank = test_rank(), n = test_nranks();
+  CUstream stream = nullptr;
+  cuStreamCreate(&stream, 0);
+  ncclComm_t world = init_world("world");
+  ncclComm_t half = nullptr;
+  CHECK(ncclCommSplit(world, 0, rank, &half, nullptr));
+  std::vector<float> a(1024 * n, 1.0f), b(1024 * n, 0.0f);
+  CHECK(ncclAllReduce(a.data(), b.data(), 1024, ncclFloat, ncclSum, world, stream));
+  CHECK(ncclAllReduce(a.data(), b.data(), 1024, ncclFloat, ncclSum, world, stream));
+  CHECK(ncclAllReduce(a.data(), b.data(), 512, ncclFloat, ncclSum, world, stream));
+  CHECK(ncclGroupStart());
+  CHECK(ncclSend(a.data(), 100, ncclFloat, (rank + 1) % n, world, stream));
+  CHECK(ncclRecv(b.data(), 100, ncclFloat, (rank + n - 1) % n, world, stream));
+  CHECK(ncclGroupEnd());
+  CHECK(ncclAllGather(a.data(), b.data(), 128, ncclFloat, world, stream));
+  CHECK(ncclAllReduce(a.data(), a.data(), 64, ncclFloat, ncclSum, half, stream));
+  settle(stream);
+  CHECK(ncclCommDestroy(half));
+  return 0;
+}
+
 // Rank 1 skips the 3rd of 5 identical all-reduces: rank 0's 5th never completes.
 int skip(int wait_ms) {
   ncclComm_t world = init_world("world");
@@ -560,6 +586,7 @@ int config_variants() {
 int main(int argc, char** argv) {
   std::string scenario = argc > 1 ? argv[1] : "";
   if (scenario == "mixed") return mixed();
+  if (scenario == "set-up-memory") return set_up_memory();
   if (scenario == "skip") return skip(argc > 2 ? std::atoi(argv[2]) : 3000);
   if (scenario == "skip-burst") return skip_burst(argc > 2 ? std::atoi(argv[2]) : 3000);
   if (scenario == "shapes") return shapes();
