@@ -20,7 +20,7 @@ using namespace ncclwatch::report;
 
 namespace {
 
-const std::vector<std::string> kReports = {"summary", "leaks", "latency", "hang", "timeline", "html", "metrics", "dump", "columns", "watch", "export", "sql", "where", "rules"};
+const std::vector<std::string> kReports = {"summary", "leaks", "memory", "latency", "hang", "timeline", "html", "metrics", "dump", "columns", "watch", "export", "sql", "where", "rules"};
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -51,7 +51,7 @@ bool refuse_unknown_report(int argc, char** argv) {
     if (size_t d = edit_distance(word, r); d < best) best = d, closest = r;
   say("'{}' is neither a report nor an existing file or folder{}", word,
       closest.empty() ? "" : " (did you mean '" + closest + "'?)");
-  say_line("reports: summary, leaks, latency, hang, timeline, html, metrics, dump, watch, export, sql; see ncclwatch-report --help");
+  say_line("reports: summary, leaks, memory, latency, hang, timeline, html, metrics, dump, watch, export, sql; see ncclwatch-report --help");
   return true;
 }
 
@@ -87,6 +87,31 @@ CLI::App* add_where_command(CLI::App& app, std::string& what) {
   return where;
 }
 
+CLI::App* add_timeline_command(CLI::App& app, Options& options) {
+  CLI::App* timeline = app.add_subcommand("timeline", "Chrome trace-event JSON of the whole job (Perfetto)");
+  timeline->add_option("paths", options.inputs, "trace files or job folders (default: ./ncclwatch)");
+  timeline->add_flag("--all", options.all_jobs, "a launcher folder: read every job in it, not only the newest");
+  timeline->add_option("-o,--output", options.output, "the JSON file to write; gzip-compressed when it ends in .gz (Perfetto opens it as it is)")->required();
+  timeline->add_flag("--json", options.json, "accepted for symmetry: the timeline is JSON");
+  timeline->add_option("--ranks", options.timeline_ranks, "only these ranks, e.g. 0-3,8");
+  timeline->add_option("--comm", options.timeline_comm, "only this communicator (its id or name)");
+  timeline->add_option("--from", options.timeline_from_s, "only from this many seconds after the first process started");
+  timeline->add_option("--to", options.timeline_to_s, "only up to this many seconds after the first process started");
+  timeline->add_flag("--no-flows", options.timeline_no_flows, "no arrows between ranks' launches of one collective");
+  return timeline;
+}
+
+CLI::App* add_memory_command(CLI::App& app, IdleSettings& idle, double& idle_min_mib) {
+  CLI::App* memory = app.add_subcommand("memory", "GPU memory NCCL holds: per communicator, process and host; idle communicators");
+  memory->add_option("--idle-after", idle.idle_after_s, "seconds without an op that make a communicator idle")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9));
+  memory->add_option("--idle-min-mib", idle_min_mib, "GPU memory (MiB) an idle communicator must hold to be named")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, double(1 << 30)));
+  return memory;
+}
+
 CLI::App* add_rules_command(CLI::App& app, RulesOptions& rules_options) {
   CLI::App* rules = app.add_subcommand("rules", "Prometheus recording and alerting rules over the metrics' series");
   rules->add_option("--hang-after", rules_options.hang_after_s,
@@ -101,6 +126,13 @@ CLI::App* add_rules_command(CLI::App& app, RulesOptions& rules_options) {
       ->capture_default_str();
   rules->add_option("--scrape-interval", rules_options.scrape_interval_s,
                     "seconds between Prometheus' scrapes of the metrics (rates are taken over four)")
+      ->capture_default_str();
+  rules->add_option("--idle-after", rules_options.idle_after_s,
+                    "seconds a communicator rank runs no collective or point-to-point op before "
+                    "NcclIdleCommunicatorMemory fires, if it holds --idle-min-mib")
+      ->capture_default_str();
+  rules->add_option("--idle-min-mib", rules_options.idle_min_mib,
+                    "GPU memory (MiB) an idle communicator rank must hold for NcclIdleCommunicatorMemory")
       ->capture_default_str();
   return rules;
 }
@@ -138,11 +170,12 @@ void describe_tool(CLI::App& app) {
       "folder (`ncclwatch run` writes ./ncclwatch/job-<id>) means its newest job, named on stderr; --all reads\n"
       "every job in it. Default: ./ncclwatch.\n"
       "Exit status: 0 nothing found, 1 findings (leaks, hang, mismatch), 2 bad usage or no usable trace.\n"
-      "--format text|json|csv on summary, leaks, latency and hang (default text): --json is --format json,\n"
+      "--format text|json|csv on summary, leaks, memory, latency and hang (default text): --json is --format json,\n"
       "latency's --csv is --format csv; the summary has no table, so no CSV.\n"
       "Examples:\n"
       "  ncclwatch-report                       summary of the newest job under ./ncclwatch\n"
       "  ncclwatch-report leaks ncclwatch/job-1234\n"
+      "  ncclwatch-report memory --idle-after 120 ncclwatch/job-1234   where NCCL's GPU memory goes, idle communicators\n"
       "  ncclwatch-report latency --format csv traces/ > latency.csv\n"
       "  ncclwatch-report hang --format csv traces/ > hang.csv   one row per finding, for a spreadsheet\n"
       "  ncclwatch-report hang --json traces/\n"
@@ -177,21 +210,17 @@ int main(int argc, char** argv) {
   CLI::App* leaks = app.add_subcommand("leaks", "communicators and resources never released");
   add_common(leaks);
   leaks->add_flag_callback("--no-symbols", [&] { options.symbolize = false; }, "skip symbolizing call sites");
+  IdleSettings idle;
+  double idle_min_mib = static_cast<double>(idle.min_bytes >> 20);
+  CLI::App* memory = add_memory_command(app, idle, idle_min_mib);
+  add_common(memory);
+  memory->add_flag_callback("--no-symbols", [&] { options.symbolize = false; }, "skip symbolizing call sites");
   CLI::App* latency = app.add_subcommand("latency", "time and bandwidth per communicator, op and size");
   add_common(latency);
   latency->add_flag("--csv", options.csv, "comma-separated rows (the same as --format csv)");
   CLI::App* hang = app.add_subcommand("hang", "who stopped where, mismatched arguments, stragglers, divergence");
   add_common(hang);
-  CLI::App* timeline = app.add_subcommand("timeline", "Chrome trace-event JSON of the whole job (Perfetto)");
-  timeline->add_option("paths", options.inputs, "trace files or job folders (default: ./ncclwatch)");
-  timeline->add_flag("--all", options.all_jobs, "a launcher folder: read every job in it, not only the newest");
-  timeline->add_option("-o,--output", options.output, "the JSON file to write; gzip-compressed when it ends in .gz (Perfetto opens it as it is)")->required();
-  timeline->add_flag("--json", options.json, "accepted for symmetry: the timeline is JSON");
-  timeline->add_option("--ranks", options.timeline_ranks, "only these ranks, e.g. 0-3,8");
-  timeline->add_option("--comm", options.timeline_comm, "only this communicator (its id or name)");
-  timeline->add_option("--from", options.timeline_from_s, "only from this many seconds after the first process started");
-  timeline->add_option("--to", options.timeline_to_s, "only up to this many seconds after the first process started");
-  timeline->add_flag("--no-flows", options.timeline_no_flows, "no arrows between ranks' launches of one collective");
+  CLI::App* timeline = add_timeline_command(app, options);
   CLI::App* html = app.add_subcommand("html", "one self-contained HTML page: verdict, bandwidth plots, lateness heatmap");
   html->add_option("paths", options.inputs, "trace files or job folders (default: ./ncclwatch)");
   html->add_flag("--all", options.all_jobs, "a launcher folder: read every job in it, not only the newest");
@@ -265,6 +294,10 @@ int main(int argc, char** argv) {
   if (columns->parsed()) return run_columns(options);
   if (watch->parsed()) return run_watch(options, watch_interval_s, watch_pid, watch_metrics, watch_lag_s);
   if (leaks->parsed()) return run_leaks(options);
+  if (memory->parsed()) {
+    idle.min_bytes = static_cast<uint64_t>(idle_min_mib * 1048576);
+    return run_memory(options, idle);
+  }
   if (latency->parsed()) return run_latency(options);
   if (hang->parsed()) return run_hang(options);
   if (timeline->parsed()) return run_timeline(options);

@@ -34,6 +34,10 @@ struct Module {
 
 // More GPU memory than any device has (1 PiB): a figure beyond it is no measurement, and is dropped.
 inline constexpr uint64_t kMostGpuBytes = uint64_t{1} << 50;
+// total += bytes, staying at the largest value rather than wrapping (sums over hostile traces).
+inline void add_saturated(uint64_t& total, uint64_t bytes) {
+  if (__builtin_add_overflow(total, bytes, &total)) total = UINT64_MAX;
+}
 
 // GPU memory a communicator held, as the shim measured it when it was made or released.
 struct CommMemoryFigure {

@@ -190,7 +190,7 @@ LifecycleFindings lifecycle_findings(const Job& job) {
         pile.bursts = bursts;
         pile.peak_alive = site_peak;
         pile.memory_bytes = 0;
-        for (const CommInstance* c : comms) pile.memory_bytes += c->held().bytes;
+        for (const CommInstance* c : comms) add_saturated(pile.memory_bytes, c->held().bytes);
         pile.first_s = since_start(p, created.front());
         pile.last_s = since_start(p, created.back());
       }

@@ -14,6 +14,8 @@ namespace ncclwatch::report {
 int run_leaks(const Options& options);
 int run_leaks(const Job& job, const Options& options);  // a job as load_job_or_explain read it
 int run_summary(const Options& options);
+// Where NCCL's GPU memory goes, and the idle communicators (report_memory.cc).
+int run_memory(const Options& options, const IdleSettings& idle);
 int run_dump(const std::string& path, const Options& options);
 int run_dump_files(const Options& options);
 int run_columns(const Options& options);  // the job as binary columns, for ncclwatch.load

@@ -36,6 +36,8 @@ struct RulesOptions {
   double teardown_after_s = 300;
   double straggler_after_s = 600;  // the stretch whose typical (median) lateness NcclStraggler judges
   double scrape_interval_s = 30;   // Prometheus' scrape of the metrics: rates are taken over 4 of them
+  double idle_after_s = 600;       // how long a communicator runs no op before NcclIdleCommunicatorMemory
+  double idle_min_mib = 256;       // ... when it holds at least this much GPU memory
 };
 
 // The exit status when no trace of the input could be used.

@@ -353,7 +353,7 @@ LeakReport leak_report(const Job& job, bool symbolize) {
       if (c.state == CommState::kFinalized) report.finalized_only[c.id].insert(c.rank);
       if (!is_leak(c.state)) continue;
       report.leaked_instances.push_back(report.communicators.size() - 1);
-      report.leaked_memory_bytes += c.held().bytes;
+      add_saturated(report.leaked_memory_bytes, c.held().bytes);
       auto [it, inserted] = leaked.try_emplace(c.id, LeakedComm{c.id, &c, &p, {}, {}, {}, {}, row.site});
       it->second.ranks.insert(c.rank);
       if (row.world_rank >= 0) it->second.world_ranks.insert(row.world_rank);

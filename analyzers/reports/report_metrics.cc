@@ -30,6 +30,7 @@ namespace m = ncclwatch::metrics;
 // One (communicator, rank) as the op records saw it: ops and stalls.
 struct RankCounts {
   uint64_t issued = 0;
+  uint64_t p2p = 0;
   uint64_t completed = 0;
   uint64_t stalls = 0;
   bool stalled = false;
@@ -95,6 +96,7 @@ void write_communicators(const JobAnalysis& a, m::TextWriter& out) {
       RankCounts& r = ranks[{c.comm_id, c.rank}];
       // Summed, as issued is and as the shim's live file sums its communicators' counts.
       r.issued += c.issued;
+      r.p2p += c.p2p_ops;
       r.completed += c.completed_seq();
       r.stalled = r.stalled || c.stalled_unresolved;
       const CollectiveGpuTime& t = c.straggler_series(p.alike_marked);
@@ -112,6 +114,7 @@ void write_communicators(const JobAnalysis& a, m::TextWriter& out) {
       out.sample({{"comm", hex_id(key.first)}, {"rank", std::to_string(key.second)}}, static_cast<double>(value(r)));
   };
   each_rank(m::kOpsIssued, [](const RankCounts& r) { return r.issued; });
+  each_rank(m::kP2pIssued, [](const RankCounts& r) { return r.p2p; });
   each_rank(m::kOpsCompleted, [](const RankCounts& r) { return r.completed; });
   // As the shim's live file: where the GPU timed ops.
   if (std::any_of(ranks.begin(), ranks.end(), [](const auto& r) { return r.second.straggler_series.launches > 0; })) {

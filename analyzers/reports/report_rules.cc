@@ -113,6 +113,27 @@ groups:
           description: >-
             A finalize, destroy or abort did not return. Run `ncclwatch-report leaks <trace folder>` on
             {{{{ $labels.instance }}}}: it names the call and how long it was inside.
+
+      # A communicator rank that holds at least {idle_min_mib} MiB of GPU memory and ran no collective
+      # and no send or receive for {idle_after}: memory the job could have back (one-sided ops, which
+      # no counter counts, are not seen).
+      - alert: NcclIdleCommunicatorMemory
+        # (Its issued counter {idle_after} ago: the stretch is whole. Point-to-point counts where written.)
+        expr: >-
+          ncclwatch_communicator_gpu_memory_bytes >= {idle_min_bytes}
+          and on (job_id, comm, rank) (ncclwatch_ops_issued_total offset {idle_after})
+          unless on (job_id, comm, rank)
+          (changes(ncclwatch_ops_issued_total[{idle_after}]) > 0 or changes(ncclwatch_p2p_ops_issued_total[{idle_after}]) > 0)
+        labels:
+          severity: warning
+        annotations:
+          summary: "Idle NCCL communicator holds {{{{ $value | humanize1024 }}}}B of GPU memory: rank {{{{ $labels.rank }}}} of {{{{ $labels.comm }}}} (job {{{{ $labels.job_id }}}}) on {{{{ $labels.instance }}}}"
+          description: >-
+            Rank {{{{ $labels.rank }}}} of communicator {{{{ $labels.comm }}}} ran no op for {idle_after} and still
+            holds this memory. Destroy it when it is done with (ncclCommDestroy; PyTorch:
+            destroy_process_group(group)), or on NCCL 2.29.7 and later release its memory meanwhile with
+            ncclCommSuspend. Run `ncclwatch-report leaks <trace folder>` on {{{{ $labels.instance }}}} for the line
+            that made it.
 )rules";
 
 // A Prometheus duration of whole seconds ("90s"); false when `seconds` is not one.
@@ -134,16 +155,22 @@ int run_rules(const RulesOptions& rules) {
   Setting settings[] = {{"--hang-after", rules.hang_after_s, defaults.hang_after_s, {}},
                         {"--teardown-after", rules.teardown_after_s, defaults.teardown_after_s, {}},
                         {"--straggler-after", rules.straggler_after_s, defaults.straggler_after_s, {}},
-                        {"--scrape-interval", rules.scrape_interval_s, defaults.scrape_interval_s, {}}};
+                        {"--scrape-interval", rules.scrape_interval_s, defaults.scrape_interval_s, {}},
+                        {"--idle-after", rules.idle_after_s, defaults.idle_after_s, {}}};
   std::string given;  // the settings that differ from the defaults, for the file's first line
   for (Setting& s : settings) {
     if (!duration(s.seconds, s.duration)) {
-      say("rules: --hang-after, --teardown-after, --straggler-after and --scrape-interval take whole seconds, from 1 "
-          "to 31 days");
+      say("rules: --hang-after, --teardown-after, --straggler-after, --scrape-interval and --idle-after take whole "
+          "seconds, from 1 to 31 days");
       return 2;
     }
     if (s.seconds != s.default_seconds) given += fmt::format(" {} {}", s.flag, static_cast<long long>(s.seconds));
   }
+  if (!(rules.idle_min_mib >= 0) || rules.idle_min_mib > double(1 << 30)) {
+    say("rules: --idle-min-mib takes a number of MiB, from 0 to 2^30");
+    return 2;
+  }
+  if (rules.idle_min_mib != defaults.idle_min_mib) given += fmt::format(" --idle-min-mib {}", rules.idle_min_mib);
   std::string rate_window;
   if (!duration(4 * rules.scrape_interval_s, rate_window)) {
     say("rules: --scrape-interval is at most a week (rates are taken over four scrapes)");
@@ -151,6 +178,8 @@ int run_rules(const RulesOptions& rules) {
   }
   std::cout << fmt::format(kRules, fmt::arg("hang_after", settings[0].duration), fmt::arg("teardown_after", settings[1].duration),
                            fmt::arg("straggler_after", settings[2].duration), fmt::arg("rate_window", rate_window),
+                           fmt::arg("idle_after", settings[4].duration), fmt::arg("idle_min_mib", rules.idle_min_mib),
+                           fmt::arg("idle_min_bytes", static_cast<long long>(std::llround(rules.idle_min_mib * 1048576))),
                            fmt::arg("settings", given));
   return 0;
 }

@@ -201,16 +201,21 @@ void print_slowest_ops(const std::vector<LatencyRow>& rows) {
                    : fmt::format("; first call up to {:.1f} ms (set-up)", *r.first_call_max_us / 1e3));
 }
 
-// "NCCL holds 128 MiB on rank 0 at most (peak 0.3 s in); 128 MiB still held at exit by 1
-// communicator(s) never destroyed"
+// "GPU MEMORY: NCCL held up to 232 MiB on rank 0 (pid 8573, peak 0.0 s after it started); 128 MiB
+// of it still held at exit by 1 communicator(s) never destroyed; 104 MiB in 2 idle communicator
+// rank(s) — run `ncclwatch-report memory`"
 void print_memory_line(const SummaryReport& s) {
   if (!s.memory_peak || !s.memory_peak->peak_bytes) return;
   const ProcessMemory& m = *s.memory_peak;
-  print_text("  GPU MEMORY: NCCL held up to {} on rank {} (pid {}, peak {:.1f} s after it started){}\n", bytes_text(m.peak_bytes),
-             m.rank, m.process->pid(), static_cast<double>(wrap_sub(m.peak_ns, m.process->header.start_mono_ns)) / 1e9,
+  print_text("  GPU MEMORY: NCCL held up to {} on rank {} (pid {}, peak {:.1f} s after it started){}{}\n", bytes_text(m.peak_bytes),
+             m.rank, m.process->pid(), m.peak_after_start_s(),
              m.held_at_end_bytes ? fmt::format("; {} of it still held at exit by {} communicator(s) never destroyed",
                                                bytes_text(m.held_at_end_bytes), m.unreleased_comms)
-                                 : "");
+                                 : "",
+             s.idle_communicators ? fmt::format("; {} in {} idle communicator rank(s) across the job — run `ncclwatch-report "
+                                                "memory`",
+                                                bytes_text(s.idle_memory_bytes), s.idle_communicators)
+                                  : "");
 }
 
 void print_summary_text(const SummaryReport& s) {
@@ -281,8 +286,7 @@ std::string first_look_at(const LeakReport& leaks, const HangReport& hang) {
 json memory_peak_json(const SummaryReport& s) {
   if (!s.memory_peak) return nullptr;
   const ProcessMemory& m = *s.memory_peak;
-  return {{"bytes", m.peak_bytes}, {"rank", m.rank}, {"pid", m.process->pid()},
-          {"after_start_s", static_cast<double>(wrap_sub(m.peak_ns, m.process->header.start_mono_ns)) / 1e9},
+  return {{"bytes", m.peak_bytes}, {"rank", m.rank}, {"pid", m.process->pid()}, {"after_start_s", m.peak_after_start_s()},
           {"held_at_exit_bytes", m.held_at_end_bytes}, {"unreleased_communicators", m.unreleased_comms}};
 }
 
@@ -290,8 +294,12 @@ SummaryReport summary_report(const JobAnalysis& a) {
   SummaryReport s;
   count_processes(a, s);
   s.leaks = leak_report(a.job, /*symbolize=*/false);  // summary names no native frame
-  std::vector<ProcessMemory> memory = nccl_memory_by_process(a.job);
+  std::vector<ProcessMemory> memory = nccl_memory_by_process(a.job, a.ops);
   if (const ProcessMemory* peak = largest_peak(memory)) s.memory_peak = *peak;
+  for (const ProcessMemory& m : memory) {
+    add_saturated(s.idle_memory_bytes, m.idle_bytes);
+    s.idle_communicators += m.idle_comms;
+  }
   s.hang = hang_report(a);
   LatencyTable latency = latency_table(a);
   s.slowest_ops = slowest_ops(latency);
@@ -321,6 +329,8 @@ json to_json(const SummaryReport& s) {
           {"leaked_instances", leaks.leaked_instances.size()},
           {"leaked_gpu_memory_bytes", leaks.leaked_memory_bytes},
           {"gpu_memory_peak", memory_peak_json(s)},
+          {"idle_gpu_memory_bytes", s.idle_memory_bytes},
+          {"idle_communicators", s.idle_communicators},
           {"unreleased_resources", leaks.open_resources.size()},
           {"piling_up", pile_ups_json(leaks)},
           {"resources_out_of_order", leaks.order.size()},

@@ -41,8 +41,11 @@ struct SummaryReport {
   std::vector<Ending> bad_endings;
   uint64_t lost_records = 0;
   std::map<std::string, LibraryUse> libraries;  // by path
-  // The process whose NCCL communicators held the most GPU memory at once, where measured.
+  // The process whose NCCL communicators held the most GPU memory at once, where measured, and
+  // the job's idle communicator ranks (memory_findings.h, default settings).
   std::optional<ProcessMemory> memory_peak;
+  uint64_t idle_memory_bytes = 0;
+  uint32_t idle_communicators = 0;
   LeakReport leaks;                     // call sites not symbolized: the summary names no native frame
   HangReport hang;
   std::vector<LatencyRow> slowest_ops;  // at most 5, by their worst steady-state time

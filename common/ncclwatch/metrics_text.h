@@ -38,6 +38,12 @@ inline constexpr Family kResourcesHeld{
     "NCCL resources (registrations, windows, allocations) not released: now, or at the end of a finished job"};
 inline constexpr Family kOpsIssued{"ncclwatch_ops_issued_total", "counter",
                                    "Collectives issued, per communicator and rank"};
+inline constexpr Family kP2pIssued{"ncclwatch_p2p_ops_issued_total", "counter",
+                                    "Sends and receives issued, per communicator and rank"};
+inline constexpr Family kCommunicatorMemory{
+    "ncclwatch_communicator_gpu_memory_bytes", "gauge",
+    "GPU memory a communicator rank holds as last read (when made, then after each of its set-up calls; GPU timing "
+    "mode), while its process runs (a finished one's file and report have none: its memory went with it)"};
 inline constexpr Family kOpsCompleted{
     "ncclwatch_ops_completed_total", "counter",
     "Collectives known complete on the GPU, per communicator and rank (GPU timing modes; host mode: as far as known)"};

@@ -26,7 +26,7 @@ _ncclwatch_report() {
   case ${COMP_WORDS[COMP_CWORD-1]} in
     --format) COMPREPLY=($(compgen -W "text json csv" -- "$cur")); return ;;
     -o|--output|--metrics-file) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-    --ranks|--comm|--from|--to|--interval|--pid|--lag|--hang-after|--teardown-after|--straggler-after|--scrape-interval) COMPREPLY=(); return ;;
+    --ranks|--comm|--from|--to|--interval|--pid|--lag|--hang-after|--teardown-after|--straggler-after|--scrape-interval|--idle-after|--idle-min-mib) COMPREPLY=(); return ;;
   esac
   if [[ $cur == -* ]]; then
     if [ -n "$sub" ]; then COMPREPLY=($(compgen -W "$(_ncclwatch_help_words opt "$tool" "$sub")" -- "$cur"))

@@ -46,6 +46,13 @@ uint64_t CommTrack::next_p2p_seq(int peer, bool receive) noexcept {
   return counters[(receive ? nranks : 0) + peer].fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
+uint64_t CommTrack::p2p_issued() const noexcept {
+  const std::atomic<uint64_t>* counters = p2p.load(std::memory_order_acquire);
+  uint64_t total = 0;
+  for (size_t i = 0; counters && i < 2 * static_cast<size_t>(nranks); ++i) total += counters[i].load(std::memory_order_relaxed);
+  return total;
+}
+
 namespace {
 // Bumps the table's version when a change is done (after the table itself changed).
 struct TableChange {

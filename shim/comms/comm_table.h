@@ -48,13 +48,6 @@ struct CommTrack {
   // the live straggler series (collector thread writes, the metrics writer reads).
   std::atomic<uint64_t> alike_gpu_ns{0};
   std::atomic<uint64_t> alike_launches{0};
-  // The GPU memory it holds as last read (at creation, then after set-up calls: comm_memory.h),
-  // for the exit alert, and how many set-up readings it has had (at most kMaxMemoryReadings).
-  std::atomic<uint64_t> held_bytes{0};
-  std::atomic<uint32_t> memory_readings{0};
-  // The device's free memory before its set-up call in progress (-1 unknown; NCCL serializes the
-  // calls on one communicator, so one at a time).
-  std::atomic<int64_t> setup_free_before{-1};
   // The track published before this one (every track ever published, newest first: counters
   // outlive the communicator, for the live metrics).
   CommTrack* published_before = nullptr;
@@ -62,9 +55,26 @@ struct CommTrack {
   std::atomic<std::atomic<uint64_t>*> p2p{nullptr};
   // Its CommRef index in the trace (trace_refs.cc); 0 until its first op.
   std::atomic<uint32_t> trace_index{0};
+  // (Memory, after what the collective path reads: cold, read at set-up calls and by the writers.)
+  // The GPU memory it holds as last read (at creation, then after set-up calls: comm_memory.h),
+  // for the exit alert, and how many set-up readings it has had (at most kMaxMemoryReadings).
+  std::atomic<uint64_t> held_bytes{0};
+  std::atomic<uint32_t> memory_readings{0};
+  // The device's free memory before its set-up call in progress (-1 unknown). NCCL serializes the
+  // calls on one communicator; a group driving it on several streams reads NCCL's count only.
+  std::atomic<int64_t> setup_free_before{-1};
+  // Set at creation, before it is published: its set-up calls are not read at all (non-blocking:
+  // its set-up runs in NCCL's threads after a call returns), or not by the free memory's change
+  // (made with others on several devices by one call, whose device the thread's may not be).
+  bool set_up_unread = false;
+  bool free_change_unattributable = false;
+  // A finalize, destroy, abort or revoke has been entered: NCCL is not asked about it any more.
+  std::atomic<bool> closing{false};
 
   // The next seq of a send to (or receive from) `peer`; 0 when the peer is out of range.
   uint64_t next_p2p_seq(int peer, bool receive) noexcept;
+  // Sends and receives issued so far, over every peer (the metrics writer; relaxed reads).
+  uint64_t p2p_issued() const noexcept;
 };
 
 // Publishes `track` for its handle (replacing a released comm that had the same handle).

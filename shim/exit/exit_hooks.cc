@@ -112,7 +112,8 @@ lifecycle::EndState end_state_now(const CommEntry& c, int64_t now) {
 
 // The GPU memory `c` holds as last read: at its creation, or after its set-up calls since.
 uint64_t held_now(const CommEntry& c) {
-  const CommTrack* track = find_comm_track(c.handle);
+  // The table itself, not find_comm_track's per-thread memo: this may run in a signal handler.
+  const CommTrack* track = detail::find_comm_track_in_table(c.handle);
   uint64_t held = track ? track->held_bytes.load(std::memory_order_relaxed) : 0;
   return held ? held : c.memory_bytes;
 }

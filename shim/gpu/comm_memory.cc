@@ -31,7 +31,7 @@ FreeMemoryBefore free_memory_now() noexcept {
   return {static_cast<int64_t>(free)};
 }
 
-CommMemory nccl_comm_memory(const RealNccl* real, ncclComm_t comm) noexcept {
+CommMemory nccl_comm_memory(const RealNccl* real, ncclComm_t comm, bool at_creation) noexcept {
   static std::atomic<bool> refused{[] {
     const char* disabled = std::getenv("NCCL_MEM_MANAGER_DISABLE");  // NCCL would refuse, and warn
     return disabled && *disabled && std::strcmp(disabled, "0") != 0;
@@ -39,7 +39,7 @@ CommMemory nccl_comm_memory(const RealNccl* real, ncclComm_t comm) noexcept {
   uint64_t value = 0;
   if (!comm || !real || !real->ncclCommMemStats || !driver_for_memory() || refused.load(std::memory_order_relaxed)) return {};
   if (real->ncclCommMemStats(comm, ncclStatGpuMemTotal, &value) != ncclSuccess) {
-    refused.store(true, std::memory_order_relaxed);
+    if (at_creation) refused.store(true, std::memory_order_relaxed);
     return {};
   }
   // 0 is what NCCL says of a communicator its memory manager does not track: not a figure.
@@ -55,15 +55,17 @@ CommMemory free_memory_change(FreeMemoryBefore before, bool taken) noexcept {
 }
 
 bool begin_setup_reading(CommTrack& track) noexcept {
-  if (!driver_for_memory()) return false;
+  if (track.set_up_unread || !driver_for_memory()) return false;
   if (track.memory_readings.fetch_add(1, std::memory_order_relaxed) >= trace::kMaxMemoryReadings) return false;
   track.setup_free_before.store(free_memory_now().bytes, std::memory_order_relaxed);
   return true;
 }
 
 void finish_setup_reading(CommTrack& track, const SetupCall& call) noexcept {
+  if (track.closing.load(std::memory_order_acquire)) return;
   int64_t before = track.setup_free_before.load(std::memory_order_relaxed);
-  CommMemory held = nccl_comm_memory(real_nccl(), reinterpret_cast<ncclComm_t>(track.handle));
+  if (!call.free_change_is_its_own || track.free_change_unattributable) before = -1;
+  CommMemory held = nccl_comm_memory(real_nccl(), reinterpret_cast<ncclComm_t>(track.handle), false);
   FreeMemoryBefore after = before >= 0 ? free_memory_now() : FreeMemoryBefore{};
   uint32_t flags = held.flag;
   int64_t taken = 0;

@@ -27,10 +27,10 @@ struct CommMemory {
   uint32_t flag = 0;  // trace::kFlagMemoryFromNccl or kFlagMemoryFromFreeChange; 0: unknown
 };
 
-// What `comm`, just made by a blocking call that succeeded, holds according to NCCL (flag 0 when
-// the library cannot say; after its first refusal, which NCCL also warns about in its log, it is
-// not asked again).
-CommMemory nccl_comm_memory(const RealNccl* real, ncclComm_t comm) noexcept;
+// What `comm` holds according to NCCL (flag 0 when the library cannot say). A refusal of a
+// communicator just made (`at_creation`), which NCCL also warns about in its log, means the library
+// will not say: it is not asked again.
+CommMemory nccl_comm_memory(const RealNccl* real, ncclComm_t comm, bool at_creation = true) noexcept;
 // The free memory the call took (`taken`) or gave back since `before`.
 CommMemory free_memory_change(FreeMemoryBefore before, bool taken) noexcept;
 
@@ -40,12 +40,14 @@ CommMemory free_memory_change(FreeMemoryBefore before, bool taken) noexcept;
 // which marks such launches TimedLaunch::first_of_shape.
 bool begin_setup_reading(CommTrack& track) noexcept;
 // After it: what the communicator holds now (NCCL's count) and what the call took from the device's
-// free memory, as a kMemory record; the track's held_bytes follows.
+// free memory, as a kMemory record; the track's held_bytes follows. Not once the communicator is
+// closing (a teardown entered), and only NCCL's count where the free memory's fall is not its own.
 struct SetupCall {
   uint16_t api;
   uint64_t count;
   uint8_t datatype;
   int32_t peer;
+  bool free_change_is_its_own;  // the launch was this communicator's alone (not a group of several)
 };
 void finish_setup_reading(CommTrack& track, const SetupCall& call) noexcept;
 

@@ -195,8 +195,12 @@ uint64_t stream_capture_id(uint64_t stream) noexcept {
   return cu ? capture_id_of(*cu, stream) : 0;
 }
 
-TimedLaunch begin_gpu_timed_launch(uint64_t stream, CommTrack* track, uint64_t shape, bool& captured,
-                                   uint32_t sample_scale) noexcept {
+namespace {
+
+// `reads_set_up`: a communicator's first launch of a shape is read for memory (not a CUDA graph's
+// replay: its set-up ran at capture).
+TimedLaunch begin_launch(uint64_t stream, CommTrack* track, uint64_t shape, bool& captured, uint32_t sample_scale,
+                         bool reads_set_up) noexcept {
   if (gpu::g_stop.load(std::memory_order_relaxed)) return {};
   try {
     LaunchThread& thread = this_thread();
@@ -232,15 +236,22 @@ TimedLaunch begin_gpu_timed_launch(uint64_t stream, CommTrack* track, uint64_t s
     }
     if (timed) slot->last_timed_ns = now;
     gpu::start_collector();
-    return TimedLaunch{events, slot, timed, first && begin_setup_reading(*track)};
+    return TimedLaunch{events, slot, timed, reads_set_up && first && begin_setup_reading(*track)};
   } catch (...) {
     say_timing_failed();
     return {};
   }
 }
 
+}  // namespace
+
+TimedLaunch begin_gpu_timed_launch(uint64_t stream, CommTrack* track, uint64_t shape, bool& captured,
+                                   uint32_t sample_scale) noexcept {
+  return begin_launch(stream, track, shape, captured, sample_scale, false);
+}
+
 TimedLaunch begin_gpu_timed_launch(uint64_t stream, CommTrack* track, uint64_t shape, bool& captured) noexcept {
-  return begin_gpu_timed_launch(stream, track, shape, captured, 1);
+  return begin_launch(stream, track, shape, captured, 1, true);
 }
 
 namespace {
@@ -281,8 +292,9 @@ void end_timed_launch(TimedLaunch launch, uint64_t stream, uint64_t launch_id, C
   // A set-up call's reading, once its end event is on the stream (the reading takes microseconds).
   // Its op is named by the totals' entry (the op's count and type; a group end's ops), when there is one.
   if (launch.first_of_shape && track) [[unlikely]]
-    finish_setup_reading(*track, totals ? SetupCall{totals->api, totals->count, totals->datatype, -1}
-                                        : SetupCall{static_cast<uint16_t>(api), ops, 0, -1});
+    finish_setup_reading(*track, totals ? SetupCall{totals->api, totals->count, totals->datatype, -1, !launch.shared}
+                                        : SetupCall{static_cast<uint16_t>(ops > 1 ? trace::Api::kGroupEnd : api), ops, 0,
+                                                    -1, !launch.shared});
 }
 
 void stop_gpu_timer(bool let_running_finish) noexcept {

@@ -42,6 +42,7 @@ struct TimedLaunch {
   void* slot = nullptr;
   bool timed = false;
   bool first_of_shape = false;  // its communicator's first launch of this shape, read as a set-up call (comm_memory.h)
+  bool shared = false;          // one of a group's several streams or communicators
   explicit operator bool() const { return slot != nullptr; }
 };
 

@@ -108,7 +108,7 @@ std::string metrics_text(bool exiting) {
   out.sample({{"host", me.host}, {"pid", pid}}, static_cast<double>(lost_record_count()));
 
   struct Rank {
-    uint64_t issued = 0, completed = 0, alike_ns = 0, alike_launches = 0;
+    uint64_t issued = 0, p2p = 0, completed = 0, alike_ns = 0, alike_launches = 0;
     uint32_t stalls = 0, unresolved = 0;
   };
   // Every communicator this process made: a counter stays when its communicator is released. One
@@ -119,6 +119,7 @@ std::string metrics_text(bool exiting) {
     std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(t.id));
     Rank& r = ranks[{id, std::to_string(t.rank)}];
     r.issued += t.issued.load(std::memory_order_relaxed);
+    r.p2p += t.p2p_issued();
     r.completed += t.completed.load(std::memory_order_relaxed);
     r.alike_ns += t.alike_gpu_ns.load(std::memory_order_relaxed);
     r.alike_launches += t.alike_launches.load(std::memory_order_relaxed);
@@ -130,9 +131,22 @@ std::string metrics_text(bool exiting) {
     for (const auto& [key, r] : ranks) out.sample({{"comm", key.first}, {"rank", key.second}}, static_cast<double>(value(r)));
   };
   each_rank(m::kOpsIssued, [](const Rank& r) { return r.issued; });
-  // Completion is known from the GPU only: without GPU timing the family is left out.
+  each_rank(m::kP2pIssued, [](const Rank& r) { return r.p2p; });
+  // Completion and memory are known from the GPU only: without GPU timing the families are left out.
   if (detail::g_timing_mode.load(std::memory_order_relaxed) == static_cast<int>(TimingMode::kGpu)) {
     each_rank(m::kOpsCompleted, [](const Rank& r) { return r.completed; });
+    // The alive communicators only, as last read; none in the file a process leaves at exit, whose
+    // memory is gone with it.
+    std::map<std::pair<std::string, std::string>, uint64_t> held;
+    for_each_comm([&](const CommTrack& t) {
+      if (uint64_t bytes = exiting ? 0 : t.held_bytes.load(std::memory_order_relaxed)) {
+        char id[17];
+        std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(t.id));
+        held[{id, std::to_string(t.rank)}] += bytes;
+      }
+    });
+    out.family(m::kCommunicatorMemory);
+    for (const auto& [key, bytes] : held) out.sample({{"comm", key.first}, {"rank", key.second}}, static_cast<double>(bytes));
     each_rank(m::kCollectiveGpuSeconds, [](const Rank& r) { return static_cast<double>(r.alike_ns) / 1e9; });
     each_rank(m::kCollectivesTimed, [](const Rank& r) { return r.alike_launches; });
   }

@@ -40,6 +40,7 @@ struct OpenGroup {
     uint64_t seq;
     trace::Api api;
     uint32_t ops;
+    bool several_comms = false;  // its ops are on more than one communicator
   };
   int depth = 0;
   uint64_t launch_id = 0;

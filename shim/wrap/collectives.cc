@@ -22,12 +22,13 @@ using trace::Api;
 // The thread's open NCCL group is t_thread.group (thread_state.h).
 void note_group_stream(uint64_t stream, CommTrack* track, uint64_t seq, Api api) {
   for (int i = 0; i < t_thread.group.nstreams; ++i) {
-    if (t_thread.group.streams[i].stream == stream) {
-      t_thread.group.streams[i] = {stream, track, seq, api, t_thread.group.streams[i].ops + 1};
+    OpenGroup::StreamUse& use = t_thread.group.streams[i];
+    if (use.stream == stream) {
+      use = {stream, track, seq, api, use.ops + 1, use.several_comms || use.track != track};
       return;
     }
   }
-  if (t_thread.group.nstreams < OpenGroup::kMaxStreams) t_thread.group.streams[t_thread.group.nstreams++] = {stream, track, seq, api, 1};
+  if (t_thread.group.nstreams < OpenGroup::kMaxStreams) t_thread.group.streams[t_thread.group.nstreams++] = {stream, track, seq, api, 1, false};
 }
 
 // An op issued on a stream capturing a CUDA graph runs nothing now: it joins the capture's ops, which
@@ -306,6 +307,10 @@ template <class Call> ncclResult_t end_group(Api api, Call&& call) noexcept {
   uint16_t flags = 0;
   for (int i = 0; launches && i < t_thread.group.nstreams; ++i) {
     const OpenGroup::StreamUse& use = t_thread.group.streams[i];
+    // A failed group is not read for memory; one of several streams or communicators reads only
+    // NCCL's count (the free memory's fall is the whole group's).
+    if (result != ncclSuccess) timed[i].first_of_shape = false;
+    timed[i].shared = t_thread.group.nstreams > 1 || use.several_comms;
     // The GPU time of a one-stream group is the group's; of several streams, no stream's alone.
     end_timed_launch(timed[i], use.stream, t_thread.group.launch_id, use.track,
                      trace::is_point_to_point(use.api) ? 0 : use.seq, use.api, use.ops, begin_ns, end_ns,

@@ -8,6 +8,7 @@
 #include "wrap/recorder.h"
 
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <string_view>
 
@@ -23,6 +24,7 @@ bool releases_comm(Api api) { return api == Api::kCommDestroy || api == Api::kCo
 // much of it the caller's header had, so a field is read only when the caller's struct has it.
 struct ConfigView {
   bool non_blocking = false;
+  bool blocking_set = false;  // config->blocking given (not NCCL_CONFIG_UNDEF_INT): NCCL_COMM_BLOCKING does not apply
   std::string_view name;
 };
 
@@ -30,7 +32,10 @@ ConfigView read_config(const ncclConfig_t* config) {
   ConfigView view;
   if (!config) return view;
   size_t size = config->size;
-  if (size >= offsetof(ncclConfig_t, blocking) + sizeof(int) && config->blocking == 0) view.non_blocking = true;
+  if (size >= offsetof(ncclConfig_t, blocking) + sizeof(int)) {
+    view.non_blocking = config->blocking == 0;
+    view.blocking_set = config->blocking != NCCL_CONFIG_UNDEF_INT;
+  }
   if (size >= offsetof(ncclConfig_t, commName) + sizeof(const char*) && config->commName) {
     std::string_view name(config->commName, strnlen(config->commName, 256));
     view.name = name.substr(0, utf8_prefix_length(name, 255));  // never half a character
@@ -44,6 +49,7 @@ struct Creation {
   Api api = Api::kUnknown;
   uint64_t comm_id = 0;
   uint64_t parent_id = 0;
+  uint64_t parent_handle = 0;  // split, shrink, grow: the communicator it came from
   int rank = -1;
   int nranks = -1;
   ConfigView config;
@@ -83,6 +89,18 @@ void query_comm(const RealNccl* real, ncclComm_t comm, int& rank, int& nranks, i
   if (rank < 0 && real->ncclCommUserRank && real->ncclCommUserRank(comm, &value) == ncclSuccess) rank = value;
   if (nranks < 0 && real->ncclCommCount && real->ncclCommCount(comm, &value) == ncclSuccess) nranks = value;
   if (device < 0 && real->ncclCommCuDevice && real->ncclCommCuDevice(comm, &value) == ncclSuccess) device = value;
+}
+
+// Whether the communicator is non-blocking: its config says so, or NCCL_COMM_BLOCKING=0 where the
+// config leaves it open, or its init was still in progress, or (a split's with no config) its
+// parent is.
+bool made_non_blocking(const Creation& c, ncclResult_t result) {
+  if (c.config.non_blocking || result == ncclInProgress) return true;
+  if (c.config.blocking_set) return false;
+  const char* env = std::getenv("NCCL_COMM_BLOCKING");
+  if (env && std::strcmp(env, "0") == 0) return true;
+  const CommTrack* parent = c.parent_handle ? find_comm_track(c.parent_handle) : nullptr;
+  return parent && parent->set_up_unread;
 }
 
 void finish_creation(const RealNccl* real, Creation& c, ncclResult_t result, ncclComm_t comm) noexcept {
@@ -135,8 +153,8 @@ void finish_creation(const RealNccl* real, Creation& c, ncclResult_t result, ncc
   track->rank = rank;
   track->nranks = nranks;
   track->held_bytes.store(held.bytes, std::memory_order_relaxed);
-  // A non-blocking communicator sets itself up in NCCL's threads after a call returns: not read.
-  if (c.config.non_blocking) track->memory_readings.store(trace::kMaxMemoryReadings, std::memory_order_relaxed);
+  track->set_up_unread = made_non_blocking(c, result);
+  track->free_change_unattributable = !c.one_comm_on_this_device;
   publish_comm(track);
   start_live_metrics();
   });
@@ -146,6 +164,7 @@ void finish_creation(const RealNccl* real, Creation& c, ncclResult_t result, ncc
 void identify_child(Creation& c, ncclComm_t parent, int64_t color_or_tag, uint32_t& order) {
   CommEntry parent_entry;
   uint64_t parent_handle = as_u64(parent);
+  c.parent_handle = parent_handle;
   if (registry().find_comm(parent_handle, parent_entry)) {
     c.parent_id = parent_entry.id;
     int64_t index = registry().take_child_index(parent_handle);
@@ -178,6 +197,9 @@ CommPhase teardown_phase(Api api) {
 void begin_teardown(Teardown& t, Api api, ncclComm_t comm, int32_t arg0) noexcept {
   t.api = api;
   t.handle = as_u64(comm);
+  // Before the call: no memory reading asks NCCL about a communicator on its way out.
+  if (api != Api::kCommSuspend && api != Api::kCommResume)
+    if (CommTrack* track = find_comm_track(t.handle)) track->closing.store(true, std::memory_order_release);
   safely([&] {
     if (releases_comm(api)) t.free_before = free_memory_now();
     t.known = registry().find_comm(t.handle, t.entry);

@@ -15,7 +15,8 @@ from report_harness import REAL, check, job, report, report_json, run_case, temp
 
 SAMPLE = re.compile(r'^(ncclwatch_[a-z0-9_]*)(\{.*\})? (\S+)$')
 LABEL = re.compile(r'([a-z_][a-z0-9_]*)="((?:[^"\\]|\\.)*)"')
-ALERTS = ("NcclHangSuspected", "NcclCommunicatorStalled", "NcclCommunicatorsLeaked", "NcclTeardownHung", "NcclStraggler")
+ALERTS = ("NcclHangSuspected", "NcclCommunicatorStalled", "NcclCommunicatorsLeaked", "NcclTeardownHung", "NcclStraggler",
+          "NcclIdleCommunicatorMemory")
 # The counters the straggler rule takes rates of: fed as the job's run, from 0 to their totals over the
 # first 10 minutes (the rules' --straggler-after), and judged then; the other alerts at 20 minutes.
 RAMPED = ("ncclwatch_collective_gpu_seconds_total", "ncclwatch_collectives_timed_total")
@@ -72,18 +73,21 @@ def fired(folder, rules):
 
 
 def test_rules_pass_promtool_check():
-    for settings in ((), ("--hang-after", "60", "--teardown-after", "30", "--straggler-after", "120", "--scrape-interval", "15")):
+    for settings in ((), ("--hang-after", "60", "--teardown-after", "30", "--straggler-after", "120", "--scrape-interval", "15",
+                          "--idle-after", "90", "--idle-min-mib", "512")):
         path = rules_file(*settings)
         p = subprocess.run([promtool(), "check", "rules", path], capture_output=True, text=True, timeout=60)
-        check(p.returncode == 0 and "SUCCESS: 10 rules found" in p.stdout, (settings, p.stdout, p.stderr))
+        check(p.returncode == 0 and "SUCCESS: 11 rules found" in p.stdout, (settings, p.stdout, p.stderr))
         text = open(path).read()
         for alert in ALERTS:
             check(f"alert: {alert}" in text, (alert, text))
         if settings:
             check("for: 60s" in text and "for: 30s" in text and "[120s]" in text and "[60s]" in text and
-                  "--hang-after 60 --teardown-after 30 --straggler-after 120 --scrape-interval 15" in text, text)
+                  "--hang-after 60 --teardown-after 30 --straggler-after 120 --scrape-interval 15 --idle-after 90 "
+                  "--idle-min-mib 512" in text and "[90s]" in text and f">= {512 << 20}" in text, text)
     for bad in (("--hang-after", "0.5"), ("--hang-after", "-3"), ("--teardown-after", "x"), ("--straggler-after", "0"),
-                ("--scrape-interval", "1.5"), ("--scrape-interval", "700000")):
+                ("--scrape-interval", "1.5"), ("--scrape-interval", "700000"), ("--idle-after", "0"),
+                ("--idle-min-mib", "-1")):
         p = report("rules", *bad)
         check(p.returncode == 2 and not p.stdout and p.stderr, (bad, p.returncode, p.stdout, p.stderr))
 
@@ -132,6 +136,9 @@ def test_rules_fire_on_what_each_job_was_made_to_have():
         check(straggling == found, f"{name}: straggler alerts {straggling}, hang's stragglers {found}")
         check(name not in made_to_straggle or straggling == {made_to_straggle[name]}, f"{name}: {straggling}")
         stragglers += bool(straggling)
+        # Idle memory: a finished job's processes hold none (its metrics carry no memory gauge).
+        idle = got.get("NcclIdleCommunicatorMemory", [])
+        check(not idle, f"{name}: idle alerts of a finished job {idle}")
         check(name != "teardown_hang" or want, f"{name}: its destroy never returned: {leaks['leaks']}")
         check(name != "teardown_killed" or not want, f"{name}: killed inside its teardown, not hung: {want}")
         compared += 1

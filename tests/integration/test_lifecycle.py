@@ -362,6 +362,43 @@ def memory_taken_at_set_up_calls_is_counted():
               f"{env}: summary text\n{text}")
 
 
+def idle_communicators_are_named_with_their_memory():
+    # idle-comm (collectives_app): world all-reduces every 10 ms for 3 s while a split of it, after
+    # one all-reduce, idles holding 104 MiB (96 at init, 8 at its set-up call) until destroyed.
+    # `memory --idle-after 2` names the split's two ranks idle for about those 3 s, world not;
+    # with the defaults (60 s) nothing is idle.
+    mib = 1 << 20
+    job = Job([app("collectives_app"), "idle-comm", "3000"], nranks=2,
+              env={"HOSTNCCL_COMM_MIB": "96", "HOSTNCCL_SETUP_MIB": "8", "NCCLWATCH_TIMING": "gpu"})
+    results = job.run()
+    check(all(r.returncode == 0 for r in results), [r.stderr for r in results])
+    code, report, _ = job.report("memory", "--json", "--idle-after", "2", "--idle-min-mib", "64")
+    check(code == 1, f"an idle communicator is a finding: exit {code}")
+    comms = report["communicators"]
+    idle = [c for c in comms if c["idle"]]
+    check(len(comms) == 4 and all(c["held_bytes"] == c["freed_bytes"] == 104 * mib for c in comms), comms)
+    check(sorted(c["rank"] for c in idle) == [0, 1] and all(c["api"] == "ncclCommSplit" for c in idle), idle)
+    check(all(2.5 <= c["idle_s"] <= 10 for c in idle), f"idle for the 3 s world ran alone: {idle}")
+    check(all(c["idle_s"] < 1 for c in comms if not c["idle"]), comms)
+    # Over time: 96 MiB when made, 104 MiB after its one all-reduce (NCCL's count), in that order.
+    check(all([(r["point"], r["held_bytes"] // mib) for r in c["readings"]] == [("made", 96), ("set_up", 104)] and
+              c["readings"][0]["after_start_s"] <= c["readings"][1]["after_start_s"] for c in comms), comms)
+    check(all(p["peak_bytes"] == 208 * mib and p["held_at_end_bytes"] == 0 for p in report["processes"]), report["processes"])
+    code, text, _ = job.report("memory", "--idle-after", "2", "--idle-min-mib", "64")
+    check("IDLE: 2 communicator rank(s) held 208 MiB with no op for 2 s or more" in text and "until destroyed" in text and
+          "ncclCommSuspend" in text and "collectives_app.cc" in text, text)
+    code, csv_text, _ = job.report("memory", "--format", "csv")
+    lines = csv_text.strip().splitlines()
+    check(code == 0 and len(lines) == 5 and lines[0].startswith("host,pid,world_rank,comm,") and ",no," in lines[1], (code, lines))
+    code, summary, _ = job.report("summary", "--json")
+    check(summary["idle_communicators"] == 0 and summary["gpu_memory_peak"]["bytes"] == 208 * mib, summary)
+    # Host timing mode measures nothing: said so, no finding.
+    host = Job([app("collectives_app"), "idle-comm", "200"], nranks=2, env={"NCCLWATCH_TIMING": "host"})
+    host.run()
+    code, text, _ = host.report("memory")
+    check(code == 0 and "no GPU memory figures in these traces" in text, (code, text))
+
+
 NVSHMEM_PROGRAM = r'''
 import ctypes, sys
 nvshmem = ctypes.CDLL(sys.argv[1])
@@ -541,7 +578,7 @@ def process_without_nccl_leaves_nothing():
 if __name__ == "__main__":
     main({f.__name__: f for f in [
         groups_remade_each_cycle_are_named_piling_up, communicator_gpu_memory_is_measured,
-        memory_taken_at_set_up_calls_is_counted, resources_out_of_order_are_named,
+        memory_taken_at_set_up_calls_is_counted, idle_communicators_are_named_with_their_memory, resources_out_of_order_are_named,
         communicators_nvshmem_made_get_its_remedy, narrower_communicators_are_named_by_their_world_ranks,
         another_build_of_a_module_is_never_used_to_symbolize,
         init_hang_names_who_never_joined, leaky_job_reports_exactly_its_leaks, leaky_job_on_three_ranks, clean_job_is_silent,

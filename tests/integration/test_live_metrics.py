@@ -137,6 +137,40 @@ def released_communicators_keep_their_counters():
     check(not pick(live, "ncclwatch_communicators", state="alive"), live)
 
 
+def memory_and_point_to_point_series_agree_with_the_traces():
+    # set-up-memory (collectives_app): world holds 96 MiB when made and 32 MiB more after its set-up
+    # calls, and is left alive; a split (104 MiB) is destroyed; world runs one send and one receive.
+    # While it runs (it lingers 0.8 s) the live file gives world's memory; the file left at exit and the report give none (the memory went with the process);
+    # both count the point-to-point calls, as the report of the traces does.
+    job = Job([app("collectives_app"), "set-up-memory", "800"], nranks=2)
+    files = os.path.join(job.tmp, "textfiles")
+    os.makedirs(files)
+    job.env.update({"NCCLWATCH_METRICS_FILE": os.path.join(files, "m-%p.prom"), "NCCLWATCH_METRICS_SEC": "0.1",
+                    "NCCLWATCH_TIMING": "gpu", "HOSTNCCL_COMM_MIB": "96", "HOSTNCCL_SETUP_MIB": "8"})
+    procs = job.start()
+    seen = {}
+    while any(p.poll() is None for p in procs):
+        for f in os.listdir(files):
+            try:
+                for n, labels, v in parse(open(os.path.join(files, f)).read()):
+                    if n == "ncclwatch_communicator_gpu_memory_bytes":
+                        seen[(labels["comm"], labels["rank"])] = max(v, seen.get((labels["comm"], labels["rank"]), 0))
+            except (FileNotFoundError, KeyError):
+                pass
+        time.sleep(0.05)
+    for rank, p in enumerate(procs):
+        check(p.returncode == 0, f"rank {rank}: exit {p.returncode}: {p.stderr.read()}")
+    live = [s for f in os.listdir(files) for s in parse(open(os.path.join(files, f)).read())]
+    offline = parse(subprocess.run([REPORT, "metrics", job.trace_dir], capture_output=True, text=True, check=True).stdout)
+    series = lambda samples, name: sorted((l["comm"], l["rank"], v) for n, l, v in samples if n == name)  # noqa: E731
+    check(128 * 2**20 in seen.values(), f"world's 128 MiB never showed while the job ran: {seen}")
+    check(not series(live, "ncclwatch_communicator_gpu_memory_bytes") and
+          not series(offline, "ncclwatch_communicator_gpu_memory_bytes"), (live, offline))
+    p2p = series(live, "ncclwatch_p2p_ops_issued_total")
+    check(sorted(v for _, _, v in p2p) == [0, 0, 2, 2] and p2p == series(offline, "ncclwatch_p2p_ops_issued_total"),
+          (p2p, series(offline, "ncclwatch_p2p_ops_issued_total")))
+
+
 def straggler_series_show_the_injected_wait():
     # The last of 3 ranks sleeps 20 ms before each of 10 all-reduces: its peers' collectives wait for
     # it on the (stand-in's) GPU. The straggler series count the 9 launches past each rank's first, and
@@ -246,5 +280,6 @@ def metrics_file_that_is_not_ours_is_left_alone():
 if __name__ == "__main__":
     main({f.__name__: f for f in (live_metrics_through_node_exporter, released_communicators_keep_their_counters,
                                   straggler_series_show_the_injected_wait,
+                                  memory_and_point_to_point_series_agree_with_the_traces,
                                   unwritable_metrics_file_costs_only_the_metrics,
                                   metrics_file_that_is_not_ours_is_left_alone)})

@@ -20,7 +20,8 @@ from test_live_metrics import SAMPLE, free_port, node_exporter
 SOURCE = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 DASHBOARD = os.path.join(SOURCE, "analyzers", "share", "grafana", "ncclwatch-dashboard.json")
 # Seconds, short for a test: Prometheus scrapes and evaluates every second.
-RULE_SETTINGS = ("--hang-after", "5", "--teardown-after", "5", "--straggler-after", "10", "--scrape-interval", "1")
+RULE_SETTINGS = ("--hang-after", "5", "--teardown-after", "5", "--straggler-after", "10", "--scrape-interval", "1",
+                 "--idle-after", "5", "--idle-min-mib", "64")
 RATE_INTERVAL = "4s"  # Grafana's $__rate_interval at a 1 s scrape: four scrapes
 ALERT_DEADLINE_S = 60
 
@@ -182,9 +183,40 @@ def live_hang_and_straggler_fire_through_prometheus():
                 print(f"{job_id}: series per panel {panels}")
                 # The live files carry no latencies (bus bandwidth) and the jobs register nothing.
                 empty = {t for t, n in panels.items() if not n}
-                check(empty == {"Bus bandwidth by size", "NCCL resources held"}, f"{job_id}: panels without data: {empty}")
+                check(empty == {"Bus bandwidth by size", "NCCL resources held", "GPU memory per communicator rank"},
+                      f"{job_id}: panels without data: {empty}")
             print(f"NcclHangSuspected after {hang_s:.1f} s, NcclStraggler after {straggler_s:.1f} s "
                   f"(wait caused {waits['2'] * 1e3:.1f} ms), NcclCommunicatorStalled on {len(stalled)} comm(s)")
+        finally:
+            stop(procs)
+
+
+def live_idle_communicator_memory_fires_through_prometheus():
+    # Two ranks: world all-reduces every 10 ms for 30 s; a split runs one all-reduce and then idles,
+    # holding what the stand-in gives it (96 MiB at init, 8 MiB at its first all-reduce). With
+    # --idle-after 5 --idle-min-mib 64 the alert must fire on the split's two ranks alone, giving
+    # its 104 MiB, and the dashboard's memory panel show both communicators.
+    textfiles = tempfile.mkdtemp(prefix="ncclwatch-textfiles-")
+    with Prometheus(textfiles) as prom:
+        job = live_job(textfiles, [app("collectives_app"), "idle-comm", "30000"], 2, "e2e-idle",
+                       {"HOSTNCCL_COMM_MIB": "96", "HOSTNCCL_SETUP_MIB": "8", "NCCLWATCH_TIMING": "gpu"})
+        started = time.time()
+        procs = job.start()
+        try:
+            idle, idle_s = prom.wait_for_alert("NcclIdleCommunicatorMemory", "e2e-idle", started)
+            time.sleep(2)  # both ranks' alerts, and no other
+            idle = [a for a in prom.firing("NcclIdleCommunicatorMemory") if a["job_id"] == "e2e-idle"]
+            held = {(r["metric"]["comm"], r["metric"]["rank"]): float(r["value"][1])
+                    for r in prom.query('ncclwatch_communicator_gpu_memory_bytes{job_id="e2e-idle"}')}
+            check(len(held) == 4, f"world and split on 2 ranks: {held}")
+            idle_comms = {a["comm"] for a in idle}
+            check(len(idle_comms) == 1 and sorted(a["rank"] for a in idle) == ["0", "1"], idle)
+            side = idle_comms.pop()
+            check(all(v == 104 * 2**20 for (comm, _), v in held.items() if comm == side), held)
+            check(all(v == 104 * 2**20 for (comm, _), v in held.items() if comm != side), f"world: 96 + 8 MiB: {held}")
+            panels = panels_data(prom, "e2e-idle")
+            check(panels["GPU memory per communicator rank"] == 4, panels)
+            print(f"NcclIdleCommunicatorMemory after {idle_s:.1f} s on the split's ranks, 104 MiB each; world (busy) not")
         finally:
             stop(procs)
 
@@ -212,7 +244,8 @@ def ramped(text, share):
 LIVE_FAMILIES = ("ncclwatch_build_info", "ncclwatch_communicators", "ncclwatch_communicators_created_total",
                  "ncclwatch_resources_held", "ncclwatch_trace_lost_records_total", "ncclwatch_ops_issued_total",
                  "ncclwatch_ops_completed_total", "ncclwatch_collective_gpu_seconds_total",
-                 "ncclwatch_collectives_timed_total", "ncclwatch_stalls_total", "ncclwatch_stalled")
+                 "ncclwatch_collectives_timed_total", "ncclwatch_stalls_total", "ncclwatch_stalled",
+                 "ncclwatch_p2p_ops_issued_total")
 
 
 def node_scrape(text, host, ranks):
@@ -286,7 +319,9 @@ def fleet_of_4096_ranks_fires_through_prometheus():
                 panels = panels_data(prom, job_id)
                 print(f"{job_id}: series per panel {panels}")
                 empty = {t for t, n in panels.items() if not n}
-                check(empty == {"NCCL resources held"} | never, f"{job_id}: panels without data: {empty}")
+                # Simulated jobs measure no memory (gen_job writes no GPU memory figures).
+                check(empty == {"NCCL resources held", "GPU memory per communicator rank"} | never,
+                      f"{job_id}: panels without data: {empty}")
             print(f"NcclHangSuspected after {hang_s:.1f} s, NcclStraggler after {straggler_s:.1f} s")
     finally:
         done.set()
@@ -297,4 +332,5 @@ def fleet_of_4096_ranks_fires_through_prometheus():
 
 if __name__ == "__main__":
     main({f.__name__: f for f in (dashboard_is_grafana_provisioning_json, live_hang_and_straggler_fire_through_prometheus,
+                                  live_idle_communicator_memory_fires_through_prometheus,
                                   fleet_of_4096_ranks_fires_through_prometheus)})

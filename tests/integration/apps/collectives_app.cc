@@ -92,8 +92,9 @@ int mixed() {
 // Memory NCCL takes after init (the stand-in: HOSTNCCL_SETUP_MIB at each communicator's first op of
 // each kind). On world: all-reduce 1024 (sets up), again (same shape: not read), all-reduce 512 (a
 // new shape, nothing new set up), a send/receive group around the ring (sets up sends and
-// receives), all-gather (sets up). On a split: one all-reduce, then destroyed. World is left alive.
-int set_up_memory() {
+// receives), all-gather (sets up). On a split: one all-reduce, then destroyed. World is left alive,
+// `linger_ms` more before the exit.
+int set_up_memory(int linger_ms) {
   int rank = test_rank(), n = test_nranks();
   CUstream stream = nullptr;
   cuStreamCreate(&stream, 0);
@@ -112,6 +113,7 @@ int set_up_memory() {
   CHECK(ncclAllReduce(a.data(), a.data(), 64, ncclFloat, ncclSum, half, stream));
   settle(stream);
   CHECK(ncclCommDestroy(half));
+  sleep_ms(linger_ms);
   return 0;
 }
 
@@ -444,6 +446,24 @@ int straggler(bool sync, int ops) {
   return 0;
 }
 
+// A communicator left idle while another works: world all-reduces every 10 ms for `ms`, a split
+// runs one all-reduce first and nothing after (held all along, destroyed at the end).
+int idle_comm(int ms) {
+  ncclComm_t world = init_world("world");
+  ncclComm_t side = nullptr;
+  CHECK(ncclCommSplit(world, 0, test_rank(), &side, nullptr));
+  static float data[256];
+  CHECK(ncclAllReduce(data, data, 256, ncclFloat, ncclSum, side, nullptr));
+  for (int i = 0; i < ms / 10; ++i) {
+    CHECK(ncclAllReduce(data, data, 256, ncclFloat, ncclSum, world, nullptr));
+    cuStreamSynchronize(nullptr);
+    sleep_ms(10);
+  }
+  CHECK(ncclCommDestroy(side));
+  CHECK(ncclCommDestroy(world));
+  return 0;
+}
+
 // 40 all-reduces of 1 MiB, then exit at once: no synchronize, no destroy. Their work is still
 // running when the process exits.
 int exit_in_flight() {
@@ -586,7 +606,8 @@ int config_variants() {
 int main(int argc, char** argv) {
   std::string scenario = argc > 1 ? argv[1] : "";
   if (scenario == "mixed") return mixed();
-  if (scenario == "set-up-memory") return set_up_memory();
+  if (scenario == "set-up-memory") return set_up_memory(argc > 2 ? std::atoi(argv[2]) : 0);
+  if (scenario == "idle-comm") return idle_comm(argc > 2 ? std::atoi(argv[2]) : 10000);
   if (scenario == "skip") return skip(argc > 2 ? std::atoi(argv[2]) : 3000);
   if (scenario == "skip-burst") return skip_burst(argc > 2 ? std::atoi(argv[2]) : 3000);
   if (scenario == "shapes") return shapes();
