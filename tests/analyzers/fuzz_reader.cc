@@ -59,7 +59,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   run_summary(options);
   run_hang(options);
   run_latency(options);
+  IdleSettings every_one_idle{0, 0};  // every communicator with a figure is named idle: every line runs
+  run_memory(options, every_one_idle);
   options.csv = true;
+  run_memory(options, every_one_idle);
   run_latency(options);
   run_leaks(job, options);
   run_hang(options);
@@ -69,6 +72,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   run_summary(options);
   run_hang(options);
   run_latency(options);
+  run_memory(options, every_one_idle);
   options.output = "/dev/null";
   run_timeline(options);
   options.output = path + ".out.json.gz";

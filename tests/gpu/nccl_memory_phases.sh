@@ -38,7 +38,8 @@ for rank in (0, 1):
     for name, r in zip(firsts, readings):
         row, before = steps[name], steps[list(steps)[list(steps).index(name) - 1]]
         print(f"  {name}: shim held {r.get('held_bytes', 0) / mib:.1f} MiB, took {r.get('taken_bytes', 0) / mib:.1f} MiB; "
-              f"program: NCCL count {row['nccl_total'] and row['nccl_total'] / mib}, free fell {(before['free'] - row['free']) / mib:.1f} MiB")
+              f"program: NCCL count {row['nccl_total'] and row['nccl_total'] / mib}, free fell {(before['free'] - row['free']) / mib:.1f} MiB, "
+              f"nvidia-smi: this process {before['smi_used_mib']} -> {row['smi_used_mib']} MiB")
         if row["nccl_total"] is not None and r.get("held_bytes") != row["nccl_total"]:
             problems.append(f"rank {rank} {name}: shim {r.get('held_bytes')} vs NCCL {row['nccl_total']}")
     if len(readings) != len(firsts):
