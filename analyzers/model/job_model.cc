@@ -22,17 +22,42 @@ CommMemoryFigure CommMemoryFigure::of(const ApiEvent& end) {
   return {};
 }
 
-CommMemoryFigure CommInstance::held() const {
-  for (auto it = set_up.rbegin(); it != set_up.rend(); ++it)
-    if (it->held_bytes) return {*it->held_bytes, "ncclCommMemStats"};
-  if (!memory.known()) return {};
-  CommMemoryFigure figure = memory;
-  for (const MemoryReading& r : set_up) {
-    if (!r.taken_bytes || *r.taken_bytes <= 0) continue;
-    figure.bytes += static_cast<uint64_t>(*r.taken_bytes);
-    figure.from = "free_memory_change";
+std::vector<HeldPoint> CommInstance::held_over_time() const {
+  std::vector<HeldPoint> points;
+  bool any_count = std::any_of(readings.begin(), readings.end(), [](const MemoryReading& r) { return r.held_bytes.has_value(); });
+  if (!memory.known() && !any_count) return points;
+  uint64_t held = memory.known() ? memory.bytes : 0;
+  if (memory.known()) points.push_back({created_ns, held, nullptr});
+  for (const MemoryReading& r : readings) {
+    if (r.held_bytes) {
+      held = *r.held_bytes;
+    } else if (r.taken_bytes && (*r.taken_bytes > 0 || r.suspends_or_resumes())) {
+      int64_t taken = *r.taken_bytes;  // within kMostGpuBytes (the fold's bound)
+      held = taken >= 0 ? held + static_cast<uint64_t>(taken) : held - std::min(held, static_cast<uint64_t>(-taken));
+    } else if (!memory.known()) {
+      continue;  // no figure to move yet
+    }
+    points.push_back({r.time_ns, held, &r});
   }
-  return figure;
+  return points;
+}
+
+CommMemoryFigure CommInstance::held() const {
+  std::vector<HeldPoint> points = held_over_time();
+  if (points.empty()) return {};
+  const MemoryReading* last = points.back().after;
+  const char* from = !last ? memory.from : last->held_bytes ? "ncclCommMemStats" : "free_memory_change";
+  return {points.back().held_bytes, from};
+}
+
+size_t CommInstance::set_up_calls() const {
+  return static_cast<size_t>(std::count_if(readings.begin(), readings.end(), [](const MemoryReading& r) { return !r.suspends_or_resumes(); }));
+}
+
+bool CommInstance::suspended() const {
+  for (auto it = readings.rbegin(); it != readings.rend(); ++it)
+    if (it->suspends_or_resumes()) return it->suspends();
+  return false;
 }
 
 std::string hex_id(uint64_t id) { return fmt::format("{:016x}", id); }

@@ -48,14 +48,25 @@ struct CommMemoryFigure {
   static CommMemoryFigure of(const trace::ApiEvent& end);
 };
 
-// What a communicator's memory became after one of its set-up calls (trace::MemoryRecord).
+// What a communicator's memory became after one of its set-up calls, or a suspend or resume
+// (trace::MemoryRecord).
 struct MemoryReading {
   int64_t time_ns = 0;
-  trace::Api api = trace::Api::kUnknown;  // the call: a collective, point-to-point or a group end
+  trace::Api api = trace::Api::kUnknown;  // a collective, point-to-point call, group end, suspend or resume
   uint64_t count = 0;
   int32_t peer = -1;
   std::optional<uint64_t> held_bytes;    // NCCL's count after the call
   std::optional<int64_t> taken_bytes;    // the device's free memory's fall across the call
+
+  bool suspends() const { return api == trace::Api::kCommSuspend; }
+  bool suspends_or_resumes() const { return suspends() || api == trace::Api::kCommResume; }
+};
+
+// What a communicator held from one point of its life on: made, after a reading, released.
+struct HeldPoint {
+  int64_t time_ns = 0;
+  uint64_t held_bytes = 0;
+  const MemoryReading* after = nullptr;  // nullptr: when made
 };
 
 // One communicator as one process saw it (one rank of it).
@@ -99,12 +110,19 @@ struct CommInstance {
   uint16_t library = 0;         // id of the NCCL library that made it (0: the process's only one)
   CommMemoryFigure memory;      // held when made
   CommMemoryFigure freed;       // given back by its destroy or abort
-  std::vector<MemoryReading> set_up;  // after its set-up calls, in order
-  // What it holds as last read: NCCL's count after its latest set-up call where NCCL counts, else
-  // what it held when made plus what its set-up calls took.
+  std::vector<MemoryReading> readings;  // after its set-up calls, suspends and resumes, in order
+  // What it held when made and after each reading: NCCL's count where the reading has it, else the
+  // figure before moved by the free memory's fall (a set-up call's rise is others' doing, not its;
+  // a suspend's is what it gave back). Empty when its memory at creation is unknown and no reading
+  // has NCCL's count.
+  std::vector<HeldPoint> held_over_time() const;
+  // What it holds as last read (the last of held_over_time).
   CommMemoryFigure held() const;
   // What its set-up calls added to what it held when made (held() - memory), where both are known.
   uint64_t set_up_bytes() const { return held().bytes > memory.bytes ? held().bytes - memory.bytes : 0; }
+  size_t set_up_calls() const;
+  // Suspended at the end of its trace: its last suspend or resume was a suspend.
+  bool suspended() const;
   CommState state = CommState::kLeaked;
   // A teardown that never returned (lifecycle::is_teardown_hang): from its entry to the end of the
   // trace, how long the process had been inside it.

@@ -297,11 +297,12 @@ class CommFold {
     pending_[e.call_id] = std::move(pending);
   }
 
-  // A reading after a set-up call, kept with the communicator it names (a bounded number).
+  // A reading after a set-up call, suspend or resume, kept with the communicator it names: a
+  // bounded number, the latest replacing the last kept beyond it (what it holds stays current).
   void memory(const MemoryRecord& m) {
     CommInstance* c = live_comm(m.comm);
-    if (!c || c->set_up.size() >= 2 * kMaxMemoryReadings) return;
-    MemoryReading& r = c->set_up.emplace_back();
+    if (!c) return;
+    MemoryReading r;
     r.time_ns = m.time_ns;
     r.api = static_cast<Api>(m.api);
     r.count = m.op_count;
@@ -309,7 +310,10 @@ class CommFold {
     auto magnitude = [](int64_t v) { return v < 0 ? uint64_t{0} - static_cast<uint64_t>(v) : static_cast<uint64_t>(v); };
     if ((m.flags & kFlagMemoryFromNccl) && m.held_bytes <= kMostGpuBytes) r.held_bytes = m.held_bytes;
     if ((m.flags & kFlagMemoryFromFreeChange) && magnitude(m.taken_bytes) <= kMostGpuBytes) r.taken_bytes = m.taken_bytes;
+    if (c->readings.size() < kMostReadingsKept) c->readings.push_back(r);
+    else c->readings.back() = r;
   }
+  static constexpr size_t kMostReadingsKept = 8 * kMaxMemoryReadings;
 
   void end(const ApiEvent& e) {
     Api api = api_of(e);

@@ -16,15 +16,13 @@ struct MemoryStep {
   int64_t bytes;
 };
 
-// What `c` added and gave back over its life, in time order: made, then each set-up call (NCCL's
-// count moving, or the free memory it took), then its release giving back all it held.
+// What `c` added and gave back over its life, in time order: made, then each set-up call, suspend
+// and resume (CommInstance::held_over_time), then its release giving back all it held.
 void add_steps(const CommInstance& c, std::vector<MemoryStep>& steps) {
-  int64_t held = c.memory.known() ? static_cast<int64_t>(c.memory.bytes) : 0;
-  steps.push_back({c.created_ns, held});
-  for (const MemoryReading& r : c.set_up) {
-    int64_t now = r.held_bytes ? static_cast<int64_t>(*r.held_bytes) : held + std::max<int64_t>(r.taken_bytes.value_or(0), 0);
-    steps.push_back({r.time_ns, now - held});
-    held = now;
+  int64_t held = 0;  // each figure is within kMostGpuBytes (the fold's bound)
+  for (const HeldPoint& point : c.held_over_time()) {
+    steps.push_back({point.time_ns, static_cast<int64_t>(point.held_bytes) - held});
+    held = static_cast<int64_t>(point.held_bytes);
   }
   if (c.release_end_ns && !is_leak(c.state)) steps.push_back({c.release_end_ns, -held});
 }

@@ -82,20 +82,24 @@ std::string memory_text(const CommInstance& c) {
     return std::string_view(m.from) == "ncclCommMemStats" ? "ncclCommMemStats" : "free memory change during the call";
   };
   CommMemoryFigure held = c.held();
-  if (!held.known() || !held.bytes) return "";
+  if (!held.known() || (!held.bytes && !c.suspended())) return "";
+  if (c.suspended())
+    return fmt::format("{} of GPU memory while suspended ({}; ncclCommResume takes back what the suspend gave)",
+                       bytes_text(held.bytes), source(held));
   if (!c.set_up_bytes() || !c.memory.known())
     return fmt::format("{} of GPU memory when made ({})", bytes_text(held.bytes), source(held));
   return fmt::format("{} of GPU memory: {} when made, {} more at {} set-up call(s) ({})", bytes_text(held.bytes),
-                     bytes_text(c.memory.bytes), bytes_text(c.set_up_bytes()), c.set_up.size(),
+                     bytes_text(c.memory.bytes), bytes_text(c.set_up_bytes()), c.set_up_calls(),
                      std::string_view(held.from) == "ncclCommMemStats" ? "ncclCommMemStats" : "free memory change during the calls");
 }
 
 json set_up_json(const CommInstance& c) {
   json calls = json::array();
-  for (const MemoryReading& r : c.set_up)
-    calls.push_back({{"op", trace::api_name(r.api)}, {"count", r.count}, {"peer", r.peer},
-                     {"held_bytes", r.held_bytes ? json(*r.held_bytes) : json(nullptr)},
-                     {"taken_bytes", r.taken_bytes ? json(*r.taken_bytes) : json(nullptr)}});
+  for (const MemoryReading& r : c.readings)
+    if (!r.suspends_or_resumes())
+      calls.push_back({{"op", trace::api_name(r.api)}, {"count", r.count}, {"peer", r.peer},
+                       {"held_bytes", r.held_bytes ? json(*r.held_bytes) : json(nullptr)},
+                       {"taken_bytes", r.taken_bytes ? json(*r.taken_bytes) : json(nullptr)}});
   return calls;
 }
 
@@ -147,6 +151,7 @@ json comm_json(const CommInstanceRow& row) {
                 {"gpu_memory_freed", memory_json(c.freed)},
                 {"gpu_memory_held", memory_json(c.held())},
                 {"set_up_calls", set_up_json(c)},
+                {"suspended", c.suspended()},
                 {"made_by_nvshmem", c.nvshmem},
                 {"library", p.library_path(c)},
                 {"creation_unrecorded", c.creation_unrecorded},

@@ -50,7 +50,7 @@ const Column<MemoryRow> kMemoryColumns[] = {
      .value = [](const MemoryRow& r) { return bytes_or_none(r.comm().memory); },
      .shown = [](const MemoryRow& r) -> Cell { return r.comm().memory.known() ? Cell(r.comm().memory.bytes / 1048576.0) : Cell(); }},
     {.json = "set_up_calls", .csv = "set_up_calls", .text = "set-ups", .width = 8,
-     .value = [](const MemoryRow& r) -> Cell { return uint64_t{r.comm().set_up.size()}; }},
+     .value = [](const MemoryRow& r) -> Cell { return uint64_t{r.comm().set_up_calls()}; }},
     {.json = "set_up_bytes", .csv = "set_up_bytes", .text = "+MiB", .width = 7,
      .value = [](const MemoryRow& r) -> Cell { return r.comm().set_up_bytes(); },
      .shown = [](const MemoryRow& r) -> Cell { return r.comm().set_up_bytes() / 1048576.0; }},
@@ -59,6 +59,8 @@ const Column<MemoryRow> kMemoryColumns[] = {
      .shown = [](const MemoryRow& r) -> Cell { return r.memory->held.bytes / 1048576.0; }},
     {.json = "from", .csv = "from", .value = [](const MemoryRow& r) -> Cell { return std::string(r.memory->held.from); }},
     {.json = "freed_bytes", .csv = "freed_bytes", .value = [](const MemoryRow& r) { return bytes_or_none(r.comm().freed); }},
+    {.json = "suspended", .csv = "suspended", .text = "susp", .width = -4,
+     .value = [](const MemoryRow& r) -> Cell { return std::string(r.comm().suspended() ? "yes" : "no"); }},
     {.json = "idle_s", .csv = "idle_s", .text = "idle s", .width = 8, .value = [](const MemoryRow& r) -> Cell { return r.memory->idle_s(); }},
     {.json = "idle", .csv = "idle", .text = "idle", .width = -4,
      .value = [](const MemoryRow& r) -> Cell { return std::string(r.memory->idle ? "yes" : "no"); }},
@@ -78,15 +80,25 @@ std::vector<MemoryRow> memory_rows(const std::vector<ProcessMemory>& memory, con
   return rows;
 }
 
-// Its memory over time: when made, then after each set-up call (seconds after its process started).
+const char* point_name(const HeldPoint& point) {
+  if (!point.after) return "made";
+  if (point.after->suspends_or_resumes()) return point.after->suspends() ? "suspend" : "resume";
+  return "set_up";
+}
+
+// Its memory over time: when made, then after each set-up call, suspend and resume (seconds after
+// its process started), each with what it held from then on.
 json readings_json(const ProcessMemory& p, const CommInstance& c) {
   auto after_start = [&](int64_t ns) { return static_cast<double>(wrap_sub(ns, p.process->header.start_mono_ns)) / 1e9; };
   json out = json::array();
-  if (c.memory.known()) out.push_back({{"after_start_s", after_start(c.created_ns)}, {"point", "made"}, {"held_bytes", c.memory.bytes}});
-  for (const MemoryReading& r : c.set_up)
-    out.push_back({{"after_start_s", after_start(r.time_ns)}, {"point", "set_up"}, {"op", trace::api_name(r.api)}, {"count", r.count},
-                   {"held_bytes", r.held_bytes ? json(*r.held_bytes) : json(nullptr)},
-                   {"taken_bytes", r.taken_bytes ? json(*r.taken_bytes) : json(nullptr)}});
+  for (const HeldPoint& point : c.held_over_time()) {
+    json& row = out.emplace_back(json{{"after_start_s", after_start(point.time_ns)}, {"point", point_name(point)}, {"held_bytes", point.held_bytes}});
+    if (!point.after) continue;
+    const MemoryReading& r = *point.after;
+    if (!r.suspends_or_resumes()) row.update({{"op", trace::api_name(r.api)}, {"count", r.count}});
+    row["nccl_count_bytes"] = r.held_bytes ? json(*r.held_bytes) : json(nullptr);
+    row["taken_bytes"] = r.taken_bytes ? json(*r.taken_bytes) : json(nullptr);
+  }
   return out;
 }
 
@@ -136,6 +148,24 @@ void print_idle(const std::vector<MemoryRow>& rows, const IdleSettings& idle) {
              "it idles and ncclCommResume takes it back\n");
 }
 
+// Each suspend and resume: what it gave back or took again (the change in what the communicator holds).
+void print_suspends(const std::vector<MemoryRow>& rows) {
+  for (const MemoryRow& r : rows) {
+    std::vector<HeldPoint> points = r.comm().held_over_time();
+    for (size_t i = 1; i < points.size(); ++i) {
+      const MemoryReading* reading = points[i].after;
+      if (!reading || !reading->suspends_or_resumes()) continue;
+      uint64_t before = points[i - 1].held_bytes, now = points[i].held_bytes;
+      print_text("{} comm {} rank {}/{} on rank {} at {:.1f} s: {} {} (holding {} after)\n",
+                 reading->suspends() ? "SUSPEND:" : "RESUME: ", r.name.empty() ? hex_id(r.comm().id) : r.name, r.comm().rank,
+                 r.comm().nranks, r.process->rank,
+                 static_cast<double>(wrap_sub(points[i].time_ns, r.process->process->header.start_mono_ns)) / 1e9,
+                 reading->suspends() ? "gave back" : "took back", bytes_text(before > now ? before - now : now - before),
+                 bytes_text(now));
+    }
+  }
+}
+
 }  // namespace
 
 int run_memory(const Options& options, const IdleSettings& idle) {
@@ -180,6 +210,7 @@ int run_memory(const Options& options, const IdleSettings& idle) {
     print_text("host {}: {} process(es), peaks adding up to {}, {} held at the end\n", host, h.processes, bytes_text(h.peaks),
                bytes_text(h.held_at_end));
   fmt::print("\n{}\n", text_table<MemoryRow>(kMemoryColumns, rows));
+  print_suspends(rows);
   print_idle(rows, idle);
   return any_idle ? 1 : 0;
 }

@@ -27,7 +27,8 @@ struct CommMemory {
   uint32_t flag = 0;  // trace::kFlagMemoryFromNccl or kFlagMemoryFromFreeChange; 0: unknown
 };
 
-// What `comm` holds according to NCCL (flag 0 when the library cannot say). A refusal of a
+// What `comm` holds according to NCCL (flag 0 when the library cannot say): its total, less what
+// a suspend released (NCCL keeps counting that in the total while suspended). A refusal of a
 // communicator just made (`at_creation`), which NCCL also warns about in its log, means the library
 // will not say: it is not asked again.
 CommMemory nccl_comm_memory(const RealNccl* real, ncclComm_t comm, bool at_creation = true) noexcept;
@@ -50,5 +51,11 @@ struct SetupCall {
   bool free_change_is_its_own;  // the launch was this communicator's alone (not a group of several)
 };
 void finish_setup_reading(CommTrack& track, const SetupCall& call) noexcept;
+
+// After a suspend or resume that succeeded (NCCL 2.29.7+: it releases and takes back the memory it
+// can rebuild): what the communicator holds now and the free memory's fall since `before` (negative
+// when it rose), as a kMemory record of `api`; the track's held_bytes follows. Not a set-up reading:
+// no budget, since each is a call of the application's.
+void record_suspend_or_resume(CommTrack& track, uint16_t api, FreeMemoryBefore before) noexcept;
 
 }  // namespace ncclwatch

@@ -19,6 +19,7 @@ using trace::Api;
 using trace::RecordType;
 
 bool releases_comm(Api api) { return api == Api::kCommDestroy || api == Api::kCommAbort; }
+bool suspends_or_resumes(Api api) { return api == Api::kCommSuspend || api == Api::kCommResume; }
 
 // The fields of ncclConfig_t we read. NCCL only appends to the struct, and `size` says how
 // much of it the caller's header had, so a field is read only when the caller's struct has it.
@@ -183,7 +184,7 @@ struct Teardown {
   bool known = false;
   CommEntry entry;
   trace::ApiEvent begin{};
-  // Destroy and abort: the free memory before, to compare after (comm_memory.h: no NCCL call).
+  // Destroy, abort, suspend and resume: the free memory before, to compare after (no NCCL call).
   FreeMemoryBefore free_before;
 };
 
@@ -198,10 +199,10 @@ void begin_teardown(Teardown& t, Api api, ncclComm_t comm, int32_t arg0) noexcep
   t.api = api;
   t.handle = as_u64(comm);
   // Before the call: no memory reading asks NCCL about a communicator on its way out.
-  if (api != Api::kCommSuspend && api != Api::kCommResume)
+  if (!suspends_or_resumes(api))
     if (CommTrack* track = find_comm_track(t.handle)) track->closing.store(true, std::memory_order_release);
   safely([&] {
-    if (releases_comm(api)) t.free_before = free_memory_now();
+    if (releases_comm(api) || suspends_or_resumes(api)) t.free_before = free_memory_now();
     t.known = registry().find_comm(t.handle, t.entry);
     t.call_id = next_call_id();
     t.begin = make_event(t.call_id, api);
@@ -228,6 +229,9 @@ void finish_teardown(const Teardown& t, ncclResult_t result) noexcept {
     }
     emit_api_event(RecordType::kCallEnd, end);
     if (!t.known) return;
+    if (suspends_or_resumes(t.api) && result == ncclSuccess)
+      if (CommTrack* track = find_comm_track(t.handle))
+        record_suspend_or_resume(*track, static_cast<uint16_t>(t.api), t.free_before);
     if (releases_comm(t.api)) {
       if (trace::release_frees_comm(t.api, result)) {
         // Made during exit and released: a whole life inside an exit handler, not a late release.

@@ -1,7 +1,9 @@
 """Where NCCL's GPU memory goes over a communicator's life, read independently of the shim: two
 ranks (one process each; on one GPU when the machine has one, each with its own NCCL_HOSTID)
 make a communicator through ctypes, then run a set of first uses (all-reduce small and large,
-all-gather, reduce-scatter, broadcast, send/receive), each twice, and destroy it. After each step
+all-gather, reduce-scatter, broadcast, send/receive), each twice; where the library has
+ncclCommSuspend (2.29.7+), suspends it (NCCL_SUSPEND_MEM), resumes it and all-reduces once more;
+then destroys it. After each step
 both ranks meet at a barrier, then each reads the device's free memory (torch.cuda.mem_get_info)
 and NCCL's own count for its communicator (ncclCommMemStats, where the library has it), and
 writes one JSON line per step to stdout. Rank and rendezvous folder on the command line."""
@@ -17,9 +19,11 @@ import torch
 rank, rendezvous = int(sys.argv[1]), sys.argv[2]
 WORLD = 2
 NCCL_FLOAT32, NCCL_SUM = 7, 0
-STAT_TOTAL, STAT_PERSIST = 3, 2
+STAT_SUSPENDABLE, STAT_SUSPENDED, STAT_PERSIST, STAT_TOTAL = 0, 1, 2, 3
+NCCL_SUSPEND_MEM = 1
 nccl = ctypes.CDLL("libnccl.so.2")
 has_memstats = hasattr(nccl, "ncclCommMemStats")
+has_suspend = hasattr(nccl, "ncclCommSuspend")
 
 
 class UniqueId(ctypes.Structure):
@@ -76,8 +80,9 @@ def process_memory():
 def step(name, comm):
     torch.cuda.synchronize()
     barrier(name)
-    row = {"rank": rank, "step": name, "free": torch.cuda.mem_get_info()[0],
+    row = {"rank": rank, "step": name, "device": torch.cuda.current_device(), "free": torch.cuda.mem_get_info()[0],
            "nccl_total": nccl_stat(comm, STAT_TOTAL), "nccl_persist": nccl_stat(comm, STAT_PERSIST),
+           "nccl_suspendable": nccl_stat(comm, STAT_SUSPENDABLE), "nccl_suspended": nccl_stat(comm, STAT_SUSPENDED),
            "smi_used_mib": process_memory(),
            "time": time.monotonic()}
     print(json.dumps(row), flush=True)
@@ -115,5 +120,12 @@ for name, use in uses.items():
     for turn in (1, 2):
         assert use() == 0, name
         step(f"{name}#{turn}", comm)
+if has_suspend:
+    assert nccl.ncclCommSuspend(comm, NCCL_SUSPEND_MEM) == 0
+    step("suspend", comm)
+    assert nccl.ncclCommResume(comm) == 0
+    step("resume", comm)
+    assert uses["allreduce_256MiB"]() == 0
+    step("after_resume", comm)
 assert nccl.ncclCommDestroy(comm) == 0
 step("destroy", None)

@@ -27,12 +27,14 @@ expect "each rank's first uses have a memory record each, NCCL's count in it as 
 import json, sys
 d = sys.argv[1]
 mib = 1 << 20
+LIFECYCLE = ("ncclCommSuspend", "ncclCommResume")
 records = [json.loads(l) for l in open(f"{d}/dump.jsonl")]
 leaks = json.load(open(f"{d}/leaks.json"))["communicators"]
 problems = []
+steps_of = {}
 for rank in (0, 1):
-    steps = {row["step"]: row for row in map(json.loads, open(f"{d}/rank{rank}.jsonl"))}
-    readings = [r for r in records if r["type"] == "memory" and r["rank"] == rank]
+    steps = steps_of[rank] = {row["step"]: row for row in map(json.loads, open(f"{d}/rank{rank}.jsonl"))}
+    readings = [r for r in records if r["type"] == "memory" and r["rank"] == rank and r["op"] not in LIFECYCLE]
     firsts = [name for name in steps if name.endswith("#1")]
     print(f"rank {rank}: NCCL count at init {steps['init']['nccl_total']}, free {steps['init']['free'] / mib:.1f} MiB")
     for name, r in zip(firsts, readings):
@@ -50,6 +52,35 @@ for rank in (0, 1):
         problems.append(f"rank {rank}: leaks holds {comm and comm[0]['gpu_memory_held']} against NCCL's last count {last}")
     if comm:
         print(f"  leaks: made {comm[0]['gpu_memory']}, held {comm[0]['gpu_memory_held']}, freed {comm[0]['gpu_memory_freed']}")
+    # Suspend and resume (2.29.7+): the shim's reading after each is NCCL's count less what is released.
+    if "suspend" in steps:
+        lifecycle = [r for r in records if r["type"] == "memory" and r["rank"] == rank and r["op"] in LIFECYCLE]
+        s, res = steps["suspend"], steps["resume"]
+        held_suspended = s["nccl_total"] - s["nccl_suspendable"] if s["nccl_suspended"] == 1 else s["nccl_total"]
+        print(f"  suspend: NCCL total {s['nccl_total'] / mib:.1f} MiB, releasable {s['nccl_suspendable'] / mib:.1f} MiB, "
+              f"suspended {s['nccl_suspended']}; shim: {[(r['op'], r.get('held_bytes', 0) / mib, r.get('taken_bytes', 0) / mib) for r in lifecycle]}")
+        if [r["op"] for r in lifecycle] != list(LIFECYCLE) or lifecycle[0].get("held_bytes") != held_suspended or \
+                lifecycle[1].get("held_bytes") != res["nccl_total"]:
+            problems.append(f"rank {rank}: suspend/resume readings {lifecycle} against NCCL {held_suspended}, {res['nccl_total']}")
+# The device's free memory (both ranks share it when on one GPU): what all ranks' NCCL counts
+# moved by over the first uses, and at the suspend and the resume, within 5 % of it.
+def within(name, ours, truth):
+    ok = truth > 0 and abs(ours - truth) <= 0.05 * truth
+    print(f"{name}: NCCL's counts (as the shim read them) {ours / mib:.1f} MiB, the device's free memory {truth / mib:.1f} MiB "
+          f"({'within' if ok else 'NOT within'} 5 %)")
+    if not ok:
+        problems.append(name)
+one_gpu = steps_of[0]["start"]["device"] == steps_of[1]["start"]["device"]
+counted = all(steps_of[r]["init"]["nccl_total"] is not None for r in (0, 1))
+if counted and one_gpu:
+    firsts = [n for n in steps_of[0] if n.endswith("#1") or n.endswith("#2")]
+    last_use = firsts[-1]
+    grew = sum(steps_of[r][last_use]["nccl_total"] - steps_of[r]["init"]["nccl_total"] for r in (0, 1))
+    within("first uses after init", grew, steps_of[0]["init"]["free"] - steps_of[0][last_use]["free"])
+    if "suspend" in steps_of[0]:
+        freed = sum(steps_of[r]["suspend"]["nccl_suspendable"] for r in (0, 1))
+        within("suspend gave back", freed, steps_of[0]["suspend"]["free"] - steps_of[0][last_use]["free"])
+        within("resume took back", freed, steps_of[0]["suspend"]["free"] - steps_of[0]["resume"]["free"])
 print("problems", problems)
 sys.exit(1 if problems else 0)
 PY

@@ -253,7 +253,14 @@ ncclResult_t pncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t
   CommState* s = state_of(comm);
   if (!s || !value) return invalid("%s: invalid arguments", "CommMemStats");
   if (getenv("HOSTNCCL_NO_MEMSTATS")) return invalid("%s: not available", "CommMemStats");
-  *value = stat == ncclStatGpuMemTotal ? uint64_t(s->device_bytes) : 0;
+  std::lock_guard<std::mutex> g(s->mu);
+  switch (stat) {
+    case ncclStatGpuMemTotal: *value = uint64_t(s->device_bytes); break;
+    case ncclStatGpuMemSuspend: *value = uint64_t(s->set_up_bytes); break;
+    case ncclStatGpuMemSuspended: *value = s->suspended ? 1 : 0; break;
+    case ncclStatGpuMemPersist: *value = uint64_t(s->device_bytes - s->set_up_bytes); break;
+    default: return invalid("%s: unknown statistic", "CommMemStats");
+  }
   return ncclSuccess;
 }
 
@@ -385,13 +392,18 @@ ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, nc
   return collective("Scatter", Kind::Scatter, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
 }
 
-// NCCL 2.29's suspend and resume: the stand-in holds no device memory to release.
-ncclResult_t pncclCommSuspend(ncclComm_t comm, int) {
-  if (!state_of(comm)) return invalid("%s: invalid communicator", "CommSuspend");
+// NCCL 2.29's suspend and resume: with NCCL_SUSPEND_MEM (1) a suspend gives back what the
+// communicator's set-up took (NCCL's scratch buffers, made at first use); resume takes it again.
+ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags) {
+  CommState* s = state_of(comm);
+  if (!s) return invalid("%s: invalid communicator", "CommSuspend");
+  if (flags & 1) s->suspend_memory(true);
   return ncclSuccess;
 }
 ncclResult_t pncclCommResume(ncclComm_t comm) {
-  if (!state_of(comm)) return invalid("%s: invalid communicator", "CommResume");
+  CommState* s = state_of(comm);
+  if (!s) return invalid("%s: invalid communicator", "CommResume");
+  s->suspend_memory(false);
   return ncclSuccess;
 }
 // Growing a communicator is not modelled: the stand-in refuses, as NCCL does a grow it cannot do.

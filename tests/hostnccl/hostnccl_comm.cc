@@ -85,7 +85,7 @@ CommState::CommState(uint64_t t, int n, int r, int dev)
 }
 
 CommState::~CommState() {
-  if (!detached.load()) hostcuda_account_device_memory(memory_device, -device_bytes.load());
+  if (!detached.load()) hostcuda_account_device_memory(memory_device, -resident_bytes());
   std::lock_guard<std::mutex> g(live().mu);
   live().comms.erase(this);
 }
@@ -96,9 +96,27 @@ void CommState::set_up_for(int kind) {
   {
     std::lock_guard<std::mutex> g(mu);
     if (!set_up_kinds.insert(kind).second) return;
+    set_up_bytes += bytes;
   }
   device_bytes += bytes;
   hostcuda_account_device_memory(memory_device, bytes);
+}
+
+bool CommState::suspend_memory(bool suspend) {
+  long long bytes = 0;
+  {
+    std::lock_guard<std::mutex> g(mu);
+    if (suspended == suspend) return false;
+    suspended = suspend;
+    bytes = set_up_bytes;
+  }
+  hostcuda_account_device_memory(memory_device, suspend ? -bytes : bytes);
+  return true;
+}
+
+long long CommState::resident_bytes() {
+  std::lock_guard<std::mutex> g(mu);
+  return device_bytes.load() - (suspended ? set_up_bytes : 0);
 }
 
 void CommState::work_enqueued() {
@@ -123,7 +141,7 @@ void CommState::detach() {
   }
   if (!detached.exchange(true)) {
     ctl->detach(nranks);
-    hostcuda_account_device_memory(memory_device, -device_bytes.load());  // destroy frees the buffers, as NCCL's does
+    hostcuda_account_device_memory(memory_device, -resident_bytes());  // destroy frees the buffers, as NCCL's does
   }
 }
 

@@ -57,6 +57,10 @@ struct CommState {
   std::atomic<long long> device_bytes{0};  // device memory it holds (HOSTNCCL_COMM_MIB, HOSTNCCL_SETUP_MIB) ...
   int memory_device = 0;       // ... on the device current when it was made, as allocations land
   std::set<int> set_up_kinds;  // op kinds it has run, each having taken HOSTNCCL_SETUP_MIB (under mu)
+  // What its set-up took, the part a suspend releases (NCCL's scratch), and whether it is suspended
+  // (under mu). device_bytes keeps counting it while suspended, as NCCL's total does.
+  long long set_up_bytes = 0;
+  bool suspended = false;
 
   CommState(uint64_t tag, int nranks, int rank, int device);
   ~CommState();
@@ -69,6 +73,11 @@ struct CommState {
   // Its first op of `kind` takes HOSTNCCL_SETUP_MIB more device memory, as NCCL's connection set-up
   // at an algorithm's first use does (in the calling thread, before the call returns).
   void set_up_for(int kind);
+  // ncclCommSuspend(NCCL_SUSPEND_MEM) gives the device what its set-up took; resume takes it back.
+  // False when it already is in that state.
+  bool suspend_memory(bool suspend);
+  // The device memory it has now: device_bytes less what a suspend released.
+  long long resident_bytes();
 };
 
 // Fills the stand-in's ids: random bytes, the first 8 are the job key.

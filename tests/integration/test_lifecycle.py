@@ -399,6 +399,40 @@ def idle_communicators_are_named_with_their_memory():
     check(code == 0 and "no GPU memory figures in these traces" in text, (code, text))
 
 
+def suspend_and_resume_move_the_memory_held():
+    # suspend-memory (collectives_app): world holds 96 MiB when made and 8 MiB more at each of two
+    # set-up calls; a suspend gives those 16 MiB back, a resume takes them again, a second suspend
+    # lasts to the exit. Read by NCCL's count (which keeps the released bytes in its total while
+    # suspended: the shim takes them off) and by the free memory alone, the same story.
+    mib = 1 << 20
+    for env, source in (({}, "ncclCommMemStats"), ({"HOSTNCCL_NO_MEMSTATS": "1"}, "free_memory_change")):
+        job = Job([app("collectives_app"), "suspend-memory"], nranks=2,
+                  env={"HOSTNCCL_COMM_MIB": "96", "HOSTNCCL_SETUP_MIB": "8", "NCCLWATCH_TIMING": "gpu", **env})
+        results = job.run()
+        check(all(r.returncode == 0 for r in results), f"{env}: {[r.stderr for r in results]}")
+        code, report, _ = job.report("memory", "--json")
+        comms = report["communicators"]
+        check(len(comms) == 2, f"{env}: world on 2 ranks: {comms}")
+        for c in comms:
+            points = [(r["point"], r["held_bytes"] // mib) for r in c["readings"]]
+            check(points == [("made", 96), ("set_up", 104), ("set_up", 112), ("suspend", 96), ("resume", 112), ("suspend", 96)],
+                  f"{env}: rank {c['rank']}: {points}")
+            check(c["suspended"] == "yes" and c["held_bytes"] == 96 * mib and c["from"] == source, f"{env}: {c}")
+            changes = [r["taken_bytes"] // mib for r in c["readings"][3:]]
+            check(changes == [-16, 16, -16], f"{env}: the free memory's changes at suspend, resume, suspend: {changes}")
+        check(all(p["peak_bytes"] == 112 * mib and p["held_at_end_bytes"] == 96 * mib for p in report["processes"]), report["processes"])
+        code, text, _ = job.report("memory")
+        check(text.count("SUSPEND: comm ") == 4 and text.count("gave back 16 MiB (holding 96 MiB after)") == 4 and
+              text.count("took back 16 MiB (holding 112 MiB after)") == 2, f"{env}: memory text\n{text}")
+        code, leaks, _ = job.report("leaks", "--json")
+        check(all(c["suspended"] and c["gpu_memory_held"] == {"bytes": 96 * mib, "from": source} and len(c["set_up_calls"]) == 2
+                  for c in leaks["communicators"]), f"{env}: {leaks['communicators']}")
+        alert = "\n".join(alert_blocks(results[0].stderr)[0])
+        check("96.0 MiB of GPU memory" in alert, f"{env}: the alert gives what the suspended communicator still holds: {alert}")
+        code, text, _ = job.report("leaks")
+        check("96 MiB of GPU memory while suspended" in text, f"{env}: leaks text\n{text}")
+
+
 NVSHMEM_PROGRAM = r'''
 import ctypes, sys
 nvshmem = ctypes.CDLL(sys.argv[1])
@@ -578,7 +612,8 @@ def process_without_nccl_leaves_nothing():
 if __name__ == "__main__":
     main({f.__name__: f for f in [
         groups_remade_each_cycle_are_named_piling_up, communicator_gpu_memory_is_measured,
-        memory_taken_at_set_up_calls_is_counted, idle_communicators_are_named_with_their_memory, resources_out_of_order_are_named,
+        memory_taken_at_set_up_calls_is_counted, idle_communicators_are_named_with_their_memory,
+        suspend_and_resume_move_the_memory_held, resources_out_of_order_are_named,
         communicators_nvshmem_made_get_its_remedy, narrower_communicators_are_named_by_their_world_ranks,
         another_build_of_a_module_is_never_used_to_symbolize,
         init_hang_names_who_never_joined, leaky_job_reports_exactly_its_leaks, leaky_job_on_three_ranks, clean_job_is_silent,
