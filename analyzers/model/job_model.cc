@@ -17,27 +17,51 @@ using namespace trace;
 
 CommMemoryFigure CommMemoryFigure::of(const ApiEvent& end) {
   if (end.bytes > kMostGpuBytes) return {};
-  if (end.flags & kFlagMemoryFromNccl) return {end.bytes, "ncclCommMemStats"};
-  if (end.flags & kFlagMemoryFromFreeChange) return {end.bytes, "free_memory_change"};
+  bool shared = end.flags & kFlagMemorySharedDevice;
+  if (end.flags & kFlagMemoryFromNccl) return {end.bytes, "ncclCommMemStats", shared};
+  if (end.flags & kFlagMemoryOwnProcess) return {end.bytes, "process_memory", false};
+  if (end.flags & kFlagMemoryFromFreeChange) return {end.bytes, "free_memory_change", shared};
   return {};
 }
 
+namespace {
+
+uint64_t moved_by(uint64_t held, int64_t taken) {  // taken within kMostGpuBytes (the fold's bound)
+  return taken >= 0 ? held + static_cast<uint64_t>(taken) : held - std::min(held, static_cast<uint64_t>(-taken));
+}
+
+}  // namespace
+
+// The shim's rule (shim/gpu/comm_memory.cc, held_after): NCCL's count plus what the count has
+// missed so far, or where the call's own change says more, what it held plus that change (NCCL
+// 2.29+ counts only its memory manager's buffers, not the connections made at first use). A
+// set-up call's fall of memory is not a release: only a suspend or resume moves it down.
 std::vector<HeldPoint> CommInstance::held_over_time() const {
   std::vector<HeldPoint> points;
   bool any_count = std::any_of(readings.begin(), readings.end(), [](const MemoryReading& r) { return r.held_bytes.has_value(); });
   if (!memory.known() && !any_count) return points;
   uint64_t held = memory.known() ? memory.bytes : 0;
-  if (memory.known()) points.push_back({created_ns, held, nullptr});
+  std::optional<uint64_t> last_count;
+  if (memory.known()) {
+    points.push_back({created_ns, held, nullptr, memory.from});
+    if (std::string_view(memory.from) == "ncclCommMemStats") last_count = held;
+  }
   for (const MemoryReading& r : readings) {
+    bool own = r.taken_is_own() && (*r.taken_bytes > 0 || r.suspends_or_resumes());
+    uint64_t by_change = own ? moved_by(held, *r.taken_bytes) : held;
+    const char* by_change_from = r.taken_by_process ? "process_memory" : "free_memory_change";
     if (r.held_bytes) {
-      held = *r.held_bytes;
-    } else if (r.taken_bytes && (*r.taken_bytes > 0 || r.suspends_or_resumes())) {
-      int64_t taken = *r.taken_bytes;  // within kMostGpuBytes (the fold's bound)
-      held = taken >= 0 ? held + static_cast<uint64_t>(taken) : held - std::min(held, static_cast<uint64_t>(-taken));
-    } else if (!memory.known()) {
-      continue;  // no figure to move yet
+      uint64_t missed = held - std::min(held, last_count.value_or(held));
+      bool change_says_more = own && by_change > *r.held_bytes;
+      held = own ? std::max(*r.held_bytes, by_change) : *r.held_bytes + missed;
+      last_count = r.held_bytes;
+      points.push_back({r.time_ns, held, &r, change_says_more || missed ? by_change_from : "ncclCommMemStats"});
+    } else if (own) {
+      held = by_change;
+      points.push_back({r.time_ns, held, &r, by_change_from});
+    } else if (memory.known()) {
+      points.push_back({r.time_ns, held, &r, points.back().from});
     }
-    points.push_back({r.time_ns, held, &r});
   }
   return points;
 }
@@ -45,9 +69,9 @@ std::vector<HeldPoint> CommInstance::held_over_time() const {
 CommMemoryFigure CommInstance::held() const {
   std::vector<HeldPoint> points = held_over_time();
   if (points.empty()) return {};
-  const MemoryReading* last = points.back().after;
-  const char* from = !last ? memory.from : last->held_bytes ? "ncclCommMemStats" : "free_memory_change";
-  return {points.back().held_bytes, from};
+  bool shared = memory.shared_device ||
+                std::any_of(readings.begin(), readings.end(), [](const MemoryReading& r) { return r.shared_device; });
+  return {points.back().held_bytes, points.back().from, shared};
 }
 
 size_t CommInstance::set_up_calls() const {

@@ -42,7 +42,10 @@ inline void add_saturated(uint64_t& total, uint64_t bytes) {
 // GPU memory a communicator held, as the shim measured it when it was made or released.
 struct CommMemoryFigure {
   uint64_t bytes = 0;
-  const char* from = nullptr;  // "ncclCommMemStats" | "free_memory_change"; nullptr: not measured
+  // "ncclCommMemStats" | "process_memory" (this process's own, NVML) | "free_memory_change" (the
+  // device's); nullptr: not measured
+  const char* from = nullptr;
+  bool shared_device = false;  // the device's free memory, while other processes used the GPU: ambiguous
 
   bool known() const { return from != nullptr; }
   static CommMemoryFigure of(const trace::ApiEvent& end);
@@ -56,8 +59,13 @@ struct MemoryReading {
   uint64_t count = 0;
   int32_t peer = -1;
   std::optional<uint64_t> held_bytes;    // NCCL's count after the call
-  std::optional<int64_t> taken_bytes;    // the device's free memory's fall across the call
+  std::optional<int64_t> taken_bytes;    // what the call took: this process's GPU memory's rise, or the
+                                         // device's free memory's fall (negative: gave back)
+  bool taken_by_process = false;         // taken_bytes is this process's own figure (NVML)
+  bool shared_device = false;            // taken_bytes is the device's, other processes on it: ambiguous
 
+  // A figure of this communicator's own: taken_bytes, unless other processes may have moved it.
+  bool taken_is_own() const { return taken_bytes && !shared_device; }
   bool suspends() const { return api == trace::Api::kCommSuspend; }
   bool suspends_or_resumes() const { return suspends() || api == trace::Api::kCommResume; }
 };
@@ -67,6 +75,7 @@ struct HeldPoint {
   int64_t time_ns = 0;
   uint64_t held_bytes = 0;
   const MemoryReading* after = nullptr;  // nullptr: when made
+  const char* from = nullptr;            // the figure it follows, as CommMemoryFigure::from
 };
 
 // One communicator as one process saw it (one rank of it).

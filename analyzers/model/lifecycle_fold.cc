@@ -309,7 +309,11 @@ class CommFold {
     r.peer = m.peer;
     auto magnitude = [](int64_t v) { return v < 0 ? uint64_t{0} - static_cast<uint64_t>(v) : static_cast<uint64_t>(v); };
     if ((m.flags & kFlagMemoryFromNccl) && m.held_bytes <= kMostGpuBytes) r.held_bytes = m.held_bytes;
-    if ((m.flags & kFlagMemoryFromFreeChange) && magnitude(m.taken_bytes) <= kMostGpuBytes) r.taken_bytes = m.taken_bytes;
+    if ((m.flags & kFlagMemoryFromFreeChange) && magnitude(m.taken_bytes) <= kMostGpuBytes) {
+      r.taken_bytes = m.taken_bytes;
+      r.taken_by_process = m.flags & kFlagMemoryOwnProcess;
+      r.shared_device = !r.taken_by_process && (m.flags & kFlagMemorySharedDevice);
+    }
     if (c->readings.size() < kMostReadingsKept) c->readings.push_back(r);
     else c->readings.back() = r;
   }

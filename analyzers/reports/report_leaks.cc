@@ -78,8 +78,11 @@ json memory_json(const CommMemoryFigure& m) {
 // "96 MiB of GPU memory when made (free memory change during the call)", or with set-up calls
 // after: "128 MiB of GPU memory: 96 MiB when made, 32 MiB more at 4 set-up calls (ncclCommMemStats)"
 std::string memory_text(const CommInstance& c) {
-  auto source = [](const CommMemoryFigure& m) {
-    return std::string_view(m.from) == "ncclCommMemStats" ? "ncclCommMemStats" : "free memory change during the call";
+  auto source = [](const CommMemoryFigure& m, const char* calls = "the call") {
+    std::string_view from = m.from;
+    if (from == "ncclCommMemStats") return std::string("ncclCommMemStats");
+    return fmt::format("{} during {}{}", from == "process_memory" ? "this process's GPU memory change" : "free memory change",
+                       calls, m.shared_device ? ", ambiguous: other processes used the GPU" : "");
   };
   CommMemoryFigure held = c.held();
   if (!held.known() || (!held.bytes && !c.suspended())) return "";
@@ -90,7 +93,7 @@ std::string memory_text(const CommInstance& c) {
     return fmt::format("{} of GPU memory when made ({})", bytes_text(held.bytes), source(held));
   return fmt::format("{} of GPU memory: {} when made, {} more at {} set-up call(s) ({})", bytes_text(held.bytes),
                      bytes_text(c.memory.bytes), bytes_text(c.set_up_bytes()), c.set_up_calls(),
-                     std::string_view(held.from) == "ncclCommMemStats" ? "ncclCommMemStats" : "free memory change during the calls");
+                     source(held, "the calls"));
 }
 
 json set_up_json(const CommInstance& c) {

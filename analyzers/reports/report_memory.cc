@@ -10,10 +10,12 @@
 #include "reports/output.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <iostream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,6 +60,8 @@ const Column<MemoryRow> kMemoryColumns[] = {
      .value = [](const MemoryRow& r) -> Cell { return r.memory->held.bytes; },
      .shown = [](const MemoryRow& r) -> Cell { return r.memory->held.bytes / 1048576.0; }},
     {.json = "from", .csv = "from", .value = [](const MemoryRow& r) -> Cell { return std::string(r.memory->held.from); }},
+    {.json = "shared_gpu", .csv = "shared_gpu",
+     .value = [](const MemoryRow& r) -> Cell { return std::string(r.memory->held.shared_device ? "yes" : "no"); }},
     {.json = "freed_bytes", .csv = "freed_bytes", .value = [](const MemoryRow& r) { return bytes_or_none(r.comm().freed); }},
     {.json = "suspended", .csv = "suspended", .text = "susp", .width = -4,
      .value = [](const MemoryRow& r) -> Cell { return std::string(r.comm().suspended() ? "yes" : "no"); }},
@@ -92,12 +96,14 @@ json readings_json(const ProcessMemory& p, const CommInstance& c) {
   auto after_start = [&](int64_t ns) { return static_cast<double>(wrap_sub(ns, p.process->header.start_mono_ns)) / 1e9; };
   json out = json::array();
   for (const HeldPoint& point : c.held_over_time()) {
-    json& row = out.emplace_back(json{{"after_start_s", after_start(point.time_ns)}, {"point", point_name(point)}, {"held_bytes", point.held_bytes}});
+    json& row = out.emplace_back(json{{"after_start_s", after_start(point.time_ns)}, {"point", point_name(point)},
+                                      {"held_bytes", point.held_bytes}, {"from", point.from}});
     if (!point.after) continue;
     const MemoryReading& r = *point.after;
     if (!r.suspends_or_resumes()) row.update({{"op", trace::api_name(r.api)}, {"count", r.count}});
     row["nccl_count_bytes"] = r.held_bytes ? json(*r.held_bytes) : json(nullptr);
     row["taken_bytes"] = r.taken_bytes ? json(*r.taken_bytes) : json(nullptr);
+    if (r.taken_bytes) row["taken_by"] = r.taken_by_process ? "process" : r.shared_device ? "shared_device" : "device";
   }
   return out;
 }
@@ -166,6 +172,18 @@ void print_suspends(const std::vector<MemoryRow>& rows) {
   }
 }
 
+// Figures by the device's free memory while other processes used the same GPU: theirs may count too.
+void print_ambiguous(const std::vector<MemoryRow>& rows) {
+  std::set<int> ranks;
+  for (const MemoryRow& r : rows)
+    if (r.memory->held.shared_device) ranks.insert(r.process->rank);
+  if (ranks.empty()) return;
+  print_text("AMBIGUOUS: on rank(s) {} other processes used the same GPU, and the shim could read only the device's free "
+             "memory (NVML did not list this process): their allocations may count in what creation and release took "
+             "and gave back, and set-up calls' changes are left out\n",
+             fmt::join(ranks, ", "));
+}
+
 }  // namespace
 
 int run_memory(const Options& options, const IdleSettings& idle) {
@@ -181,7 +199,8 @@ int run_memory(const Options& options, const IdleSettings& idle) {
     for (const ProcessMemory& p : memory) processes.push_back(process_json(p));
     for (const MemoryRow& r : rows) {
       comms.push_back(json_of<MemoryRow>(kMemoryColumns, r));
-      comms.back()["idle"] = r.memory->idle;  // a boolean in JSON ("yes"/"no" in text and CSV)
+      comms.back()["idle"] = r.memory->idle;  // booleans in JSON ("yes"/"no" in text and CSV)
+      comms.back()["shared_gpu"] = r.memory->held.shared_device;
       comms.back()["readings"] = readings_json(*r.process, r.comm());
     }
     for (const auto& [host, h] : by_host(memory))
@@ -211,6 +230,7 @@ int run_memory(const Options& options, const IdleSettings& idle) {
                bytes_text(h.held_at_end));
   fmt::print("\n{}\n", text_table<MemoryRow>(kMemoryColumns, rows));
   print_suspends(rows);
+  print_ambiguous(rows);
   print_idle(rows, idle);
   return any_idle ? 1 : 0;
 }

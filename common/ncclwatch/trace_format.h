@@ -155,8 +155,14 @@ inline constexpr uint32_t kFlagNvshmemCaller = 1u << 6;  // NVSHMEM made the cal
 // A creation's or release's kCallEnd: `bytes` is the GPU memory the communicator held when made
 // (or gave back when released), as NCCL counts it (ncclCommMemStats) ...
 inline constexpr uint32_t kFlagMemoryFromNccl = 1u << 4;
-// ... or as the device's free memory changed across the call (NCCL without ncclCommMemStats).
+// ... or as the memory changed across the call (without ncclCommMemStats, or where NCCL counted less).
 inline constexpr uint32_t kFlagMemoryFromFreeChange = 1u << 5;
+// With kFlagMemoryFromFreeChange: the change is this process's own GPU memory's (NVML's figure per
+// process, what nvidia-smi lists), which other processes on the GPU do not move.
+inline constexpr uint32_t kFlagMemoryOwnProcess = 1u << 7;
+// With kFlagMemoryFromFreeChange alone: other processes were using the same GPU, so the device's
+// free memory may have moved by their allocations too: the figure is ambiguous.
+inline constexpr uint32_t kFlagMemorySharedDevice = 1u << 8;
 
 // One lifecycle or resource call: a kCallBegin when entered, one kCallEnd per outcome when it
 // returned (ncclCommInitAll writes one kCallEnd per communicator it created).
@@ -270,10 +276,10 @@ struct MemoryRecord {
   uint64_t comm_id;      // as ApiEvent.comm_id
   uint64_t comm;         // handle
   uint64_t held_bytes;   // kFlagMemoryFromNccl: NCCL's count of all it holds for the communicator now
-  int64_t taken_bytes;   // kFlagMemoryFromFreeChange: what the device's free memory fell by across the
-                         // call (negative: it rose; others' allocations meanwhile count too)
+  int64_t taken_bytes;   // kFlagMemoryFromFreeChange: what the call took, by this process's GPU memory
+                         // (kFlagMemoryOwnProcess) or the device's free memory (negative: gave back)
   uint64_t op_count;     // the call's count argument (a group end: its ops)
-  uint32_t flags;        // kFlagMemoryFromNccl and/or kFlagMemoryFromFreeChange
+  uint32_t flags;        // kFlagMemoryFromNccl and/or kFlagMemoryFromFreeChange (with its kFlagMemory*)
   uint16_t api;          // Api of the call: a collective, a point-to-point call or kGroupEnd
   uint8_t datatype;      // ncclDataType_t
   uint8_t reserved0;

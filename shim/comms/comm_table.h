@@ -63,6 +63,10 @@ struct CommTrack {
   // The device's free memory before its set-up call in progress (-1 unknown). NCCL serializes the
   // calls on one communicator; a group driving it on several streams reads NCCL's count only.
   std::atomic<int64_t> setup_free_before{-1};
+  std::atomic<int64_t> setup_process_before{-1};  // this process's GPU memory then (NVML), -1 unknown
+  // NCCL's count at the last reading (-1: none yet, or held_bytes came from another figure): what
+  // held_bytes holds beyond it is what NCCL's count missed.
+  std::atomic<int64_t> nccl_count_bytes{-1};
   // Set at creation, before it is published: its set-up calls are not read at all (non-blocking:
   // its set-up runs in NCCL's threads after a call returns), or not by the free memory's change
   // (made with others on several devices by one call, whose device the thread's may not be).

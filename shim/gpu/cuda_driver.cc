@@ -77,6 +77,9 @@ const CudaDriver* load() {
     d->stream_get_ctx = nullptr;  // all three or none
   }
   if (!resolve(get, lib, "cuMemGetInfo", NCCLWATCH_STR(cuMemGetInfo), d->mem_get_info)) d->mem_get_info = nullptr;
+  if (!resolve(get, lib, "cuCtxGetDevice", "cuCtxGetDevice", d->ctx_get_device) ||
+      !resolve(get, lib, "cuDeviceGetUuid", NCCLWATCH_STR(cuDeviceGetUuid), d->device_get_uuid))
+    d->ctx_get_device = nullptr;  // both or neither
   if (!resolve(get, lib, "cuThreadExchangeStreamCaptureMode", "cuThreadExchangeStreamCaptureMode",
                d->exchange_capture_mode))
     d->exchange_capture_mode = nullptr;

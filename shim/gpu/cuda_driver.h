@@ -24,6 +24,10 @@ struct CudaDriver {
   decltype(&::cuCtxPopCurrent) ctx_pop_current = nullptr;
   // Optional: the device's free memory, for what a communicator holds (comm_memory.h).
   decltype(&::cuMemGetInfo) mem_get_info = nullptr;
+  // Optional: the current context's device and its UUID, to find this process's own GPU memory
+  // through NVML (process_memory.h).
+  decltype(&::cuCtxGetDevice) ctx_get_device = nullptr;
+  decltype(&::cuDeviceGetUuid) device_get_uuid = nullptr;
   // Optional: this thread's interaction with other threads' CUDA-graph captures (see below).
   decltype(&::cuThreadExchangeStreamCaptureMode) exchange_capture_mode = nullptr;
   // Optional: which capture a stream is part of. The oldest form (CUDA 10.1) answers the status

@@ -58,7 +58,7 @@ struct Creation {
   // What the device's free memory was before the call: one communicator made on the calling
   // thread's device (not ncclCommInitAll's several) changes it by what that communicator took.
   bool one_comm_on_this_device = true;
-  FreeMemoryBefore free_before;
+  MemorySample free_before;
 };
 
 void begin_creation(Creation& c, int32_t arg0 = 0, int32_t arg1 = 0, uint64_t parent_handle = 0,
@@ -66,7 +66,7 @@ void begin_creation(Creation& c, int32_t arg0 = 0, int32_t arg1 = 0, uint64_t pa
   c.call_id = next_call_id();
   safely([&] {
   capture_call_site(c.site, config().frames);
-  if (c.one_comm_on_this_device) c.free_before = free_memory_now();
+  if (c.one_comm_on_this_device) c.free_before = memory_now();
   trace::ApiEvent e = make_event(c.call_id, c.api);
   e.comm = parent_handle;
   e.comm_id = c.comm_id;
@@ -120,8 +120,8 @@ void finish_creation(const RealNccl* real, Creation& c, ncclResult_t result, ncc
   // A non-blocking communicator may still be allocating when the call returns.
   CommMemory held;
   if (result == ncclSuccess && comm) {
-    held = nccl_comm_memory(real, comm);
-    if (!held.flag && c.one_comm_on_this_device) held = free_memory_change(c.free_before, true);
+    CommMemory taken = c.one_comm_on_this_device ? memory_change(c.free_before, true) : CommMemory{};
+    held = held_at_creation(nccl_comm_memory(real, comm), taken);
   }
   e.bytes = held.bytes;
   e.flags |= held.flag;
@@ -154,6 +154,7 @@ void finish_creation(const RealNccl* real, Creation& c, ncclResult_t result, ncc
   track->rank = rank;
   track->nranks = nranks;
   track->held_bytes.store(held.bytes, std::memory_order_relaxed);
+  if (held.flag & trace::kFlagMemoryFromNccl) track->nccl_count_bytes.store(static_cast<int64_t>(held.bytes), std::memory_order_relaxed);
   track->set_up_unread = made_non_blocking(c, result);
   track->free_change_unattributable = !c.one_comm_on_this_device;
   publish_comm(track);
@@ -185,7 +186,7 @@ struct Teardown {
   CommEntry entry;
   trace::ApiEvent begin{};
   // Destroy, abort, suspend and resume: the free memory before, to compare after (no NCCL call).
-  FreeMemoryBefore free_before;
+  MemorySample free_before;
 };
 
 // The phase a communicator is in while `api` runs on it.
@@ -202,7 +203,7 @@ void begin_teardown(Teardown& t, Api api, ncclComm_t comm, int32_t arg0) noexcep
   if (!suspends_or_resumes(api))
     if (CommTrack* track = find_comm_track(t.handle)) track->closing.store(true, std::memory_order_release);
   safely([&] {
-    if (releases_comm(api) || suspends_or_resumes(api)) t.free_before = free_memory_now();
+    if (releases_comm(api) || suspends_or_resumes(api)) t.free_before = memory_now();
     t.known = registry().find_comm(t.handle, t.entry);
     t.call_id = next_call_id();
     t.begin = make_event(t.call_id, api);
@@ -223,7 +224,7 @@ void finish_teardown(const Teardown& t, ncclResult_t result) noexcept {
     end.time_ns = make_event(t.call_id, t.api).time_ns;
     end.result = static_cast<int16_t>(result);
     if (releases_comm(t.api) && trace::release_frees_comm(t.api, result)) {
-      CommMemory freed = free_memory_change(t.free_before, false);
+      CommMemory freed = memory_change(t.free_before, false);
       end.bytes = freed.bytes;
       end.flags |= freed.flag;
     }

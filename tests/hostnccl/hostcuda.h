@@ -49,6 +49,9 @@ int hostcuda_device_count(void);
 // that cuMemGetInfo's free memory moves as a real device's does when communicators come and go.
 void hostcuda_account_device_memory(int device, long long delta);
 
+// What this process's stand-in NCCL holds on `device` (the stand-in NVML's figure for it).
+long long hostcuda_device_memory_used(int device);
+
 // The device of the calling thread's current context: where its allocations land.
 int hostcuda_current_device(void);
 

@@ -165,15 +165,32 @@ long hostcuda_driver_calls_on_this_thread(void) { return t_driver_calls; }
 constexpr long long kDeviceBytes = 80ll << 30;
 std::atomic<long long> g_device_used[64];
 
-void hostcuda_account_device_memory(int device, long long delta) {
-  if (device >= 0 && device < 64) g_device_used[device].fetch_add(delta);
+// HOSTCUDA_OTHERS_MIB: another process on the same device allocates this much each time ours
+// takes memory, so that the device's free memory falls by more than ours (the stand-in NVML
+// still lists ours alone).
+std::atomic<long long> g_others_used[64];
+
+long long others_allocate_bytes() {
+  static const long long bytes = [] {
+    const char* env = getenv("HOSTCUDA_OTHERS_MIB");
+    return env && *env ? atoll(env) << 20 : 0ll;
+  }();
+  return bytes;
 }
+
+void hostcuda_account_device_memory(int device, long long delta) {
+  if (device < 0 || device >= 64) return;
+  g_device_used[device].fetch_add(delta);
+  if (delta > 0) g_others_used[device].fetch_add(others_allocate_bytes());
+}
+
+long long hostcuda_device_memory_used(int device) { return device >= 0 && device < 64 ? g_device_used[device].load() : 0; }
 
 CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
   if (!free || !total) return CUDA_ERROR_INVALID_VALUE;
   CUcontext c = t_current_set ? t_current : primary_context();
   if (!c) return CUDA_ERROR_INVALID_CONTEXT;
-  long long used = c->device < 64 ? g_device_used[c->device].load() : 0;
+  long long used = c->device < 64 ? g_device_used[c->device].load() + g_others_used[c->device].load() : 0;
   *total = size_t(kDeviceBytes);
   *free = size_t(kDeviceBytes - used);
   return CUDA_SUCCESS;

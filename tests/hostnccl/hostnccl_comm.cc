@@ -76,6 +76,17 @@ long long setup_device_bytes() {
   return bytes;
 }
 
+// HOSTNCCL_SETUP_UNCOUNTED_MIB: more device memory each first op of a kind takes that
+// ncclCommMemStats does not count (NCCL 2.29+ counts its memory manager's buffers, not the
+// connections' made at first use), held to its destroy; default 0.
+long long setup_uncounted_bytes() {
+  static const long long bytes = [] {
+    const char* env = getenv("HOSTNCCL_SETUP_UNCOUNTED_MIB");
+    return env && *env ? atoll(env) << 20 : 0ll;
+  }();
+  return bytes;
+}
+
 CommState::CommState(uint64_t t, int n, int r, int dev)
     : tag(t), nranks(n), rank(r), device(dev), send_seq(size_t(n)), recv_seq(size_t(n)),
       ctl(std::make_unique<Ctl>(t)), device_bytes(comm_device_bytes()), memory_device(hostcuda_current_device()) {
@@ -91,15 +102,16 @@ CommState::~CommState() {
 }
 
 void CommState::set_up_for(int kind) {
-  long long bytes = setup_device_bytes();
-  if (!bytes || detached.load()) return;
+  long long bytes = setup_device_bytes(), uncounted = setup_uncounted_bytes();
+  if ((!bytes && !uncounted) || detached.load()) return;
   {
     std::lock_guard<std::mutex> g(mu);
     if (!set_up_kinds.insert(kind).second) return;
     set_up_bytes += bytes;
+    uncounted_bytes += uncounted;
   }
   device_bytes += bytes;
-  hostcuda_account_device_memory(memory_device, bytes);
+  hostcuda_account_device_memory(memory_device, bytes + uncounted);
 }
 
 bool CommState::suspend_memory(bool suspend) {
@@ -116,7 +128,7 @@ bool CommState::suspend_memory(bool suspend) {
 
 long long CommState::resident_bytes() {
   std::lock_guard<std::mutex> g(mu);
-  return device_bytes.load() - (suspended ? set_up_bytes : 0);
+  return device_bytes.load() + uncounted_bytes - (suspended ? set_up_bytes : 0);
 }
 
 void CommState::work_enqueued() {

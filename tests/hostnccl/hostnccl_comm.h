@@ -60,6 +60,7 @@ struct CommState {
   // What its set-up took, the part a suspend releases (NCCL's scratch), and whether it is suspended
   // (under mu). device_bytes keeps counting it while suspended, as NCCL's total does.
   long long set_up_bytes = 0;
+  long long uncounted_bytes = 0;  // taken at first ops, not in ncclCommMemStats (HOSTNCCL_SETUP_UNCOUNTED_MIB)
   bool suspended = false;
 
   CommState(uint64_t tag, int nranks, int rank, int device);
