@@ -10,11 +10,12 @@ writes one JSON line per step to stdout. Rank and rendezvous folder on the comma
 import ctypes
 import json
 import os
-import subprocess
 import sys
 import time
 
 import torch
+
+from process_gpu_memory import process_memory_mib
 
 rank, rendezvous = int(sys.argv[1]), sys.argv[2]
 WORLD = 2
@@ -62,28 +63,13 @@ def nccl_stat(comm, stat):
     return value.value if nccl.ncclCommMemStats(comm, stat, ctypes.byref(value)) == 0 else None
 
 
-def process_memory():
-    """This process's GPU memory as nvidia-smi sees it (MiB), where it lists it (not in every
-    container: its pids are the host's)."""
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    for line in out.splitlines():
-        pid, _, used = line.partition(",")
-        if pid.strip() == str(os.getpid()):
-            return int(used.strip())
-    return None
-
-
 def step(name, comm):
     torch.cuda.synchronize()
     barrier(name)
     row = {"rank": rank, "step": name, "device": torch.cuda.current_device(), "free": torch.cuda.mem_get_info()[0],
            "nccl_total": nccl_stat(comm, STAT_TOTAL), "nccl_persist": nccl_stat(comm, STAT_PERSIST),
            "nccl_suspendable": nccl_stat(comm, STAT_SUSPENDABLE), "nccl_suspended": nccl_stat(comm, STAT_SUSPENDED),
-           "smi_used_mib": process_memory(),
+           "smi_used_mib": process_memory_mib(),
            "time": time.monotonic()}
     print(json.dumps(row), flush=True)
     barrier(name + ".read")  # no rank moves on while another reads

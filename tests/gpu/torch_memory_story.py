@@ -8,12 +8,13 @@ list of groups with what each took when made and at its first all-reduce. Second
 between steps on the command line (default 3)."""
 import json
 import os
-import subprocess
 import sys
 import time
 
 import torch
 import torch.distributed as dist
+
+from process_gpu_memory import process_memory_mib
 
 os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
 os.environ.setdefault("MASTER_PORT", "29583")
@@ -21,19 +22,6 @@ train_s = float(sys.argv[1]) if len(sys.argv) > 1 else 3.0
 dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda:0"))
 x = torch.ones(16 << 20, device="cuda")  # 64 MiB, made before any reading
 dist.all_reduce(x)
-
-
-def process_memory_mib():
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    for line in out.splitlines():
-        pid, _, used = line.partition(",")
-        if pid.strip() == str(os.getpid()):
-            return int(used.strip())
-    return None
 
 
 def reading(step):
