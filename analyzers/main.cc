@@ -101,15 +101,14 @@ CLI::App* add_timeline_command(CLI::App& app, Options& options) {
   return timeline;
 }
 
-CLI::App* add_memory_command(CLI::App& app, IdleSettings& idle, double& idle_min_mib) {
-  CLI::App* memory = app.add_subcommand("memory", "GPU memory NCCL holds: per communicator, process and host; idle communicators");
-  memory->add_option("--idle-after", idle.idle_after_s, "seconds without an op that make a communicator idle")
+// What makes a communicator idle, for the reports that name idle ones (memory, html).
+void add_idle_options(CLI::App* command, IdleSettings& idle, double& idle_min_mib) {
+  command->add_option("--idle-after", idle.idle_after_s, "seconds without an op that make a communicator idle")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e9));
-  memory->add_option("--idle-min-mib", idle_min_mib, "GPU memory (MiB) an idle communicator must hold to be named")
+  command->add_option("--idle-min-mib", idle_min_mib, "GPU memory (MiB) an idle communicator must hold to be named")
       ->capture_default_str()
       ->check(CLI::Range(0.0, double(1 << 30)));
-  return memory;
 }
 
 CLI::App* add_rules_command(CLI::App& app, RulesOptions& rules_options) {
@@ -212,7 +211,8 @@ int main(int argc, char** argv) {
   leaks->add_flag_callback("--no-symbols", [&] { options.symbolize = false; }, "skip symbolizing call sites");
   IdleSettings idle;
   double idle_min_mib = static_cast<double>(idle.min_bytes >> 20);
-  CLI::App* memory = add_memory_command(app, idle, idle_min_mib);
+  CLI::App* memory = app.add_subcommand("memory", "GPU memory NCCL holds: per communicator, process and host; idle communicators");
+  add_idle_options(memory, idle, idle_min_mib);
   add_common(memory);
   memory->add_flag_callback("--no-symbols", [&] { options.symbolize = false; }, "skip symbolizing call sites");
   CLI::App* latency = app.add_subcommand("latency", "time and bandwidth per communicator, op and size");
@@ -221,11 +221,12 @@ int main(int argc, char** argv) {
   CLI::App* hang = app.add_subcommand("hang", "who stopped where, mismatched arguments, stragglers, divergence");
   add_common(hang);
   CLI::App* timeline = add_timeline_command(app, options);
-  CLI::App* html = app.add_subcommand("html", "one self-contained HTML page: verdict, bandwidth plots, lateness heatmap");
+  CLI::App* html = app.add_subcommand("html", "one self-contained HTML page: verdict, bandwidth plots, lateness heatmap, GPU memory over time");
   html->add_option("paths", options.inputs, "trace files or job folders (default: ./ncclwatch)");
   html->add_flag("--all", options.all_jobs, "a launcher folder: read every job in it, not only the newest");
   html->add_option("-o,--output", options.output, "the HTML file to write")->required();
   html->add_flag_callback("--no-symbols", [&] { options.symbolize = false; }, "skip symbolizing call sites");
+  add_idle_options(html, idle, idle_min_mib);
   CLI::App* metrics = app.add_subcommand("metrics", "Prometheus text (node-exporter textfile format) of the job; exit 0 once written");
   metrics->add_option("paths", options.inputs, "trace files or job folders (default: ./ncclwatch)");
   metrics->add_flag("--all", options.all_jobs, "a launcher folder: read every job in it, not only the newest");
@@ -294,14 +295,12 @@ int main(int argc, char** argv) {
   if (columns->parsed()) return run_columns(options);
   if (watch->parsed()) return run_watch(options, watch_interval_s, watch_pid, watch_metrics, watch_lag_s);
   if (leaks->parsed()) return run_leaks(options);
-  if (memory->parsed()) {
-    idle.min_bytes = static_cast<uint64_t>(idle_min_mib * 1048576);
-    return run_memory(options, idle);
-  }
+  idle.min_bytes = static_cast<uint64_t>(idle_min_mib * 1048576);
+  if (memory->parsed()) return run_memory(options, idle);
   if (latency->parsed()) return run_latency(options);
   if (hang->parsed()) return run_hang(options);
   if (timeline->parsed()) return run_timeline(options);
-  if (html->parsed()) return run_html(options);
+  if (html->parsed()) return run_html(options, idle);
   if (metrics->parsed()) return run_metrics(options);
   return run_summary(options);
 }

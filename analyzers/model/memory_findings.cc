@@ -60,6 +60,9 @@ void find_peak(std::vector<MemoryStep>& steps, ProcessMemory& m) {
       m.peak_bytes = static_cast<uint64_t>(held);
       m.peak_ns = s.time_ns;
     }
+    uint64_t total = held > 0 ? static_cast<uint64_t>(held) : 0;
+    if (!m.total_over_time.empty() && m.total_over_time.back().time_ns == s.time_ns) m.total_over_time.back().bytes = total;
+    else m.total_over_time.push_back({s.time_ns, total});
   }
 }
 

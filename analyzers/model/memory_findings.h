@@ -17,6 +17,11 @@ struct IdleSettings {
   uint64_t min_bytes = uint64_t{256} << 20;  // ... while holding at least this
 };
 
+// What to do about an idle communicator, as every report says it.
+inline constexpr const char* kIdleRemedy =
+    "destroy a communicator once it is done with (ncclCommDestroy; PyTorch: dist.destroy_process_group(group)); on NCCL "
+    "2.29.7 and later, ncclCommSuspend releases its memory while it idles and ncclCommResume takes it back";
+
 // One communicator rank with a memory figure.
 struct CommMemory {
   const CommInstance* comm = nullptr;
@@ -26,6 +31,12 @@ struct CommMemory {
   bool released = false;       // idle_until_ns is its release
   bool idle = false;           // the stretch reached idle_after_s while it held min_bytes
   double idle_s() const { return static_cast<double>(wrap_sub(idle_until_ns, idle_from_ns)) / 1e9; }
+};
+
+// What a process's communicators held together from one instant on.
+struct HeldTotal {
+  int64_t time_ns = 0;  // CLOCK_MONOTONIC of the process
+  uint64_t bytes = 0;
 };
 
 struct ProcessMemory {
@@ -38,6 +49,7 @@ struct ProcessMemory {
   uint64_t idle_bytes = 0;           // held by its idle communicators
   uint32_t idle_comms = 0;
   std::vector<CommMemory> comms;     // in the order it made them
+  std::vector<HeldTotal> total_over_time;  // after each change, one per instant, in time order
   double peak_after_start_s() const;
 };
 

@@ -26,7 +26,8 @@ int run_where(const std::string& what);  // prints installed_path(what), or says
 int run_latency(const Options& options);
 int run_hang(const Options& options);
 int run_timeline(const Options& options);
-int run_html(const Options& options);  // one self-contained page to options.output
+// One self-contained page to options.output; `idle` names the idle communicators in its memory section.
+int run_html(const Options& options, const IdleSettings& idle);
 int run_metrics(const Options& options);
 int run_rules(const RulesOptions& rules);  // Prometheus rules over the metrics' series (report_rules.cc)
 // The job's traces as Parquet tables under options.output (report_export.cc); `job` names the job

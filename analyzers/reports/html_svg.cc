@@ -26,6 +26,12 @@ std::string esc(std::string_view raw) {
   return out;
 }
 
+std::string comm_html(uint64_t id, const std::map<uint64_t, std::string>& names) {
+  auto it = names.find(id);
+  if (it == names.end() || it->second.empty()) return fmt::format("<code>{}</code>", hex_id(id));
+  return fmt::format("<b>{}</b> <code>{}</code>", esc(it->second), hex_id(id));
+}
+
 namespace {
 
 // 1, 2 or 5 times a power of ten: a step that gives about `want` ticks over [0, hi].
@@ -109,10 +115,11 @@ std::string line_chart(const std::vector<Series>& series, const Axis& x, const A
     s += fmt::format(R"(<polyline class="{}" data-series="{}" data-points="{}" fill="none" stroke="{}" stroke-width="3" )"
                      R"(stroke-linejoin="round" points="{}"/>)",
                      ser.css_class, esc(ser.label), ser.points.size(), ser.colour, points);
-    if (!ser.step)
-      for (const Point& p : ser.points)
-        s += fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="4.5" fill="{}"><title>{}</title></circle>)", px(p.x), py(p.y),
-                         ser.colour, esc(p.tip));
+    // A marker per point; on a step line only where the point has something to say.
+    for (const Point& p : ser.points)
+      if (!ser.step || !p.tip.empty())
+        s += fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="{}" fill="{}"><title>{}</title></circle>)", px(p.x), py(p.y),
+                         ser.step ? "3" : "4.5", ser.colour, esc(p.tip));
   }
   for (size_t i = 0; i < series.size(); ++i) {  // the legend, four to a line
     double lx = L + static_cast<double>(i % 4) * 150, ly = H + 4 + 22.0 * static_cast<double>(i / 4);

@@ -1,6 +1,8 @@
 // The html report's drawing: escaping and inline SVG line charts (the page loads nothing).
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -12,15 +14,18 @@ namespace ncclwatch::report {
 // sees to it); valid_utf8 again costs little and keeps a bad byte from reaching the page.
 std::string esc(std::string_view raw);
 
+// The label people know a communicator by: its name (escaped) and id, from comm_names().
+std::string comm_html(uint64_t id, const std::map<uint64_t, std::string>& names);
+
 struct Point {
   double x, y;
-  std::string tip;  // hover text (raw; escaped when written)
+  std::string tip;  // hover text (raw; escaped when written); a step line marks only points with one
 };
 
 struct Series {
   std::string label;
   std::string colour;
-  std::string css_class;  // "busbw" or "live": what the polyline is, for readers of the page's source
+  std::string css_class;  // "busbw", "latency", "live" or "memory": what the polyline is, for readers of the page's source
   std::vector<Point> points;
   bool step = false;      // a step line: horizontal, then vertical
 };

@@ -1,12 +1,14 @@
 // html -o FILE: one self-contained page about the job, for people rather than scripts. The
 // verdict first (leaks, hang, mismatches, stragglers), then per communicator a busbw-versus-size
 // plot and a latency table, a rank x seq heatmap of arrival lateness, the live-communicator count
-// over time, and the environment differences. Plots are inline SVG drawn here: the page loads
+// over time, NCCL's GPU memory over time per rank with the idle communicators (html_memory.h), and
+// the environment differences. Plots are inline SVG drawn here: the page loads
 // nothing (no script, font or stylesheet from anywhere) and opens offline.
 //
 // The figures are the other reports' own (hang_report, latency_table, leak_report,
 // environment_differences); only the heatmap needs a pass of its own over the op records (see
 // lateness_map.h).
+#include "reports/html_memory.h"
 #include "reports/html_svg.h"
 #include "reports/commands.h"
 #include "reports/input.h"
@@ -53,13 +55,6 @@ std::string value_text(const json& v) { return v.is_string() ? v.get<std::string
 
 std::string number(const std::optional<double>& v, int precision) {
   return v ? fmt::format("{:.{}f}", *v, precision) : std::string("–");
-}
-
-// The label people know a communicator by: its name (escaped) and id.
-std::string comm_html(uint64_t id, const std::map<uint64_t, std::string>& names) {
-  auto it = names.find(id);
-  if (it == names.end() || it->second.empty()) return fmt::format("<code>{}</code>", hex_id(id));
-  return fmt::format("<b>{}</b> <code>{}</code>", esc(it->second), hex_id(id));
 }
 
 std::string ms_text(double ms) {
@@ -459,7 +454,7 @@ void header_section(Page& page, const Job& job, const std::set<std::string>& hos
                        esc(command), host_list, NCCLWATCH_VERSION, versions.empty() ? "unknown" : esc(versions)));
 }
 
-int run_html(const Options& options) {
+int run_html(const Options& options, const IdleSettings& idle) {
   if (options.output.empty()) {
     say_in("html", "-o FILE is required");
     return 2;
@@ -504,6 +499,7 @@ int run_html(const Options& options) {
                            still_alive));
     page.add("</p>" + live);
   }
+  page.add(memory_section_html(a, names, idle, options.symbolize));
   environment_section(page, hang.environment);
 
   page.add("<h2 id=\"traces\">Traces</h2><details><summary>");

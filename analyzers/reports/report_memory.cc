@@ -149,9 +149,7 @@ void print_idle(const std::vector<MemoryRow>& rows, const IdleSettings& idle) {
                r.comm().nranks, r.process->rank, r.process->process->pid(), bytes_text(r.memory->held.bytes), r.memory->idle_s(),
                r.memory->released ? "until destroyed" : "until the end of the trace", r.made_at);
   }
-  print_text("  remedy: destroy a communicator once it is done with (ncclCommDestroy; PyTorch: "
-             "dist.destroy_process_group(group)); on NCCL 2.29.7 and later, ncclCommSuspend releases its memory while "
-             "it idles and ncclCommResume takes it back\n");
+  print_text("  remedy: {}\n", kIdleRemedy);
 }
 
 // Each suspend and resume: what it gave back or took again (the change in what the communicator holds).

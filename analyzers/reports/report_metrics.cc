@@ -74,6 +74,15 @@ void write_lifecycles(const Job& job, m::TextWriter& out) {
   for (const Process& q : processes) out.sample({{"host", q.host}, {"pid", q.pid}}, static_cast<double>(q.lost));
 }
 
+// Per process the most its communicators held at once (memory_findings.h), where the shim read any.
+void write_memory_peaks(const JobAnalysis& a, m::TextWriter& out) {
+  std::vector<ProcessMemory> memory = nccl_memory_by_process(a.job, a.ops);
+  if (memory.empty()) return;
+  out.family(m::kProcessMemoryPeak);
+  for (const ProcessMemory& p : memory)
+    out.sample({{"host", p.process->host()}, {"pid", std::to_string(p.process->pid())}}, static_cast<double>(p.peak_bytes));
+}
+
 void write_communicators(const JobAnalysis& a, m::TextWriter& out) {
   std::map<uint64_t, std::string> names = comm_names(a.job);
   std::map<uint64_t, int32_t> sizes;
@@ -225,6 +234,7 @@ int run_metrics(const Options& options) {
   out.set_job_id(job_id_of(analysis->job));
   write_build_info(analysis->job, out);
   write_lifecycles(analysis->job, out);
+  write_memory_peaks(*analysis, out);
   write_communicators(*analysis, out);
   write_latency(*analysis, out);
   return write_output_atomically(options.output, out.text()) ? 0 : 2;

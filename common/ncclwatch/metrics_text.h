@@ -44,6 +44,9 @@ inline constexpr Family kCommunicatorMemory{
     "ncclwatch_communicator_gpu_memory_bytes", "gauge",
     "GPU memory a communicator rank holds as last read (when made, then after each of its set-up calls; GPU timing "
     "mode), while its process runs (a finished one's file and report have none: its memory went with it)"};
+inline constexpr Family kProcessMemory{
+    "ncclwatch_process_nccl_gpu_memory_bytes", "gauge",
+    "GPU memory a process's alive communicators hold together as last read (GPU timing mode), while it runs"};
 inline constexpr Family kOpsCompleted{
     "ncclwatch_ops_completed_total", "counter",
     "Collectives known complete on the GPU, per communicator and rank (GPU timing modes; host mode: as far as known)"};
@@ -66,6 +69,9 @@ inline constexpr Family kBuildInfo{"ncclwatch_build_info", "gauge",
                                    "version(s) traced"};
 // The report only: it needs every rank's records.
 inline constexpr Family kProcesses{"ncclwatch_trace_processes", "gauge", "Process trace files read"};
+inline constexpr Family kProcessMemoryPeak{
+    "ncclwatch_process_nccl_gpu_memory_peak_bytes", "gauge",
+    "The most GPU memory a process's communicators held at once over its run (GPU timing mode)"};
 inline constexpr Family kCommunicatorInfo{"ncclwatch_communicator_info", "gauge",
                                           "1 per communicator: its size and the name the application gave it"};
 inline constexpr Family kOpLatency{

@@ -146,7 +146,13 @@ std::string metrics_text(bool exiting) {
       }
     });
     out.family(m::kCommunicatorMemory);
-    for (const auto& [key, bytes] : held) out.sample({{"comm", key.first}, {"rank", key.second}}, static_cast<double>(bytes));
+    uint64_t process_total = 0;
+    for (const auto& [key, bytes] : held) {
+      out.sample({{"comm", key.first}, {"rank", key.second}}, static_cast<double>(bytes));
+      process_total += bytes;
+    }
+    out.family(m::kProcessMemory);
+    if (!exiting) out.sample({{"host", me.host}, {"pid", pid}}, static_cast<double>(process_total));
     each_rank(m::kCollectiveGpuSeconds, [](const Rank& r) { return static_cast<double>(r.alike_ns) / 1e9; });
     each_rank(m::kCollectivesTimed, [](const Rank& r) { return r.alike_launches; });
   }

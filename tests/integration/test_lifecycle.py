@@ -362,6 +362,30 @@ def memory_taken_at_set_up_calls_is_counted():
               f"{env}: summary text\n{text}")
 
 
+def check_memory_chart(job):
+    # The html page of the idle-comm job: one step line per rank through 96, 192 (the split made),
+    # 200 and 208 MiB (each one's set-up all-reduce), 104 after the first destroy and 0 after the
+    # second; the split's two ranks named idle with their bytes and line, the remedy after.
+    mib = 1 << 20
+    page = os.path.join(job.tmp, "report.html")
+    code, _, err = job.report("html", "-o", page, "--idle-after", "2", "--idle-min-mib", "64")
+    html = open(page).read()
+    section = html[html.index('<h2 id="memory">'):]
+    section = section[:section.index("<h2", 4)]
+    lines = re.findall(r'<polyline class="memory" data-series="([^"]+)"', section)
+    check(code == 0 and sorted(lines) == ["rank 0", "rank 1"], f"html (idle is no finding, as in the summary): exit {code}, memory lines {lines}\n{err}")
+    for rank in lines:
+        held = [float(n) if unit == "MiB" else float(n) / mib for n, unit in re.findall(rf"<title>{rank}: ([0-9.]+) (MiB|B) at", section)]
+        check(held == [96, 192, 200, 208, 104, 0], f"html: {rank}'s memory over time {held}")
+    check("The most: 208 MiB on rank" in section, section[:600])
+    idle_rows = re.findall(r'<tr><td>(?:<b>[^<]*</b> )?<code>[0-9a-f]{16}</code></td><td class=n>([01])/2</td>', section)
+    check(sorted(idle_rows) == ["0", "1"] and section.count("collectives_app.cc") >= 2 and "208 MiB</b>" in section and
+          "ncclCommSuspend" in section, f"html: the split's ranks named idle: {idle_rows}\n{section[-2000:]}")
+    code, _, _ = job.report("html", "-o", page)
+    html = open(page).read()
+    check("No idle communicator (no op for 60 s or more while holding 256 MiB or more)" in html, "html: defaults name none")
+
+
 def idle_communicators_are_named_with_their_memory():
     # idle-comm (collectives_app): world all-reduces every 10 ms for 3 s while a split of it, after
     # one all-reduce, idles holding 104 MiB (96 at init, 8 at its set-up call) until destroyed.
@@ -392,6 +416,7 @@ def idle_communicators_are_named_with_their_memory():
     check(code == 0 and len(lines) == 5 and lines[0].startswith("host,pid,world_rank,comm,") and ",no," in lines[1], (code, lines))
     code, summary, _ = job.report("summary", "--json")
     check(summary["idle_communicators"] == 0 and summary["gpu_memory_peak"]["bytes"] == 208 * mib, summary)
+    check_memory_chart(job)
     # Host timing mode measures nothing: said so, no finding.
     host = Job([app("collectives_app"), "idle-comm", "200"], nranks=2, env={"NCCLWATCH_TIMING": "host"})
     host.run()
@@ -582,6 +607,7 @@ def resources_out_of_order_are_named():
     code, summary, _ = job.report("summary", "--json")
     check(code == 1 and summary["resources_out_of_order"] == 4 and "out of order" in summary["first_look"],
           f"summary: {summary['first_look']}")
+    mib = 1 << 20
     page = os.path.join(job.tmp, "report.html")
     code, _, err = job.report("html", "-o", page)
     html = open(page).read()
@@ -603,6 +629,7 @@ def narrower_communicators_are_named_by_their_world_ranks():
           f"each half's own and world ranks: {dict(halves)}")
     code, text, _ = job.report("leaks")
     check("on rank(s) 0,1 (world rank(s) 0,2)" in text and "on rank(s) 0,1 (world rank(s) 1,3)" in text, text)
+    mib = 1 << 20
     page = os.path.join(job.tmp, "report.html")
     job.report("html", "-o", page)
     html = open(page).read()

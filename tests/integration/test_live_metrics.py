@@ -1,6 +1,7 @@
 """NCCLWATCH_METRICS_FILE on real multi-process runs (CPU stand-in): the file a running job
 rewrites, scraped through a real prometheus-node-exporter textfile collector while the job runs,
 and its last word at exit agreeing with `ncclwatch-report metrics` on the job's traces."""
+import collections
 import os
 import re
 import shutil
@@ -148,13 +149,15 @@ def memory_and_point_to_point_series_agree_with_the_traces():
     job.env.update({"NCCLWATCH_METRICS_FILE": os.path.join(files, "m-%p.prom"), "NCCLWATCH_METRICS_SEC": "0.1",
                     "NCCLWATCH_TIMING": "gpu", "HOSTNCCL_COMM_MIB": "96", "HOSTNCCL_SETUP_MIB": "8"})
     procs = job.start()
-    seen = {}
+    seen, seen_process = {}, collections.defaultdict(set)
     while any(p.poll() is None for p in procs):
         for f in os.listdir(files):
             try:
                 for n, labels, v in parse(open(os.path.join(files, f)).read()):
                     if n == "ncclwatch_communicator_gpu_memory_bytes":
                         seen[(labels["comm"], labels["rank"])] = max(v, seen.get((labels["comm"], labels["rank"]), 0))
+                    if n == "ncclwatch_process_nccl_gpu_memory_bytes":
+                        seen_process[labels["pid"]].add(v)
             except (FileNotFoundError, KeyError):
                 pass
         time.sleep(0.05)
@@ -166,6 +169,14 @@ def memory_and_point_to_point_series_agree_with_the_traces():
     check(128 * 2**20 in seen.values(), f"world's 128 MiB never showed while the job ran: {seen}")
     check(not series(live, "ncclwatch_communicator_gpu_memory_bytes") and
           not series(offline, "ncclwatch_communicator_gpu_memory_bytes"), (live, offline))
+    # Per process: live, what its alive communicators hold (world's 128 MiB once the split is
+    # gone); the report, the most they held at once (world's 128 and the split's 104 MiB).
+    pids = sorted(str(p.pid) for p in procs)
+    check(sorted(seen_process) == pids and all(128 * 2**20 in v and max(v) <= 232 * 2**20 for v in seen_process.values()),
+          f"live per-process memory: {dict(seen_process)}")
+    check(not [s for s in live if s[0] == "ncclwatch_process_nccl_gpu_memory_bytes"], "none in the files left at exit")
+    peaks = sorted((l["pid"], v) for n, l, v in offline if n == "ncclwatch_process_nccl_gpu_memory_peak_bytes")
+    check(peaks == [(pid, 232 * 2**20) for pid in pids], f"the report's per-process peaks: {peaks}")
     p2p = series(live, "ncclwatch_p2p_ops_issued_total")
     check(sorted(v for _, _, v in p2p) == [0, 0, 2, 2] and p2p == series(offline, "ncclwatch_p2p_ops_issued_total"),
           (p2p, series(offline, "ncclwatch_p2p_ops_issued_total")))

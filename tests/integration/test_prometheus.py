@@ -195,7 +195,7 @@ def live_idle_communicator_memory_fires_through_prometheus():
     # Two ranks: world all-reduces every 10 ms for 30 s; a split runs one all-reduce and then idles,
     # holding what the stand-in gives it (96 MiB at init, 8 MiB at its first all-reduce). With
     # --idle-after 5 --idle-min-mib 64 the alert must fire on the split's two ranks alone, giving
-    # its 104 MiB, and the dashboard's memory panel show both communicators.
+    # its 104 MiB, and the dashboard's memory panels show both communicators and both processes.
     textfiles = tempfile.mkdtemp(prefix="ncclwatch-textfiles-")
     with Prometheus(textfiles) as prom:
         job = live_job(textfiles, [app("collectives_app"), "idle-comm", "30000"], 2, "e2e-idle",
@@ -214,8 +214,10 @@ def live_idle_communicator_memory_fires_through_prometheus():
             side = idle_comms.pop()
             check(all(v == 104 * 2**20 for (comm, _), v in held.items() if comm == side), held)
             check(all(v == 104 * 2**20 for (comm, _), v in held.items() if comm != side), f"world: 96 + 8 MiB: {held}")
+            per_process = [float(r["value"][1]) for r in prom.query('ncclwatch_process_nccl_gpu_memory_bytes{job_id="e2e-idle"}')]
+            check(per_process == [208 * 2**20] * 2, f"each process: world's and the split's 104 MiB: {per_process}")
             panels = panels_data(prom, "e2e-idle")
-            check(panels["GPU memory per communicator rank"] == 4, panels)
+            check(panels["GPU memory per communicator rank"] == 4 and panels["NCCL GPU memory per process"] == 2, panels)
             print(f"NcclIdleCommunicatorMemory after {idle_s:.1f} s on the split's ranks, 104 MiB each; world (busy) not")
         finally:
             stop(procs)
