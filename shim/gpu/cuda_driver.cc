@@ -12,13 +12,21 @@ namespace {
 
 // cuda.h maps several names to versioned symbols (cuEventElapsedTime → _v2 ...); asking the
 // driver through cuGetProcAddress by base name and our header's CUDA_VERSION gets the variant
-// that matches the prototypes we compiled against.
+// that matches the prototypes we compiled against, except where a newer CUDA added a variant with
+// more arguments under the same base name while cuda.h keeps the old prototype for the plain name
+// (cuCtxGetDevice at 13.0, cuStreamGetCtx at 12.5): those are asked for at the version of the
+// prototype we call, else the driver hands out the newer one and reads garbage arguments.
 using GetProcAddressFn = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
 
-template <class Fn> bool resolve(GetProcAddressFn get, void* lib, const char* name, const char* symbol, Fn& out) {
+constexpr int kCtxGetDeviceOneArgument = 2000;       // PFN_cuCtxGetDevice_v2000; _v13000 takes a context
+constexpr int kStreamGetCtxWithoutGreenCtx = 9020;   // PFN_cuStreamGetCtx_v9020; _v12050 adds a green context
+
+template <class Fn>
+bool resolve(GetProcAddressFn get, void* lib, const char* name, const char* symbol, Fn& out,
+             int version = CUDA_VERSION) {
   void* fn = nullptr;
   CUdriverProcAddressQueryResult status{};
-  if (get && get(name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS && fn) {
+  if (get && get(name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS && fn) {
     out = reinterpret_cast<Fn>(fn);
     return true;
   }
@@ -71,13 +79,14 @@ const CudaDriver* load() {
     delete d;
     return nullptr;
   }
-  if (!resolve(get, lib, "cuStreamGetCtx", NCCLWATCH_STR(cuStreamGetCtx), d->stream_get_ctx) ||
+  if (!resolve(get, lib, "cuStreamGetCtx", NCCLWATCH_STR(cuStreamGetCtx), d->stream_get_ctx,
+               kStreamGetCtxWithoutGreenCtx) ||
       !resolve(get, lib, "cuCtxPushCurrent", NCCLWATCH_STR(cuCtxPushCurrent), d->ctx_push_current) ||
       !resolve(get, lib, "cuCtxPopCurrent", NCCLWATCH_STR(cuCtxPopCurrent), d->ctx_pop_current)) {
     d->stream_get_ctx = nullptr;  // all three or none
   }
   if (!resolve(get, lib, "cuMemGetInfo", NCCLWATCH_STR(cuMemGetInfo), d->mem_get_info)) d->mem_get_info = nullptr;
-  if (!resolve(get, lib, "cuCtxGetDevice", "cuCtxGetDevice", d->ctx_get_device) ||
+  if (!resolve(get, lib, "cuCtxGetDevice", "cuCtxGetDevice", d->ctx_get_device, kCtxGetDeviceOneArgument) ||
       !resolve(get, lib, "cuDeviceGetUuid", NCCLWATCH_STR(cuDeviceGetUuid), d->device_get_uuid))
     d->ctx_get_device = nullptr;  // both or neither
   if (!resolve(get, lib, "cuThreadExchangeStreamCaptureMode", "cuThreadExchangeStreamCaptureMode",

@@ -2,6 +2,7 @@
 // of cuda.h, plus the versioned names cuda.h maps some of them to.
 #include "hostcuda_streams.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include <mutex>
 #include <thread>
 #include <utility>
+#include <vector>
 
 // cuda.h #defines these names to their newest versions; the library must
 // also export the plain (older) symbols, so declare those ourselves.
@@ -77,19 +79,44 @@ bool unsafe_during_global_capture() {
 thread_local long t_driver_calls = 0;
 std::atomic<uint64_t> g_capture_ids{0};
 
-// One primary context per device, never freed (used during exit too).
+// Every context handed out (primary or created), never freed (used during exit too): the calls
+// that take a context check theirs is one of them.
+std::mutex g_contexts_mu;
+std::vector<CUctx_st*>* g_contexts = new std::vector<CUctx_st*>;
+
+CUctx_st* new_context(int device) {
+  std::lock_guard<std::mutex> g(g_contexts_mu);
+  return g_contexts->emplace_back(new CUctx_st{device});
+}
+
+bool known_context(CUcontext ctx) {
+  std::lock_guard<std::mutex> g(g_contexts_mu);
+  return std::find(g_contexts->begin(), g_contexts->end(), ctx) != g_contexts->end();
+}
+
+// One primary context per device.
 CUctx_st* primary_context(int device = 0) {
   static std::mutex mu;
   static auto* contexts = new std::vector<CUctx_st*>;
   std::lock_guard<std::mutex> g(mu);
-  while (int(contexts->size()) <= device) contexts->push_back(new CUctx_st{int(contexts->size())});
+  while (int(contexts->size()) <= device) contexts->push_back(new_context(int(contexts->size())));
   return (*contexts)[size_t(device)];
+}
+
+// The newer variants some calls gained under their old base name: a caller with the old prototype
+// that gets one reads garbage arguments on a real driver; here it stops loudly, naming the call.
+[[noreturn]] void wrong_variant(const char* call, int since) {
+  fprintf(stderr, "hostcuda: %s's variant of CUDA %d.%d was called: its caller asked cuGetProcAddress "
+                  "at that version or later but calls the older prototype; ask at the older one's version\n",
+          call, since / 1000, since % 1000 / 10);
+  abort();
 }
 
 bool valid_device(CUdevice dev) { return dev >= 0 && dev < hostcuda_device_count(); }
 
 thread_local CUcontext t_current = nullptr;
 thread_local bool t_current_set = false;
+thread_local std::vector<CUcontext> t_pushed;  // the contexts cuCtxPushCurrent put below
 
 struct Marker {
   std::shared_ptr<EventState> ev;
@@ -295,10 +322,29 @@ CUresult cuCtxGetDevice(CUdevice* device) {
   return CUDA_SUCCESS;
 }
 
+// CUDA 13's variant, under the same base name, takes the context too. Nothing here calls it by
+// that prototype: a call means its caller asked cuGetProcAddress at CUDA 13 for the old one and
+// passes garbage for the context (so the shim pins the version it asks at).
+CUresult cuCtxGetDevice_v2(CUdevice*, CUcontext) { wrong_variant("cuCtxGetDevice", 13000); }
+
+CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
+  if (!known_context(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+  t_pushed.push_back(t_current_set ? t_current : primary_context());
+  return cuCtxSetCurrent(ctx);
+}
+
+CUresult cuCtxPopCurrent_v2(CUcontext* pctx) {
+  if (t_pushed.empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (pctx) *pctx = t_current_set ? t_current : primary_context();
+  CUcontext below = t_pushed.back();
+  t_pushed.pop_back();
+  return cuCtxSetCurrent(below);
+}
+
 CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams*, unsigned int, CUdevice dev) {
   if (!pctx) return CUDA_ERROR_INVALID_VALUE;
   if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
-  *pctx = new CUctx_st{dev};
+  *pctx = new_context(dev);
   return cuCtxSetCurrent(*pctx);
 }
 
@@ -330,6 +376,17 @@ CUresult cuStreamDestroy_v2(CUstream hStream) {
 }
 
 CUresult cuStreamDestroy(CUstream hStream) { return cuStreamDestroy_v2(hStream); }
+
+// Streams keep no context here: the caller's current one stands for the stream's.
+CUresult cuStreamGetCtx(CUstream, CUcontext* pctx) {
+  if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+  *pctx = t_current_set ? t_current : primary_context();
+  return *pctx ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+// CUDA 12.5's variant, under the same base name, also writes the stream's green context where a
+// third argument points; as with cuCtxGetDevice_v2, nothing here calls it by that prototype.
+CUresult cuStreamGetCtx_v2(CUstream, CUcontext*, CUgreenCtx*) { wrong_variant("cuStreamGetCtx", 12050); }
 
 // Streams are identified by their handle value (the default stream by 0).
 CUresult cuStreamGetId(CUstream hStream, unsigned long long* streamId) {
@@ -669,6 +726,11 @@ const ProcEntry kProcs[] = {
     {"cuMemGetInfo", 3020, fnptr(cuMemGetInfo_v2)},
     {"cuCtxSetCurrent", 4000, fnptr(cuCtxSetCurrent)},
     {"cuCtxGetDevice", 2000, fnptr(cuCtxGetDevice)},
+    {"cuCtxGetDevice", 13000, fnptr(cuCtxGetDevice_v2)},
+    {"cuCtxPushCurrent", 4000, fnptr(cuCtxPushCurrent_v2)},
+    {"cuCtxPopCurrent", 4000, fnptr(cuCtxPopCurrent_v2)},
+    {"cuStreamGetCtx", 9020, fnptr(cuStreamGetCtx)},
+    {"cuStreamGetCtx", 12050, fnptr(cuStreamGetCtx_v2)},
     {"cuCtxCreate", 2000, fnptr(cuCtxCreate)},
     {"cuCtxCreate", 3020, fnptr(cuCtxCreate_v2)},
     {"cuCtxCreate", 12050, fnptr(cuCtxCreate_v4)},
