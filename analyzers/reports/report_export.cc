@@ -29,7 +29,9 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <mutex>
+#include <unordered_map>
 
 namespace ncclwatch::report {
 namespace {
@@ -80,6 +82,10 @@ const std::vector<ColumnSpec> kCommsSchema = with_process({
     {"release_api", Kind::kString, true}, {"release_begin_ns", Kind::kInt64, true}, {"release_end_ns", Kind::kInt64, true},
     {"memory_bytes", Kind::kInt64, true}, {"site", Kind::kString, true}, {"python_site", Kind::kString, true},
     {"process_group", Kind::kString, true}, {"torch", Kind::kBool}, {"nvshmem", Kind::kBool},
+    // GPU memory (memory_findings.h), as `ncclwatch-report memory` gives it.
+    {"held_bytes", Kind::kInt64, true}, {"peak_held_bytes", Kind::kInt64, true}, {"set_up_calls", Kind::kInt32},
+    {"memory_from", Kind::kString, true}, {"memory_ambiguous", Kind::kBool}, {"suspended", Kind::kBool},
+    {"last_op_ns", Kind::kInt64, true}, {"idle_ms", Kind::kDouble, true},
 });
 const std::vector<ColumnSpec> kResourcesSchema = with_process({
     {"world_rank", Kind::kInt32, true}, {"api", Kind::kString}, {"comm_id", Kind::kString, true},
@@ -136,9 +142,9 @@ std::string file_name_of(std::string_view stem) {
 }
 
 // A count or size (unsigned in the trace) into a BIGINT column: one past its range (2^63 - 1: no
-// buffer is that large, a damaged or hostile trace's is) is null, never a negative number.
-void add_unsigned(parquet::ColumnData& column, uint64_t value) {
-  column.add_optional(value <= static_cast<uint64_t>(INT64_MAX), static_cast<int64_t>(value));
+// buffer is that large, a damaged or hostile trace's is) is null, never a negative number; so is one not `present`.
+void add_unsigned(parquet::ColumnData& column, uint64_t value, bool present = true) {
+  column.add_optional(present && value <= static_cast<uint64_t>(INT64_MAX), static_cast<int64_t>(value));
 }
 
 // An op as its row will be written: kept while its launch waits for a GPU timing.
@@ -147,14 +153,19 @@ struct OpRow {
   const char* api;
 };
 
-// One trace's ops file, filled as the trace is read (TimedOps' sink).
+// Each (communicator, rank)'s latest op start in one trace (CLOCK_MONOTONIC of the process), as the
+// op scanner keeps it (RankComm::last_begin): what the memory findings take idle stretches from.
+using LastOps = std::map<std::pair<uint64_t, int32_t>, int64_t>;
+
+// One trace's ops file, filled as the trace is read (TimedOps' sink), and its LastOps.
 class OpsFile {
  public:
   // `header`: the trace's, filled in as the reading starts.
-  OpsFile(TableWriter& out, std::string trace, const trace::FileHeader& header, int64_t offset)
-      : out_(out), trace_(std::move(trace)), header_(header), offset_(offset) {}
+  OpsFile(TableWriter& out, std::string trace, const trace::FileHeader& header, int64_t offset, LastOps& last_ops)
+      : out_(out), trace_(std::move(trace)), header_(header), offset_(offset), last_ops_(last_ops) {}
 
   std::optional<OpRow> on_op(const trace::OpRecord& o, const RecordView&, bool awaits_timing) {
+    note_last_op(o);
     OpRow row{o, api_name(static_cast<Api>(o.api))};
     if (awaits_timing) return row;
     write(row, "none", nullptr, 0);
@@ -209,6 +220,13 @@ class OpsFile {
     w.end_row();
     ++rows;
   }
+  void note_last_op(const trace::OpRecord& o) {
+    if (!last_op_ || last_key_ != std::pair{o.comm_id, o.rank}) [[unlikely]] {
+      last_key_ = {o.comm_id, o.rank};
+      last_op_ = &last_ops_[last_key_];  // a map's entries stay where they are
+    }
+    *last_op_ = o.host_begin_ns;
+  }
   // The communicator's id as the reports print it, made once per communicator.
   const std::string& comm_text(uint64_t id) {
     if (id == last_comm_ && !comm_texts_.empty()) return *last_text_;
@@ -226,12 +244,16 @@ class OpsFile {
   std::unordered_map<uint64_t, std::string> comm_texts_;
   uint64_t last_comm_ = 0;
   const std::string* last_text_ = nullptr;
+  LastOps& last_ops_;
+  std::pair<uint64_t, int32_t> last_key_;  // the latest op's (communicator, rank) ...
+  int64_t* last_op_ = nullptr;             // ... and its entry
 };
 
-// What one trace gave: its process (lifecycle), stalls and how many ops rows.
+// What one trace gave: its process (lifecycle), stalls, last ops and how many ops rows.
 struct TraceExport {
   ProcessTrace process;
   std::vector<trace::StallRecord> stalls;
+  LastOps last_ops;
   std::string staged;  // its ops file, before it is moved into its partition
   uint64_t op_rows = 0;
   bool usable = false;
@@ -254,7 +276,8 @@ class ExportSink : public JobSink {
     File(TraceExport& out, std::string staged) : out_(out), staged_(std::move(staged)) {}
     void start(const Start& s) override {
       ops_ = table_writer(staged_, kOpsSchema);
-      sink_.emplace(*ops_, valid_utf8(fs::path(s.process.path).filename().string()), s.process.header, s.clock.offset(s.file));
+      sink_.emplace(*ops_, valid_utf8(fs::path(s.process.path).filename().string()), s.process.header,
+                    s.clock.offset(s.file), out_.last_ops);
       timed_.emplace(*sink_);
     }
     void add(const RecordView& r) override {
@@ -306,6 +329,9 @@ std::string partition_file(const fs::path& out, const char* table, const std::st
   return (dir / (name + ".parquet")).string();
 }
 
+// The job's communicator ranks with a memory figure (nccl_memory_by_process), by instance.
+using CommMemories = std::unordered_map<const CommInstance*, const CommMemory*>;
+
 // The tables other than ops, for one trace.
 class TraceTables {
  public:
@@ -317,14 +343,15 @@ class TraceTables {
         environment_(table_writer(partition_file(out, "environment", job, host, name), kEnvironmentSchema)),
         notices_(table_writer(partition_file(out, "notices", job, host, name), kNoticesSchema)) {}
 
-  void add(const TraceExport& t, const std::string& trace, int64_t offset, Symbolizer* symbolizer) {
-    const ProcessTrace& p = t.process;
+  // `p`: the trace's process as the job holds it (`memory` knows its communicators by address).
+  void add(const ProcessTrace& p, const TraceExport& t, const CommMemories& memory, const std::string& trace,
+           int64_t offset, Symbolizer* symbolizer) {
     trace_ = trace;
     pid_ = p.pid();
     offset_ = offset;
     int32_t rank = world_rank(p);
     add_process(p, rank);
-    for (const CommInstance& c : p.comms) add_comm(p, c, rank, symbolizer);
+    for (const CommInstance& c : p.comms) add_comm(p, c, rank, t.last_ops, memory, symbolizer);
     for (const ResourceInstance& r : p.resources) add_resource(p, r, rank, symbolizer);
     for (const trace::StallRecord& s : t.stalls) add_stall(s);
     for (const auto& [key, value] : p.strings) {
@@ -380,7 +407,8 @@ class TraceTables {
     w.end_row();
   }
 
-  void add_comm(const ProcessTrace& p, const CommInstance& c, int32_t rank, Symbolizer* symbolizer) {
+  void add_comm(const ProcessTrace& p, const CommInstance& c, int32_t rank, const LastOps& last_ops,
+                const CommMemories& memory, Symbolizer* symbolizer) {
     TableWriter& w = start(*comms_);
     w[2].add_optional(rank >= 0, int64_t{rank});
     std::string id = hex_id(c.id), parent = c.parent_id ? hex_id(c.parent_id) : "";
@@ -402,8 +430,7 @@ class TraceTables {
     w[16].add_optional(released, std::string_view(released ? api_name(c.release_api) : ""));
     add_time(w[17], c.release_begin_ns, offset_);
     add_time(w[18], c.release_end_ns, offset_);
-    if (c.memory.known()) add_unsigned(w[19], c.memory.bytes);
-    else w[19].add_null();
+    add_unsigned(w[19], c.memory.bytes, c.memory.known());
     SiteText site = describe_site(symbolizer, p, c.stack, c.site, c.python_site);
     std::string site_text = valid_utf8(site.first);
     w[20].add_optional(!site_text.empty(), std::string_view(site_text));
@@ -414,7 +441,25 @@ class TraceTables {
     w[22].add_optional(!group.empty(), std::string_view(group));
     w[23].add(c.torch);
     w[24].add(c.nvshmem);
+    add_memory(w, c, last_ops, memory);
     w.end_row();
+  }
+  // The comms table's GPU memory columns (from 25): its figures, its last op, its idle stretch.
+  void add_memory(TableWriter& w, const CommInstance& c, const LastOps& last_ops, const CommMemories& memory) {
+    CommMemoryFigure held = c.held();
+    add_unsigned(w[25], held.bytes, held.known());
+    std::vector<HeldPoint> points = c.held_over_time();
+    uint64_t peak = 0;
+    for (const HeldPoint& point : points) peak = std::max(peak, point.held_bytes);
+    add_unsigned(w[26], peak, !points.empty());
+    w[27].add(static_cast<int64_t>(std::min<size_t>(c.set_up_calls(), INT32_MAX)));
+    w[28].add_optional(held.known(), std::string_view(held.known() ? held.from : ""));
+    w[29].add(held.shared_device);
+    w[30].add(c.suspended());
+    auto last = last_ops.find({c.id, c.rank});
+    add_time(w[31], last == last_ops.end() ? 0 : last->second, offset_);
+    auto m = memory.find(&c);
+    w[32].add_optional(m != memory.end(), m != memory.end() ? m->second->idle_s() * 1e3 : 0.0);
   }
 
   void add_resource(const ProcessTrace& p, const ResourceInstance& r, int32_t rank, Symbolizer* symbolizer) {
@@ -501,7 +546,20 @@ int run_export(const Options& options, const std::string& job_asked) {
     fs::remove_all(staging, ec);
     return explain_nothing_usable();
   }
-  for (size_t i : usable) job.processes.push_back(traces[i].process);
+  // Each communicator rank's memory and idle stretch, as `memory` finds them from the op model's
+  // last ops (of a RankComm, the fields they read; idle by what settings is the SQL's to decide).
+  std::vector<ProcessOps> ops(usable.size());
+  for (size_t k = 0; k < usable.size(); ++k) {
+    job.processes.push_back(std::move(traces[usable[k]].process));
+    for (const auto& [key, at] : traces[usable[k]].last_ops) {  // clock_offset 0: last_begin is monotonic
+      RankComm& rc = ops[k].comms.emplace_back();
+      rc.comm_id = key.first, rc.rank = key.second, rc.last_begin = at;
+    }
+  }
+  std::vector<ProcessMemory> memory = nccl_memory_by_process(job, ops);
+  CommMemories memory_of;
+  for (const ProcessMemory& m : memory)
+    for (const CommMemory& c : m.comms) memory_of[c.comm] = &c;
   std::string job_id = job_name(job_asked, job, files);
 
   // Per trace, in the order given: its ops moved into place, its rows of the other tables written.
@@ -509,15 +567,17 @@ int run_export(const Options& options, const std::string& job_asked) {
   Symbolizer* sym = options.symbolize ? &symbolizer : nullptr;
   std::vector<std::string> errors;
   uint64_t op_rows = 0, comm_rows = 0;
-  for (size_t i : usable) {
+  for (size_t k = 0; k < usable.size(); ++k) {
+    size_t i = usable[k];
     const TraceExport& t = traces[i];
-    std::string host = partition_value(t.process.host()), stem = file_name_of(stem_of(files[i]));
+    const ProcessTrace& p = job.processes[k];
+    std::string host = partition_value(p.host()), stem = file_name_of(stem_of(files[i]));
     if (t.staged.empty()) errors.push_back(fmt::format("the ops of {} were not written", files[i]));
     else if (fs::rename(t.staged, partition_file(out, "ops", job_id, host, stem), ec); ec)
       errors.push_back(fmt::format("cannot move the ops of {} into place: {}", files[i], ec.message()));
     op_rows += t.op_rows;
     TraceTables tables(out, job_id, host, stem);
-    tables.add(t, valid_utf8(fs::path(files[i]).filename().string()), clock.offset(i), sym);
+    tables.add(p, t, memory_of, valid_utf8(fs::path(files[i]).filename().string()), clock.offset(i), sym);
     comm_rows += tables.comm_rows();
     tables.close(errors);
   }

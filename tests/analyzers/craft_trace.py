@@ -20,8 +20,9 @@ GPU_TIMING, STALL = 12, 13
 RING_CHUNK, COMM_REF, THREAD_REF = 14, 16, 18
 MEMORY = 24
 MEMORY_FROM_NCCL, MEMORY_FROM_FREE_CHANGE = 1 << 4, 1 << 5  # ApiEvent and MemoryRecord flags
+MEMORY_SHARED_DEVICE = 1 << 8  # with MEMORY_FROM_FREE_CHANGE: other processes used the GPU
 # Api
-COMM_INIT_RANK, COMM_DESTROY, ALL_REDUCE, GROUP_END = 1, 8, 40, 52
+COMM_INIT_RANK, COMM_DESTROY, COMM_SUSPEND, ALL_REDUCE, GROUP_END = 1, 8, 12, 40, 52
 # The ring (format 4): RingChunkRecord's header, RingSlot, RingKind::kOp
 RING_CHUNK_HEADER_BYTES, RING_SLOT_BYTES, RING_KIND_OP = 64, 64, 1
 LARGEST_REF_INDEX = (1 << 24) - 1  # the largest CommRef index and launch prefix the reader once accepted
@@ -62,9 +63,10 @@ def module(path, base):
 
 
 def api_event(rtype, call_id, api, time_ns, comm=0, comm_id=0, rank=0, nranks=1, frames=(), name=b"", site=b"",
-              result=0):
-    body = struct.pack("<QqIHhQQQQQiiiiiIHHIHHI", call_id, time_ns, 4242, api, result, comm, comm_id, 0, 0, 0, rank,
-                       nranks, 0, 0, 0, 0, len(frames), len(name), 0, len(site), 0, 0)
+              result=0, gpu_bytes=0, flags=0):
+    """`gpu_bytes` with MEMORY_* `flags`: a creation's or release's end measured the GPU memory."""
+    body = struct.pack("<QqIHhQQQQQiiiiiIHHIHHI", call_id, time_ns, 4242, api, result, comm, comm_id, 0, 0, gpu_bytes,
+                       rank, nranks, 0, 0, 0, flags, len(frames), len(name), 0, len(site), 0, 0)
     tail = b"".join(struct.pack("<Q", f) for f in frames) + name + site
     return record(rtype, body + tail)
 
@@ -146,17 +148,19 @@ def exit_records(time_ns=9_000_000_000):
     return record(EXIT_BEGIN, body) + record(PROCESS_END, body)
 
 
-def process(host=b"node0"):
-    return strings(PROCESS, [b"host=" + host, b"pid=4242"]) + strings(LIBRARY, [b"path=/usr/lib/libnccl.so.2",
-                                                                                 b"version=22809"])
+def process(host=b"node0", pid=4242):
+    return strings(PROCESS, [b"host=" + host, b"pid=%d" % pid]) + strings(LIBRARY, [b"path=/usr/lib/libnccl.so.2",
+                                                                                     b"version=22809"])
 
 
-def comm_created(call_id, comm, comm_id, rank=0, nranks=2, name=b"", frames=(), site=b"", time_ns=5_100_000_000):
-    """A ncclCommInitRank that returned: begin and end records."""
+def comm_created(call_id, comm, comm_id, rank=0, nranks=2, name=b"", frames=(), site=b"", time_ns=5_100_000_000,
+                 gpu_bytes=0, memory_flags=0):
+    """A ncclCommInitRank that returned (300 us after `time_ns`): begin and end records; the end
+    measured `gpu_bytes` of GPU memory where `memory_flags` (MEMORY_*) say how."""
     return (api_event(CALL_BEGIN, call_id, COMM_INIT_RANK, time_ns, comm_id=comm_id, rank=rank, nranks=nranks,
                       frames=frames, name=name, site=site) +
             api_event(CALL_END, call_id, COMM_INIT_RANK, time_ns + 300_000, comm=comm, comm_id=comm_id, rank=rank,
-                      nranks=nranks))
+                      nranks=nranks, gpu_bytes=gpu_bytes, flags=memory_flags))
 
 
 # The traces the tests and the fuzz corpus share ---------------------------------------------------
@@ -289,6 +293,53 @@ def control_characters(rank=0, nranks=2, escapes=ESCAPES):
     if rank == 0:
         out += op(comm_id, 2, rank=rank, nranks=nranks, launch_id=2)  # a seq rank 1 never issued
     return out + exit_records()
+
+
+# memory_and_idle_comms: per communicator, (name, comm_id, MiB when made (None: not measured), how
+# measured, the seconds of its ops, a suspend's second (it gives back all but 16 MiB), the second its
+# destroy was entered (None: never destroyed)). Made at 5.1 s + 0.1 s per row (each returns 300 us
+# later), rank r's figures r MiB more; the trace ends at 160 s.
+MEMORY_JOB_END_S = 160
+MEMORY_JOB_COMMS = (
+    ("busy", 0xB0, 512, MEMORY_FROM_NCCL, (6, 150), None, None),          # 10 s since its last op
+    ("idle_destroyed", 0x1D, 300, MEMORY_FROM_FREE_CHANGE, (10,), None, 100),  # 90 s (rank 1: 85 s)
+    ("unused", 0x0E, 1024, MEMORY_FROM_NCCL, (), None, None),               # from its creation on
+    ("small", 0x5A, 64, MEMORY_FROM_NCCL, (), None, None),                  # idle, but holding little
+    ("suspended", 0x5E, 400, MEMORY_FROM_NCCL, (7,), 8, None),              # 16 MiB after its suspend
+    ("unmeasured", 0x0F, None, 0, (12,), None, None),
+)
+
+
+def memory_and_idle_comms(rank):
+    """Rank `rank` (pid 4242 + rank) of a 2-rank job in gpu timing mode whose communicators
+    (MEMORY_JOB_COMMS) hold GPU memory, some of them idle. `busy` takes 8 MiB more at its first
+    all-reduce (NCCL's count); on rank 1, `idle_destroyed`'s figure is the free memory of a GPU other
+    processes used (ambiguous), and its destroy comes 5 s sooner. Records in time order."""
+    mib, s = 1 << 20, 1_000_000_000
+    records = []  # (time, bytes)
+    launch = 0
+    for i, (name, tag, made, how, ops, suspend, destroy) in enumerate(MEMORY_JOB_COMMS):
+        comm, comm_id = 0xC000 + i, 0xC0_0000_0000_0000 | tag
+        flags = how | (MEMORY_SHARED_DEVICE if name == "idle_destroyed" and rank == 1 else 0)
+        made_at = 5_100_000_000 + i * s // 10
+        records.append((made_at, comm_created(2 * i + 1, comm, comm_id, rank=rank, name=name.encode(), time_ns=made_at,
+                                              gpu_bytes=(made + rank) * mib if made else 0,
+                                              memory_flags=flags if made else 0)))
+        for k, at in enumerate(ops):
+            launch += 1
+            records.append((at * s, op(comm_id, 1 + k, rank=rank, time_ns=at * s, launch_id=launch)))
+            if name == "busy" and k == 0:
+                records.append((at * s + 10_000, memory_reading(comm, comm_id, at * s + 10_000,
+                                                                held=(made + rank + 8) * mib, rank=rank)))
+        if suspend:
+            records.append((suspend * s, memory_reading(comm, comm_id, suspend * s, taken=-(made - 16) * mib,
+                                                        api=COMM_SUSPEND, rank=rank)))
+        if destroy:
+            at = (destroy - 5 * rank) * s
+            records.append((at, comm_destroyed(2 * i + 2, comm, comm_id, rank=rank, time_ns=at)))
+    records.sort(key=lambda r: r[0])
+    out = file_header(version=8, pid=4242 + rank) + process(pid=4242 + rank)
+    return out + b"".join(r for _, r in records) + exit_records(MEMORY_JOB_END_S * s)
 
 
 def huge_counts(counts=(1 << 62, (1 << 64) - 1, (1 << 61) - 1, 1024)):

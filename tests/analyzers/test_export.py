@@ -32,6 +32,13 @@ def rows(out, text):
     return ncclwatch.sql(out, text).to_dict("records")
 
 
+def null(v):
+    """A null cell as a DataFrame gives it: None, <NA> (integers) or NaN."""
+    import pandas as pd
+
+    return v is None or bool(pd.isna(v))
+
+
 def close(a, b, rel):
     return abs(a - b) <= rel * max(abs(a), abs(b))
 
@@ -53,6 +60,98 @@ def test_real_traces_agree_with_leaks():
         # The question as the queries folder asks it: the same communicators.
         leaked = rows(out, ncclwatch.query("leaked_comms"))
         check({r["comm_id"] for r in leaked} == {l[0] for l in want}, (folder, leaked))
+
+
+def memory_rows(folder):
+    """`memory --json`'s communicators (its default thresholds), by (pid, comm id, comm rank)."""
+    memory = json.loads(report("memory", "--json", folder).stdout)
+    return {(c["pid"], c["comm"], c["rank"]): c for c in memory["communicators"]}
+
+
+def check_memory_agrees(folder, out):
+    """The comms table's memory columns are `memory`'s on the same traces, and idle_comms names the
+    communicators it finds idle, with their ranks, bytes and longest idle stretch."""
+    want = memory_rows(folder)
+    comms = rows(out, "SELECT * FROM comms")
+    for r in comms:
+        m = want.get((r["pid"], r["comm_id"], r["rank"]))
+        if m is None:
+            check(null(r["held_bytes"]) and null(r["idle_ms"]) and null(r["memory_from"]), (folder, r))
+            continue
+        check((r["held_bytes"], r["memory_from"], r["memory_ambiguous"], r["set_up_calls"]) ==
+              (m["held_bytes"], m["from"], m["shared_gpu"], m["set_up_calls"]), (folder, r, m))
+        check(r["suspended"] == (m["suspended"] == "yes") and close(r["idle_ms"], m["idle_s"] * 1e3, 1e-9),
+              (folder, r, m))
+        check(r["peak_held_bytes"] == max(p["held_bytes"] for p in m["readings"]), (folder, r, m))
+    check(sum(1 for r in comms if not null(r["held_bytes"])) == len(want), (folder, len(want)))
+    idle = {}
+    for m in want.values():
+        if m["idle"]:
+            idle.setdefault(m["comm"], []).append(m)
+    got = {r["comm_id"]: r for r in rows(out, ncclwatch.query("idle_comms"))}
+    check(sorted(got) == sorted(idle), (folder, got, idle))
+    for comm, ranks in idle.items():
+        r = got[comm]
+        check(r["ranks_idle"] == len(ranks) and r["held_bytes"] == sum(m["held_bytes"] for m in ranks),
+              (folder, r, ranks))
+        check(close(r["max_idle_ms"], max(m["idle_s"] for m in ranks) * 1e3, 1e-9), (folder, r, ranks))
+    return got
+
+
+def test_real_traces_agree_with_memory():
+    idle = 0
+    for folder in real_folders():
+        idle += len(check_memory_agrees(folder, export(folder)))
+    check(idle >= 1, "no real trace has an idle communicator")  # skip_timed's default_pg: 84 s on 920 MiB
+
+
+def test_memory_columns_and_idle_comms():
+    # A crafted 2-rank job (craft_trace.MEMORY_JOB_COMMS): what each communicator rank held, when it
+    # last ran an op, and for how long since, as the job's records make them; idle_comms names the
+    # two idle on 256 MiB or more for 60 s or more, largest first, and not `busy` (520 MiB, 10 s
+    # since its last op), `suspended` (400 MiB at its peak, 16 MiB since its suspend) or `small`.
+    import craft_trace
+
+    mib, s = 1 << 20, 1_000_000_000
+    d = tempdir()
+    for rank in (0, 1):
+        with open(os.path.join(d, f"node0-{4242 + rank}-1.nwt"), "wb") as f:
+            f.write(craft_trace.memory_and_idle_comms(rank))
+    out = export(d)
+    got = {(r["name"], r["rank"]): r for r in rows(out, "SELECT c.*, p.clock_offset_ns FROM comms c JOIN processes p "
+                                                        "USING (trace)")}
+    check(len(got) == 12, sorted(got))
+
+    made = {name: 5_100_000_000 + i * s // 10 + 300_000 for i, (name, *_) in enumerate(craft_trace.MEMORY_JOB_COMMS)}
+    end = craft_trace.MEMORY_JOB_END_S * s
+    # name: held MiB, peak MiB, set-up calls, from, suspended, last op (s), idle stretch (ns) on rank 0
+    want = {"busy": (520, 520, 1, "ncclCommMemStats", False, 150, 10 * s),
+            "idle_destroyed": (300, 300, 0, "free_memory_change", False, 10, 90 * s),
+            "unused": (1024, 1024, 0, "ncclCommMemStats", False, None, end - made["unused"]),
+            "small": (64, 64, 0, "ncclCommMemStats", False, None, end - made["small"]),
+            "suspended": (16, 400, 0, "free_memory_change", True, 7, 153 * s),
+            "unmeasured": (None, None, 0, None, False, 12, None)}
+    for (name, rank), r in got.items():
+        held, peak, set_ups, source, suspended, last_op, idle_ns = want[name]
+        if name == "idle_destroyed" and rank == 1:
+            idle_ns -= 5 * s  # destroyed 5 s sooner
+        mine = tuple(None if null(r[k]) else r[k] for k in ("held_bytes", "peak_held_bytes", "set_up_calls",
+                                                             "memory_from", "suspended"))
+        in_bytes = [None if v is None else (v + rank) * mib for v in (held, peak)]  # rank r's: r MiB more
+        check(mine == (*in_bytes, set_ups, source, suspended), (name, rank, mine, r))
+        check(r["memory_ambiguous"] == (name == "idle_destroyed" and rank == 1), (name, rank, r))
+        if last_op is None:
+            check(null(r["last_op_ns"]), (name, rank, r))
+        else:  # on the export's clock: the process's monotonic clock shifted by its offset
+            check(r["last_op_ns"] - r["clock_offset_ns"] == last_op * s, (name, rank, r))
+        check(null(r["idle_ms"]) if idle_ns is None else close(r["idle_ms"], idle_ns / 1e6, 1e-12), (name, rank, r))
+    idle = rows(out, ncclwatch.query("idle_comms"))
+    check([(r["name"], r["ranks_idle"], r["held_bytes"], r["ranks_until_end"]) for r in idle] ==
+          [("unused", 2, 2049 * mib, 2), ("idle_destroyed", 2, 601 * mib, 0)], idle)
+    check(close(idle[0]["max_idle_ms"], (end - made["unused"]) / 1e6, 1e-12) and idle[1]["max_idle_ms"] == 90000, idle)
+    # What `memory` says of the same traces, and the question listed with its description.
+    check_memory_agrees(d, out)
+    check(ncclwatch.queries()["idle_comms"].startswith("Communicators idle on GPU memory"), ncclwatch.queries())
 
 
 def test_real_traces_agree_with_latency():
@@ -270,10 +369,13 @@ def test_nodes_export_their_own_traces_into_one_folder():
     check(listing(shared) == listing(whole), (listing(shared), listing(whole)))
     text = "SELECT job, host, trace, comm_id, rank, seq, op, bytes, timing FROM ops ORDER BY ALL"
     check(rows(shared, text) == rows(whole, text), "the nodes' exports hold other ops than the job's")
-    check(rows(shared, "SELECT * EXCLUDE (init_begin_ns, created_ns, finalized_ns, release_begin_ns, release_end_ns) "
-                       "FROM comms ORDER BY ALL") ==
-          rows(whole, "SELECT * EXCLUDE (init_begin_ns, created_ns, finalized_ns, release_begin_ns, release_end_ns) "
-                      "FROM comms ORDER BY ALL"), "comms differ")
+    times = "init_begin_ns, created_ns, finalized_ns, release_begin_ns, release_end_ns, last_op_ns"
+
+    def comms(out):  # nulls as None: NaN (a null DOUBLE) equals nothing
+        return [{k: None if null(v) else v for k, v in r.items()}
+                for r in rows(out, f"SELECT * EXCLUDE ({times}) FROM comms ORDER BY ALL")]
+
+    check(comms(shared) == comms(whole), "comms differ")
 
 
 def test_bad_inputs_named():
