@@ -78,7 +78,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.output = path + ".out.json.gz";
   run_timeline(options);
   options.output = path + ".html";
-  run_html(options);
+  run_html(options, every_one_idle);
   options.output = "";
   run_metrics(options);
   options.output = path + ".export";  // its files are named by the input: replaced each time
