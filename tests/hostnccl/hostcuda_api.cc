@@ -81,17 +81,26 @@ std::atomic<uint64_t> g_capture_ids{0};
 
 // Every context handed out (primary or created), never freed (used during exit too): the calls
 // that take a context check theirs is one of them.
-std::mutex g_contexts_mu;
-std::vector<CUctx_st*>* g_contexts = new std::vector<CUctx_st*>;
+// Function-local, so a constructor in another file that asks for a context finds it built.
+struct ContextRegistry {
+  std::mutex mu;
+  std::vector<CUctx_st*> contexts;
+};
+ContextRegistry& context_registry() {
+  static auto* registry = new ContextRegistry;
+  return *registry;
+}
 
 CUctx_st* new_context(int device) {
-  std::lock_guard<std::mutex> g(g_contexts_mu);
-  return g_contexts->emplace_back(new CUctx_st{device});
+  auto& r = context_registry();
+  std::lock_guard<std::mutex> g(r.mu);
+  return r.contexts.emplace_back(new CUctx_st{device});
 }
 
 bool known_context(CUcontext ctx) {
-  std::lock_guard<std::mutex> g(g_contexts_mu);
-  return std::find(g_contexts->begin(), g_contexts->end(), ctx) != g_contexts->end();
+  auto& r = context_registry();
+  std::lock_guard<std::mutex> g(r.mu);
+  return std::find(r.contexts.begin(), r.contexts.end(), ctx) != r.contexts.end();
 }
 
 // One primary context per device.
