@@ -39,9 +39,9 @@
 #include <ncclwatch/trace_format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <optional>
 #include <span>
 #include <unordered_map>
@@ -165,6 +165,69 @@ class Order {
   Lines comms_, streams_;
 };
 
+// Launch ids to their arrival (timed_ops' ring): open addressing with linear probing, an erase
+// shifting back what follows (no tombstones). The std::unordered_map it replaced, with its node
+// per launch, cost a third of the op model's instructions.
+class LaunchIndex {
+ public:
+  static constexpr uint64_t kNone = ~uint64_t{0};
+
+  uint64_t find(uint64_t id) const {
+    if (slots_.empty()) return kNone;
+    for (size_t i = home(id);; i = (i + 1) & mask_) {
+      if (slots_[i].arrival == kNone || slots_[i].id == id) return slots_[i].arrival;
+    }
+  }
+  void insert(uint64_t id, uint64_t arrival) {  // `id` not held
+    if ((used_ + 1) * 2 > slots_.size()) rehash(std::max<size_t>(16, slots_.size() * 2));
+    put(id, arrival);
+    ++used_;
+  }
+  void set(uint64_t id, uint64_t arrival) {  // `id` held
+    for (size_t i = home(id);; i = (i + 1) & mask_)
+      if (slots_[i].id == id && slots_[i].arrival != kNone) {
+        slots_[i].arrival = arrival;
+        return;
+      }
+  }
+  void erase(uint64_t id) {  // `id` held
+    size_t i = home(id);
+    while (slots_[i].id != id || slots_[i].arrival == kNone) i = (i + 1) & mask_;
+    for (size_t j = (i + 1) & mask_; slots_[j].arrival != kNone; j = (j + 1) & mask_) {
+      size_t k = home(slots_[j].id);
+      bool stays = i < j ? (i < k && k <= j) : (i < k || k <= j);  // its home lies in (i, j]
+      if (stays) continue;
+      slots_[i] = slots_[j];
+      i = j;
+    }
+    slots_[i].arrival = kNone;
+    --used_;
+  }
+
+ private:
+  struct Slot {
+    uint64_t id = 0;
+    uint64_t arrival = kNone;
+  };
+  size_t home(uint64_t id) const { return static_cast<size_t>((id * 0x9E3779B97F4A7C15ull) >> shift_); }
+  void put(uint64_t id, uint64_t arrival) {
+    size_t i = home(id);
+    while (slots_[i].arrival != kNone) i = (i + 1) & mask_;
+    slots_[i] = {id, arrival};
+  }
+  void rehash(size_t size) {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(size, Slot{});
+    mask_ = size - 1;
+    shift_ = 64 - std::countr_zero(size);
+    for (const Slot& s : old)
+      if (s.arrival != kNone) put(s.id, s.arrival);
+  }
+  std::vector<Slot> slots_;  // a power of two, at most half used
+  size_t used_ = 0, mask_ = 0;
+  int shift_ = 64;
+};
+
 template <class Tag, class Sink> class TimedOps {
  public:
   explicit TimedOps(Sink& sink, size_t capacity = kMaxWaitingLaunches) : sink_(sink), capacity_(capacity) {}
@@ -180,29 +243,29 @@ template <class Tag, class Sink> class TimedOps {
 
   // The end of the file: every launch still waiting, oldest first.
   void finish() {
-    while (auto oldest = take_oldest()) no_timing(*oldest, NoTiming::kFileEnded);
+    while (live_ > 0) give_up(head_, NoTiming::kFileEnded);
   }
 
   uint64_t timing_records() const { return timing_records_; }
   uint64_t orphan_timings() const { return orphan_timings_; }  // of launches never seen (or given up)
 
  private:
-  struct Waiting {
-    uint64_t stream = 0;
-    Tag tag;
-  };
+  static constexpr uint64_t kNone = LaunchIndex::kNone;
+  // A launch waiting for its timing. Its slot in the ring is reused once it is done, ops' memory
+  // and all (no allocation per op).
   struct Launch {
-    uint64_t arrival = 0;
+    uint64_t id = 0;
+    bool live = false;
     bool promised = false;
-    uint32_t ops_added = 0;
+    uint32_t ops_added = 0;  // on every stream, those timed already included
     uint16_t api = 0;
     int32_t nranks = 0;
     int64_t host_begin = 0;
     uint64_t first_stream = 0;
     Order::Place place;  // where it came in its communicator's and its stream's order
-    std::vector<Waiting> ops;
+    std::vector<Tag> tags;          // its ops'
+    std::vector<uint64_t> streams;  // their streams, parallel to tags
   };
-  using Map = std::unordered_map<uint64_t, Launch>;
 
   void on_op(const trace::OpRecord& record, const RecordView& r) {
     auto api = static_cast<trace::Api>(record.api);
@@ -218,48 +281,40 @@ template <class Tag, class Sink> class TimedOps {
   }
 
   void wait(const trace::OpRecord& o, Tag&& tag, const Order::Place& place) {
-    auto it = waiting_.find(o.launch_id);
-    bool fresh = it == waiting_.end();
-    Launch& l = fresh ? make(o.launch_id) : it->second;
-    if (fresh) {
-      l.arrival = next_arrival_++;
-      l.promised = false;
-      l.ops_added = 0;
-      l.api = o.api;
-      l.nranks = o.nranks;
-      l.host_begin = o.host_begin_ns;
-      l.first_stream = o.stream;
-      l.place = place;
-      arrivals_.push_back({l.arrival, o.launch_id});
+    uint64_t arrival = find(o.launch_id);
+    if (arrival == kNone) {
+      arrival = append(o.launch_id);
+      Launch& fresh = slot(arrival);
+      fresh.api = o.api;
+      fresh.nranks = o.nranks;
+      fresh.host_begin = o.host_begin_ns;
+      fresh.first_stream = o.stream;
+      fresh.place = place;
     }
+    Launch& l = slot(arrival);
     l.promised |= (o.flags & trace::kOpTimed) != 0;
     ++l.ops_added;
-    l.ops.push_back({o.stream, std::move(tag)});
-    if (waiting_.size() > capacity_)
-      if (auto oldest = take_oldest()) no_timing(*oldest, NoTiming::kGivenUp);
-    compact_arrivals();
+    l.tags.push_back(std::move(tag));
+    l.streams.push_back(o.stream);
+    if (live_ > capacity_) give_up(head_, NoTiming::kGivenUp);
   }
 
   // A group's end: a timing of its launch follows (kOpTimed), or its ops get none.
   void end_group(const trace::OpRecord& o) {
-    auto it = waiting_.find(o.launch_id);
-    if (it == waiting_.end()) return;
-    if (o.flags & trace::kOpTimed) {
-      it->second.promised = true;
-      return;
-    }
-    Launch l = release(it);
-    no_timing(l, NoTiming::kUntimedGroup);
+    uint64_t arrival = find(o.launch_id);
+    if (arrival == kNone) return;
+    if (o.flags & trace::kOpTimed) slot(arrival).promised = true;
+    else give_up(arrival, NoTiming::kUntimedGroup);
   }
 
   void on_timing(const trace::GpuTimingRecord& g) {
     ++timing_records_;
-    auto it = waiting_.find(g.launch_id);
-    if (it == waiting_.end()) {
+    uint64_t arrival = find(g.launch_id);
+    if (arrival == kNone) {
       ++orphan_timings_;
       return;
     }
-    Launch& l = it->second;
+    Launch& l = slot(arrival);
     LaunchTiming t;
     t.gpu_begin = g.flags & trace::kTimingHasBegin;
     t.alike = g.flags & trace::kTimingAlike;
@@ -270,77 +325,99 @@ template <class Tag, class Sink> class TimedOps {
     t.launch_nranks = l.nranks;
     // The launch's place in the order is its first op's, on that op's stream.
     if (g.stream == l.first_stream) order_.on_timing(l.place, t);
-    tags_.clear();
-    for (const Waiting& w : l.ops)
-      if (w.stream == g.stream) tags_.push_back(w.tag);
-    t.stream_named = !tags_.empty();
-    if (tags_.empty() || tags_.size() == l.ops.size()) {
-      if (tags_.empty())
-        for (const Waiting& w : l.ops) tags_.push_back(w.tag);
-      recycle(it);  // before the sink runs: it may not look at this launch again
-      sink_.on_timed(std::span<const Tag>(tags_), t);
+    auto on_stream = static_cast<size_t>(std::count(l.streams.begin(), l.streams.end(), g.stream));
+    t.stream_named = on_stream > 0;
+    if (on_stream == 0 || on_stream == l.tags.size()) {
+      release(arrival);  // before the sink runs: it may not look at this launch again (its ops stay till the slot is reused)
+      sink_.on_timed(std::span<const Tag>(l.tags), t);
       return;
     }
-    std::erase_if(l.ops, [&](const Waiting& w) { return w.stream == g.stream; });
+    tags_.clear();
+    size_t kept = 0;
+    for (size_t i = 0; i < l.tags.size(); ++i) {
+      if (l.streams[i] == g.stream) {
+        tags_.push_back(std::move(l.tags[i]));
+        continue;
+      }
+      l.tags[kept] = std::move(l.tags[i]);
+      l.streams[kept++] = l.streams[i];
+    }
+    l.tags.resize(kept);
+    l.streams.resize(kept);
     sink_.on_timed(std::span<const Tag>(tags_), t);
   }
 
-  void no_timing(const Launch& l, NoTiming why) {
-    std::vector<Tag> tags;
-    tags.reserve(l.ops.size());
-    for (const Waiting& w : l.ops) tags.push_back(w.tag);
-    sink_.on_no_timing(std::span<const Tag>(tags), l.promised, why);
+  // The launch at `arrival` gets no timing: its ops are handed on so, and it is done.
+  void give_up(uint64_t arrival, NoTiming why) {
+    Launch& l = slot(arrival);
+    release(arrival);
+    sink_.on_no_timing(std::span<const Tag>(l.tags), l.promised, why);
   }
 
-  // A launch table entry, from a node of one done before when there is one: most launches wait a
-  // moment for their timing, and a node reused keeps its ops' memory (no allocation per op).
-  Launch& make(uint64_t id) {
-    if (spare_.empty()) return waiting_.try_emplace(id).first->second;
-    typename Map::node_type node = std::move(spare_.back());
-    spare_.pop_back();
-    node.key() = id;
-    return waiting_.insert(std::move(node)).position->second;
-  }
-  void recycle(typename Map::iterator it) {
-    typename Map::node_type node = waiting_.extract(it);
-    node.mapped().ops.clear();
-    if (spare_.size() < kSpareNodes) spare_.push_back(std::move(node));
-  }
-  static constexpr size_t kSpareNodes = 64;
+  // The ring: the launches in arrival order, slot(a) holding arrival a for a in [head_, tail_).
+  // head_ is live (or tail_): done launches before the oldest live one are passed over at once.
+  Launch& slot(uint64_t arrival) { return ring_[arrival & (ring_.size() - 1)]; }
 
-  Launch release(typename Map::iterator it) {
-    Launch l = std::move(it->second);
-    waiting_.erase(it);
-    return l;
+  // The usual cases first: a group's next op (the newest launch), a timing of the oldest.
+  uint64_t find(uint64_t id) {
+    if (live_ == 0) return kNone;
+    if (Launch& newest = slot(tail_ - 1); newest.live && newest.id == id) return tail_ - 1;
+    if (slot(head_).id == id) return head_;
+    return index_.find(id);
   }
 
-  // The arrival queue keeps entries of launches already done (cheaper than finding them): they
-  // are skipped here, and swept out when they outnumber the live ones.
-  std::optional<Launch> take_oldest() {
-    while (!arrivals_.empty()) {
-      auto [arrival, id] = arrivals_.front();
-      arrivals_.pop_front();
-      auto it = waiting_.find(id);
-      if (it != waiting_.end() && it->second.arrival == arrival) return release(it);
+  uint64_t append(uint64_t id) {
+    if (tail_ - head_ == ring_.size()) make_room();
+    uint64_t arrival = tail_++;
+    Launch& l = slot(arrival);
+    l.id = id;
+    l.live = true;
+    l.promised = false;
+    l.ops_added = 0;
+    l.tags.clear();
+    l.streams.clear();
+    index_.insert(id, arrival);
+    ++live_;
+    return arrival;
+  }
+
+  void release(uint64_t arrival) {
+    Launch& l = slot(arrival);
+    l.live = false;
+    index_.erase(l.id);
+    --live_;
+    while (head_ < tail_ && !slot(head_).live) ++head_;
+  }
+
+  // The ring is full: at most half of it live (timings came out of order, the oldest still waits),
+  // the live ones close up; else it doubles.
+  void make_room() {
+    if (!ring_.empty() && live_ * 2 <= ring_.size()) {
+      uint64_t to = head_;
+      for (uint64_t from = head_; from < tail_; ++from) {
+        if (!slot(from).live) continue;
+        if (to != from) {
+          std::swap(slot(to), slot(from));
+          index_.set(slot(to).id, to);
+        }
+        ++to;
+      }
+      tail_ = to;
+      return;
     }
-    return std::nullopt;
-  }
-  void compact_arrivals() {
-    if (arrivals_.size() <= 2 * waiting_.size() + 1024) return;
-    std::erase_if(arrivals_, [&](const std::pair<uint64_t, uint64_t>& a) {
-      auto it = waiting_.find(a.second);
-      return it == waiting_.end() || it->second.arrival != a.first;
-    });
+    std::vector<Launch> bigger(std::max<size_t>(16, ring_.size() * 2));
+    for (uint64_t a = head_; a < tail_; ++a) std::swap(bigger[a & (bigger.size() - 1)], slot(a));
+    ring_ = std::move(bigger);
   }
 
   Sink& sink_;
   size_t capacity_;
   Order order_;
-  Map waiting_;
-  std::deque<std::pair<uint64_t, uint64_t>> arrivals_;  // (arrival, launch id), oldest first
-  uint64_t next_arrival_ = 0;
-  std::vector<typename Map::node_type> spare_;  // see make
-  std::vector<Tag> tags_;  // the ops a timing takes, reused
+  std::vector<Launch> ring_;  // a power of two
+  uint64_t head_ = 0, tail_ = 0;
+  size_t live_ = 0;
+  LaunchIndex index_;
+  std::vector<Tag> tags_;  // the ops of one stream of a launch over several, reused
   uint64_t timing_records_ = 0, orphan_timings_ = 0;
 };
 
