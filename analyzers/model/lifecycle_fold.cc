@@ -579,7 +579,7 @@ struct LifecycleFold::Impl {
 
 LifecycleFold::LifecycleFold(ProcessTrace& out) : impl_(std::make_unique<Impl>(out)) {}
 LifecycleFold::~LifecycleFold() = default;
-void LifecycleFold::add(const RecordView& record) { impl_->add(record); }
+void LifecycleFold::add_lifecycle_record(const RecordView& record) { impl_->add(record); }
 void LifecycleFold::finish(std::vector<TraceProblem>& problems) {
   impl_->calls.finish();
   impl_->process.implausible.report(impl_->process.path, problems);
