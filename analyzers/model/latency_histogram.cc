@@ -6,14 +6,6 @@
 
 namespace ncclwatch::model {
 
-size_t LatencyHistogram::bucket_of(uint64_t ns) {
-  if (ns < kLinear) return static_cast<size_t>(ns);
-  int exp = std::bit_width(ns) - 1;  // >= 7
-  if (exp > kMaxExp) return kBuckets - 1;
-  uint64_t sub = (ns >> (exp - kSubBits)) & ((1u << kSubBits) - 1);
-  return kLinear + static_cast<size_t>(exp - 7) * (1u << kSubBits) + static_cast<size_t>(sub);
-}
-
 uint64_t LatencyHistogram::bucket_low(size_t bucket) {
   if (bucket < kLinear) return bucket;
   size_t exp = (bucket - kLinear) / (1u << kSubBits) + 7;
@@ -50,15 +42,6 @@ void LatencyHistogram::add_to_bucket(size_t bucket, uint32_t n) {
   }
   make_dense();
   dense_[bucket] += n;
-}
-
-void LatencyHistogram::add(int64_t ns) {
-  if (ns < 0) ns = 0;
-  add_to_bucket(bucket_of(static_cast<uint64_t>(ns)), 1);
-  ++count_;
-  sum_ += static_cast<double>(ns);
-  max_ = std::max(max_, ns);
-  min_ = std::min(min_, ns);
 }
 
 void LatencyHistogram::merge(const LatencyHistogram& other) {

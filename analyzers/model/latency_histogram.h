@@ -1,5 +1,7 @@
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -19,7 +21,15 @@ class LatencyHistogram {
   static constexpr int kMaxExp = 47;
   static constexpr size_t kBuckets = kLinear + (kMaxExp - 6) * (1 << kSubBits);
 
-  void add(int64_t ns);
+  // Inline: once per op a report reads.
+  void add(int64_t ns) {
+    if (ns < 0) ns = 0;
+    add_to_bucket(bucket_of(static_cast<uint64_t>(ns)), 1);
+    ++count_;
+    sum_ += static_cast<double>(ns);
+    max_ = std::max(max_, ns);
+    min_ = std::min(min_, ns);
+  }
   void merge(const LatencyHistogram& other);
   uint64_t count() const { return count_; }
   int64_t max() const { return max_; }
@@ -37,7 +47,13 @@ class LatencyHistogram {
       if (dense_[b]) f(b, uint64_t{dense_[b]});
   }
 
-  static size_t bucket_of(uint64_t ns);
+  static size_t bucket_of(uint64_t ns) {
+    if (ns < kLinear) return static_cast<size_t>(ns);
+    int exp = std::bit_width(ns) - 1;  // >= 7
+    if (exp > kMaxExp) return kBuckets - 1;
+    uint64_t sub = (ns >> (exp - kSubBits)) & ((1u << kSubBits) - 1);
+    return kLinear + static_cast<size_t>(exp - 7) * (1u << kSubBits) + static_cast<size_t>(sub);
+  }
   static uint64_t bucket_low(size_t bucket);
   static uint64_t bucket_width(size_t bucket);
 
