@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <string>
@@ -208,4 +209,32 @@ TEST_CASE("a launch that began as its stream's previous launch ended was held by
   CHECK(f.of(2).begin_ns == 3'005'000);  // another communicator: not held in its order
   CHECK_FALSE(f.of(3).began_at_previous_end);
   CHECK_FALSE(f.of(1).began_at_previous_end);
+}
+
+TEST_CASE("launches waiting long, in any order: the oldest waits while thousands pass, timings come back to front") {
+  Feeder f;
+  f.op(1, 1, trace::kOpTimed);  // its timing comes last: the ring's oldest all along
+  for (uint64_t l = 2; l <= 3000; ++l) {  // each timed at once: the ring closes up behind the oldest
+    f.op(l, l, trace::kOpTimed);
+    f.timing(l, 1);
+  }
+  for (uint64_t l = 3001; l <= 3500; ++l) f.op(l, l, trace::kOpTimed);  // 500 waiting together: the ring grows
+  for (uint64_t l = 3500; l > 3000; --l) f.timing(l, 1);                 // their timings newest first
+  f.timing(1, 1);
+  f.timing(1, 1);  // a second timing of a launch done: an orphan
+  f.ops.finish();
+  std::map<uint64_t, int> timed;  // op -> timings it got
+  size_t lines = 0;
+  for (const std::string& e : f.events()) {
+    if (e.rfind("timed ", 0) != 0) continue;
+    ++lines;
+    CHECK(e.ends_with(" gpu 50ns of 1"));
+    ++timed[std::stoull(e.substr(6))];
+  }
+  CHECK(lines == 3500);
+  CHECK(timed.size() == 3500);
+  CHECK(std::all_of(timed.begin(), timed.end(), [](const auto& t) { return t.second == 1; }));
+  CHECK(f.events().back() == "timed 1 gpu 50ns of 1");  // nothing left for the file's end
+  CHECK(f.ops.orphan_timings() == 1);
+  CHECK(f.ops.timing_records() == 3501);
 }
