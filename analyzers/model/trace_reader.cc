@@ -21,7 +21,8 @@ uint32_t load_u32(const std::byte* p) {
 bool known_type(uint16_t type) { return record_fixed_bytes(static_cast<RecordType>(type)) != 0; }
 
 // A header that a writer committed: plausible size, commit mark, fits in the file.
-bool plausible_header(const std::byte* base, uint64_t offset, uint64_t file_size) {
+// Inline: twice for every record of every file.
+[[gnu::always_inline]] inline bool plausible_header(const std::byte* base, uint64_t offset, uint64_t file_size) {
   if (offset + sizeof(RecordHeader) > file_size) return false;
   uint32_t size = load_u32(base + offset);
   uint32_t word = load_u32(base + offset + 4);
