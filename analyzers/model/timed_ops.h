@@ -166,8 +166,9 @@ class Order {
 };
 
 // Launch ids to their arrival (timed_ops' ring): open addressing with linear probing, an erase
-// shifting back what follows (no tombstones). The std::unordered_map it replaced, with its node
-// per launch, cost a third of the op model's instructions.
+// shifting back what follows (no tombstones). Measured over the whole of `hang` (callgrind): the
+// std::unordered_map and arrival deque it replaced cost 9 % more instructions, abseil's
+// flat_hash_map in its place 15 % more.
 class LaunchIndex {
  public:
   static constexpr uint64_t kNone = ~uint64_t{0};
