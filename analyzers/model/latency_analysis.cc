@@ -209,11 +209,33 @@ std::vector<CommLifetimes> comm_lifetimes(const JobAnalysis& a, const std::map<u
 
 }  // namespace
 
+std::string plans_text(const PlanCounts& plans) {
+  auto way = [](const PlanChoice& c) {
+    std::string text = c.algo.empty() ? "" : c.algo + "/" + c.proto + " ";
+    return text + std::to_string(c.channels) + "ch";
+  };
+  if (plans.size() == 1) return way(plans.begin()->first);
+  std::vector<std::pair<PlanChoice, uint64_t>> ways(plans.begin(), plans.end());
+  std::stable_sort(ways.begin(), ways.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
+  uint64_t all = 0;
+  for (const auto& w : ways) all += w.second;
+  std::string out;
+  for (const auto& [choice, ops] : ways) {
+    if (!out.empty()) out += ", ";
+    out += way(choice) + " " + std::to_string((ops * 100 + all / 2) / all) + "%";
+  }
+  return out;
+}
+
 LatencyTable latency_table(const JobAnalysis& a) {
   std::map<uint64_t, std::string> names = comm_names(a.job);
   LatencyTable table;
   table.rows = window_rows(a, names);
   add_whole_run_calls(a, names, table.rows);
+  if (!a.plans.empty())
+    for (LatencyRow& row : table.rows)
+      if (auto p = a.plans.find({row.comm_id, row.bytes, row.nranks, static_cast<uint16_t>(row.api)}); p != a.plans.end())
+        row.plans = p->second;
   std::stable_sort(table.rows.begin(), table.rows.end(), [](const LatencyRow& x, const LatencyRow& y) {
     return std::tie(x.comm_id, x.api, x.bytes) < std::tie(y.comm_id, y.api, y.bytes);
   });

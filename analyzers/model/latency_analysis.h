@@ -32,7 +32,12 @@ struct LatencyRow {
   uint64_t first_call_samples = 0;  // each rank's first call of this op and size (connection set-up)
   std::optional<double> first_call_max_us, first_call_mean_us;
   TimingSource timing = TimingSource::kHost;
+  PlanCounts plans;  // how NCCL ran these ops, where its profiler interface told (NCCLWATCH_PROFILER)
 };
+
+// A row's plans in words: "RING/SIMPLE 4ch" where NCCL ran them one way, else each way with its
+// share of the ops, most used first ("RING/SIMPLE 4ch 90%, TREE/LL 1ch 10%"); "" without plans.
+std::string plans_text(const PlanCounts& plans);
 // How long a communicator took to create and to destroy, across its ranks.
 struct CommLifetimes {
   uint64_t comm_id = 0;

@@ -226,6 +226,27 @@ struct RunTotals {
   void merge(const RunTotals& o);
 };
 
+// How NCCL ran the ops of one (communicator, op, size), from OpPlan records (NCCLWATCH_PROFILER):
+// each way it planned them and on how many ops, all ranks.
+struct PlanChoice {
+  std::string algo, proto;  // collectives; empty for send/recv
+  uint32_t channels = 0;
+  auto operator<=>(const PlanChoice&) const = default;
+};
+using PlanCounts = std::map<PlanChoice, uint64_t>;
+
+// A name NCCL gave (OpPlanRecord.algo, .proto), to its field's end: letters, digits and '_' only
+// (it comes through a trace).
+template <size_t N> std::string plan_name(const char (&field)[N]) {
+  std::string out;
+  for (size_t i = 0; i < N && field[i]; ++i) {
+    char c = field[i];
+    bool plain = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    out.push_back(plain ? c : '?');
+  }
+  return out;
+}
+
 // Adds `rank` to a sorted list of distinct ranks: sized by the ranks seen, not by their values.
 void note_rank(std::vector<int32_t>& ranks, int32_t rank);
 
@@ -323,6 +344,7 @@ struct JobAnalysis {
   std::vector<CommOps> comms;           // merged over threads, by comm_id
   std::vector<LatencyBucket> latency;   // merged, sorted by key
   std::map<RunTotalsKey, RunTotals> run_totals;  // the whole run's op counts (format 4)
+  std::map<RunTotalsKey, PlanCounts> plans;     // what NCCL planned for them (OpPlan records)
   std::map<uint64_t, std::vector<MemberRef>> members;  // comm_id -> its ranks' entries, by rank
   uint64_t records = 0;                 // records read in the main pass
 

@@ -132,6 +132,10 @@ JobAnalysis analyze_job(const std::vector<std::string>& inputs, const AnalysisOp
       else it->second.merge(run);
     }
 
+  for (ThreadAggregate& agg : aggregates)
+    for (auto& [key, counts] : agg.plans)
+      for (auto& [choice, ops] : counts) a.plans[key][choice] += ops;
+
   for (size_t p = 0; p < a.ops.size(); ++p)
     for (size_t c = 0; c < a.ops[p].comms.size(); ++c) a.members[a.ops[p].comms[c].comm_id].push_back({p, c});
   for (auto& [id, list] : a.members)

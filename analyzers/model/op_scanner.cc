@@ -211,6 +211,9 @@ class OpScanner::Fold {
       case RecordType::kOpTotals:
         if (const auto* t = r.as<OpTotalsRow>()) on_totals(*t, r);
         break;
+      case RecordType::kOpPlan:
+        if (const auto* p = r.as<OpPlanRecord>()) on_plan(*p, r);
+        break;
       default: break;
     }
   }
@@ -347,6 +350,19 @@ class OpScanner::Fold {
     int64_t first = wrap_add(t.first_ns, out_.clock_offset), last = wrap_add(t.last_ns, out_.clock_offset);
     if (t.first_ns && (!run.first_ns || first < run.first_ns)) run.first_ns = first;
     if (t.last_ns) run.last_ns = std::max(run.last_ns, last);
+  }
+
+  // Counted by the op's (communicator, op, size), as the op totals are: what `latency` rows name.
+  void on_plan(const OpPlanRecord& p, const RecordView& r) {
+    Api api = static_cast<Api>(p.api);
+    if (!(is_collective(api) || is_point_to_point(api))) return;
+    int32_t nranks = implausible_.nranks(p.nranks, r);
+    PlanCounts& counts = agg_.plans[{p.comm_id, bytes_of(api, p.count, p.datatype, nranks), nranks, p.api}];
+    PlanChoice choice{plan_name(p.algo), plan_name(p.proto), p.nchannels};
+    // NCCL has a handful of algorithms and protocols: more ways than this is a damaged trace.
+    constexpr size_t kMaxChoices = 64;
+    if (counts.size() >= kMaxChoices && !counts.count(choice)) return;
+    ++counts[choice];
   }
 
   void on_stall(const RecordView& r, const StallRecord& s) {

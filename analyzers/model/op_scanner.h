@@ -41,6 +41,7 @@ struct ThreadAggregate {
   std::unordered_map<LatencyKey, uint32_t, LatencyKeyHash> latency_index;
   std::vector<LatencyBucket> latency;
   std::map<RunTotalsKey, RunTotals> run_totals;
+  std::map<RunTotalsKey, PlanCounts> plans;
 
   uint32_t comm(uint64_t id) {
     auto [it, inserted] = comm_index.try_emplace(id, static_cast<uint32_t>(comms.size()));

@@ -141,6 +141,28 @@ void add_memory_fields(const RecordView& r, json& j) {
   if (m->flags & kFlagMemoryFromFreeChange) j["taken_bytes"] = m->taken_bytes;
 }
 
+// What NCCL planned for an op (its profiler interface). Its names come from NCCL, through the trace:
+// bounded to their fields.
+void add_op_plan_fields(const RecordView& r, json& j) {
+  const auto* p = r.as<OpPlanRecord>();
+  if (!p) return;
+  j["launch_id"] = p->launch_id;
+  j["op"] = api_name(static_cast<Api>(p->api));
+  j["seq"] = p->seq;
+  j["comm_id"] = hex_id(p->comm_id);
+  j["count"] = p->count;
+  j["datatype"] = p->datatype;
+  j["peer"] = p->peer;
+  j["rank"] = p->rank;
+  j["nranks"] = p->nranks;
+  j["nccl_seq"] = p->nccl_seq;
+  j["algo"] = plan_name(p->algo);
+  j["proto"] = plan_name(p->proto);
+  j["channels"] = p->nchannels;
+  j["warps"] = p->nwarps;
+  j["graph_captured"] = (p->flags & kPlanGraphCaptured) != 0;
+}
+
 // A collective or point-to-point op.
 void add_op_fields(const RecordView& r, json& j) {
   const auto* o = r.as<OpRecord>();
@@ -221,6 +243,7 @@ json record_json(const RecordView& r) {
     case RecordType::kEnding: j.update(strings_json(r)); break;
     case RecordType::kSignal: add_signal_fields(r, j); break;
     case RecordType::kMemory: add_memory_fields(r, j); break;
+    case RecordType::kOpPlan: add_op_plan_fields(r, j); break;
     case RecordType::kModule: add_module_fields(r, j); break;
     case RecordType::kCallBegin:
     case RecordType::kCallEnd: add_call_fields(r, j); break;

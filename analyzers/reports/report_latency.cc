@@ -62,6 +62,22 @@ const Column<Row> kLatencyColumns[] = {
      }},
 };
 
+// NCCL's plans (NCCLWATCH_PROFILER), before `timing`: in text and CSV where any row has them, so
+// that traces without plans keep their tables as they were; in JSON on the rows that have them.
+const Column<Row> kPlanColumn = {.json = "nccl_plan", .csv = "nccl_plan", .text = "nccl plan", .width = -16,
+                                 .value = [](const Row& r) -> Cell { return plans_text(r.plans); },
+                                 .json_if_empty = false};
+
+std::vector<Column<Row>> latency_columns(bool with_plans) {
+  std::vector<Column<Row>> columns(std::begin(kLatencyColumns), std::end(kLatencyColumns));
+  if (with_plans) columns.insert(columns.end() - 1, kPlanColumn);
+  return columns;
+}
+
+bool any_plans(const std::vector<Row>& rows) {
+  return std::any_of(rows.begin(), rows.end(), [](const Row& r) { return !r.plans.empty(); });
+}
+
 // How long each communicator took to create and destroy: JSON and text.
 const Column<CommLifetimes> kLifetimeColumns[] = {
     {.json = "comm", .text = "comm", .width = -16, .value = [](const CommLifetimes& c) -> Cell { return hex_id(c.comm_id); },
@@ -79,7 +95,10 @@ const Column<CommLifetimes> kLifetimeColumns[] = {
 
 }  // namespace
 
-json to_json(const LatencyRow& r) { return json_of<LatencyRow>(kLatencyColumns, r); }
+json to_json(const LatencyRow& r) {
+  static const std::vector<Column<Row>> columns = latency_columns(true);
+  return json_of<LatencyRow>(columns, r);
+}
 
 json to_json(const LatencyTable& table) {
   json rows = json::array(), comms = json::array();
@@ -103,10 +122,10 @@ int run_latency(const Options& options) {
     return 0;
   }
   if (options.csv) {
-    write_csv<LatencyRow>(kLatencyColumns, table.rows);
+    write_csv<LatencyRow>(latency_columns(any_plans(table.rows)), table.rows);
     return 0;
   }
-  fmt::print("{}", text_table<LatencyRow>(kLatencyColumns, table.rows));
+  fmt::print("{}", text_table<LatencyRow>(latency_columns(any_plans(table.rows)), table.rows));
   if (table.rows.empty()) print_text("(no timed collectives in these traces)\n");
   if (table.window.partial())
     print_text("{}: calls count the whole run; percentiles come from the ops kept (gpu_run_histogram rows: from the "

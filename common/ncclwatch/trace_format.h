@@ -26,7 +26,7 @@
 namespace ncclwatch::trace {
 
 inline constexpr char kMagic[8] = {'N', 'C', 'C', 'L', 'W', 'T', 'C', 'H'};
-inline constexpr uint32_t kVersion = 8;              // 2: ApiEvent carries the call-site summary
+inline constexpr uint32_t kVersion = 9;              // 2: ApiEvent carries the call-site summary
                                                      // 3: ApiEvent names its library; kLibrary per copy
                                                      // 4: ops and GPU timings in a ring, op totals
                                                      // 5: LiveAtExit (skippable: format 4 readers read it)
@@ -35,6 +35,7 @@ inline constexpr uint32_t kVersion = 8;              // 2: ApiEvent carries the 
                                                      //    ordinary ops); Stacks records
                                                      // 7: Ending and Signal records (skippable)
                                                      // 8: Memory records (skippable)
+                                                     // 9: OpPlan records (skippable)
 inline constexpr uint32_t kMinReadableVersion = 4;  // oldest reader version that can read this file
                                                      // (an older one would skip the ring: no ops)
 inline constexpr uint32_t kOldestReadableFormat = 2; // files older than this are refused by readers
@@ -92,6 +93,8 @@ static_assert(sizeof(FileHeader) == kHeaderBytes);
 //   Ending       how the process ended, in words: its status, an uncaught exception
 //   Signal       a watched signal as it arrived, and who sent it
 //   Memory       the GPU memory a communicator holds, read after a call that set it up further
+//   OpPlan       what NCCL planned for an op, as its profiler interface told: algorithm, protocol,
+//                channels
 #define NCCLWATCH_RECORD_TYPES(X) \
   X(Padding, 1, "padding",          PaddingRecord,    untimed,     kMaxRecordBytes)      \
   X(Process, 2, "process",          StringsRecord,    time_ns,     kMaxRecordBytes)      \
@@ -116,7 +119,8 @@ static_assert(sizeof(FileHeader) == kHeaderBytes);
   X(Stacks, 21, "stacks",           StringsRecord,    time_ns,     kMaxRecordBytes)      \
   X(Ending, 22, "ending",           StringsRecord,    untimed,     kMaxRecordBytes)      \
   X(Signal, 23, "signal",           SignalRecord,     untimed,     kMaxRecordBytes)      \
-  X(Memory, 24, "memory",           MemoryRecord,     time_ns,     kMaxRecordBytes)
+  X(Memory, 24, "memory",           MemoryRecord,     time_ns,     kMaxRecordBytes)      \
+  X(OpPlan, 25, "op_plan",          OpPlanRecord,     untimed,     kMaxRecordBytes)
 
 enum class RecordType : uint16_t {
 #define NCCLWATCH_RECORD_ENUMERATOR(Id, value, name, Struct, time, largest) k##Id = value,
@@ -287,6 +291,31 @@ struct MemoryRecord {
   int32_t peer;          // root or peer of the call, else -1
 };
 inline constexpr uint32_t kMaxMemoryReadings = 32;
+
+// What NCCL planned for one op, from its profiler interface (NCCLWATCH_PROFILER, NCCL >= 2.28):
+// written when NCCL started the op's Coll or P2p event, on the thread that launched it. The op is
+// the OpRecord with the same launch_id, api, seq and peer.
+struct OpPlanRecord {
+  RecordHeader h;
+  uint64_t launch_id;    // OpRecord.launch_id
+  uint64_t seq;          // OpRecord.seq
+  uint64_t comm_id;      // OpRecord.comm_id (0 unknown)
+  uint64_t count;        // OpRecord.count
+  uint64_t nccl_seq;     // collectives: NCCL's count of the communicator's earlier ones of this kind
+  int32_t peer;          // OpRecord.peer
+  int32_t rank;          // OpRecord.rank
+  int32_t nranks;        // OpRecord.nranks
+  uint16_t api;          // OpRecord.api
+  uint8_t datatype;      // OpRecord.datatype
+  uint8_t nchannels;     // channels NCCL runs it on
+  char algo[16];         // collectives: "RING", "TREE", "NVLS", ..., NUL-terminated; else ""
+  char proto[8];         // collectives: "LL", "LL128", "SIMPLE"; else ""
+  uint8_t nwarps;        // collectives: warps per channel
+  uint8_t reserved0[3];
+  uint32_t flags;        // kPlan*
+};
+static_assert(sizeof(OpPlanRecord) == 96);
+inline constexpr uint32_t kPlanGraphCaptured = 1u << 0;  // NCCL planned it into a CUDA graph
 
 // Written just before ProcessEnd, from the exit reserve: every communicator still in the shim's
 // table (or as many as fit), so a reader need not guess the end of one whose records were lost.

@@ -341,6 +341,7 @@ void after_fork_in_child() {
 }
 
 __attribute__((constructor)) void on_load() {
+  if (!shim_in_global_scope()) return;  // no call can reach this copy: nothing to watch, nothing to say
   pthread_atfork(nullptr, nullptr, after_fork_in_child);
   on_exit(on_final_exit, nullptr);
   report_nccl_ahead_of_shim_at_load();

@@ -150,6 +150,7 @@ Config parse_settings(const EnvLookup& lookup, std::vector<std::string>& problem
   p.seconds("NCCLWATCH_STALL_SEC", c.stall_sec, kMinStallSec, kMaxStallSec);
   p.flag("NCCLWATCH_GROUP_READABLE", c.group_readable);
   p.flag("NCCLWATCH_FULL_CMDLINE", c.full_cmdline);
+  p.flag("NCCLWATCH_PROFILER", c.profiler);
   if (const char* file = p.raw("NCCLWATCH_METRICS_FILE")) c.metrics_file = file;
   p.seconds("NCCLWATCH_METRICS_SEC", c.metrics_sec, kMinMetricsSec, kMaxMetricsSec);
   return c;

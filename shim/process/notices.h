@@ -39,6 +39,8 @@ enum class Notice {
   kExecFailed,
   kTraceCapacityLimited,
   kStacksBudgetSpent,
+  kProfilerStoodAside,
+  kProfilerStopped,
   kCount
 };
 

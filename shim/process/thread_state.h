@@ -75,6 +75,19 @@ struct NearestSiteMemo {
   bool in_torch = false;
 };
 
+// collectives.cc: the op the thread's wrapper is handing to NCCL right now, for NCCL's profiler
+// callbacks that run inside that call (profiler/): launch_id 0 when none. Set only while the
+// profiler plugin is armed.
+struct IssuingOp {
+  uint64_t launch_id = 0;
+  uint64_t seq = 0;
+  const CommTrack* track = nullptr;  // its communicator (null: one the shim does not know)
+  uint64_t count = 0;
+  int32_t peer = -1;
+  uint16_t api = 0;
+  uint8_t datatype = 0;
+};
+
 struct ThreadState {
   int nccl_call_depth = 0;             // recorder.h: inside a wrapper (nested NCCL calls pass by)
   uint32_t tid = 0;                    // recorder.cc: gettid(), cached
@@ -82,6 +95,7 @@ struct ThreadState {
   uint64_t launch_id_prefix = 0;       // collectives.cc: launch ids, a per-thread prefix ...
   uint64_t launches = 0;               // ... and count
   OpenGroup group;                     // collectives.cc
+  IssuingOp issuing;                   // collectives.cc, read by profiler/
   CommLookupMemo last_comm;            // comm_table.h
   TscScale tsc;                        // clock.h
   // trace_refs.h: the streams interned last, by a hash of the stream (a thread that feeds several

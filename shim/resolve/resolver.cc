@@ -300,6 +300,17 @@ void* real_dlsym(void* handle, const char* name) noexcept {
 
 const void* shim_load_address() noexcept { return shim_base(); }
 
+bool shim_in_global_scope() noexcept {
+  // Through the program's handle, whose lookups search the global scope (RTLD_DEFAULT would search
+  // the caller's scope, which holds this copy however it was opened), for a name NCCL never
+  // exports: ours or none.
+  void* program = dlopen(nullptr, RTLD_NOW | RTLD_NOLOAD);
+  if (!program) return true;  // cannot tell: as preloaded
+  void* found = real_dlsym(program, "ncclProfiler_v6");
+  dlclose(program);
+  return found && is_inside_shim(found);
+}
+
 bool is_inside_shim(const void* address) noexcept { return object_base(address) == shim_base(); }
 
 bool another_shim_copy_traces() noexcept {

@@ -114,6 +114,11 @@ void* real_dlsym_function() noexcept;
 // Where libncclwatch.so is loaded (dladdr's dli_fbase).
 const void* shim_load_address() noexcept;
 
+// Whether the shim's exports are in the process's global scope (preloaded, or opened with
+// RTLD_GLOBAL). A copy opened locally (NCCL opening it as its profiler plugin, in a child that
+// inherited NCCL_PROFILER_PLUGIN but not LD_PRELOAD) sees no call and must stay silent.
+bool shim_in_global_scope() noexcept;
+
 // True when the file name of `path` is libnccl.so*: a library of its own, not NCCL inside another.
 bool is_nccl_library_name(const char* path) noexcept;
 

@@ -6,6 +6,7 @@
 #include "gpu/gpu.h"
 #include "graph/graph.h"
 #include "process/process.h"
+#include "profiler/profiler.h"
 #include "trace/trace.h"
 #include "wrap/op_record.h"
 #include "wrap/recorder.h"
@@ -31,6 +32,20 @@ void note_group_stream(uint64_t stream, CommTrack* track, uint64_t seq, Api api)
   if (t_thread.group.nstreams < OpenGroup::kMaxStreams) t_thread.group.streams[t_thread.group.nstreams++] = {stream, track, seq, api, 1, false};
 }
 
+// Calls NCCL with the op named in t_thread.issuing: NCCL's profiler callbacks for the call run inside
+// it, on this thread, and tie what NCCL planned to this op (profiler/).
+// Only while the plugin is armed (NCCLWATCH_PROFILER): otherwise one load and a branch.
+template <class Call>
+ncclResult_t call_issuing(const OpArgs& a, const CommTrack* track, uint64_t launch_id, uint64_t seq,
+                          Call&& call) noexcept {
+  if (!profiler_plugin_armed()) [[likely]]
+    return call();
+  t_thread.issuing = {launch_id, seq, track, a.count, a.peer, static_cast<uint16_t>(a.api), static_cast<uint8_t>(a.datatype)};
+  ncclResult_t result = call();
+  t_thread.issuing.launch_id = 0;
+  return result;
+}
+
 // An op issued on a stream capturing a CUDA graph runs nothing now: it joins the capture's ops, which
 // every launch of the graph replays (wrap/cuda_graphs.cc), and takes no seq of its own.
 template <class Call> ncclResult_t run_captured_op(const OpArgs& a, uint64_t capture_id, Call&& call) noexcept {
@@ -44,7 +59,7 @@ template <class Call> ncclResult_t run_captured_op(const OpArgs& a, uint64_t cap
                        : note_captured_op(capture_id, {track, as_u64(a.comm), a.api, a.count,
                                                        static_cast<uint8_t>(a.datatype), a.redop, a.peer,
                                                        static_cast<uint16_t>(a.flags | (a.in_place ? trace::kOpInPlace : 0))});
-  ncclResult_t result = call();
+  ncclResult_t result = call_issuing(a, track, launch_id, 0, call);
   uint16_t flags = a.flags | trace::kOpCaptured | (a.in_place ? trace::kOpInPlace : 0);
   write_op_record(a, comm_ref_index(track, as_u64(a.comm)), 0, launch_id, begin_ns, monotonic_ns(), result, flags,
                   t_thread.group.depth, graph);
@@ -75,7 +90,7 @@ template <class Call> ncclResult_t run_op(const OpArgs& a, Call&& call) noexcept
     timed = begin_timed_launch(stream, track, op_shape(a.api, a.count, a.datatype), captured);
   }
 
-  ncclResult_t result = call();
+  ncclResult_t result = call_issuing(a, track, launch_id, seq, call);
 
   int64_t end_ns = monotonic_ns();
   uint16_t flags = a.flags | (captured ? trace::kOpCaptured : 0) | (a.in_place ? trace::kOpInPlace : 0);

@@ -2,6 +2,7 @@
 
 #include "exit/exit.h"
 #include "process/process.h"
+#include "profiler/profiler.h"
 #include "resolve/resolve.h"
 #include "trace/trace.h"
 
@@ -25,6 +26,7 @@ bool recording() noexcept {
   if (process_attached()) return true;
   if (!config().record || another_shim_copy_traces()) return false;
   attach_process();
+  set_up_profiler_plugin();
   return true;
 }
 

@@ -19,6 +19,7 @@ PROCESS, LIBRARY, MODULE, CALL_BEGIN, CALL_END, EXIT_BEGIN, PROCESS_END, LOST, N
 GPU_TIMING, STALL = 12, 13
 RING_CHUNK, COMM_REF, THREAD_REF = 14, 16, 18
 MEMORY = 24
+OP_PLAN = 25
 MEMORY_FROM_NCCL, MEMORY_FROM_FREE_CHANGE = 1 << 4, 1 << 5  # ApiEvent and MemoryRecord flags
 MEMORY_SHARED_DEVICE = 1 << 8  # with MEMORY_FROM_FREE_CHANGE: other processes used the GPU
 # Api
@@ -140,6 +141,30 @@ def hostile_memory_readings():
     out += memory_reading(0xB, 0x22, t + 100, taken=-(1 << 63))
     out += memory_reading(0xDEAD, 0x33, t + 200, held=1 << 30)
     out += memory_reading(0xA, 0x11, t + 300, held=64 << 20, taken=8 << 20)
+    return out + exit_records()
+
+
+def op_plan(launch_id, seq, comm_id, algo=b"RING", proto=b"SIMPLE", channels=4, api=ALL_REDUCE, count=1024, nranks=2,
+            rank=0, flags=0):
+    """An OpPlanRecord (format 9): what NCCL planned for one op (its profiler interface)."""
+    return record(OP_PLAN, struct.pack("<QQQQQiiiHBB16s8sB3xI", launch_id, seq, comm_id, count, seq - 1, -1, rank,
+                                       nranks, api, 7, channels, algo, proto, 8, flags))
+
+
+def hostile_op_plans():
+    """Plans no NCCL makes, each a reader must bound: names that fill their fields with no NUL and
+    bytes that are not text, more ways for one op and size than NCCL has, an op kind no API has,
+    an implausible size, a communicator never made; then an ordinary one. With an op of each size,
+    so that latency has rows to name them on."""
+    out = file_header(version=9) + process() + comm_created(1, 0xA, 0x11)
+    out += op(0x11, 2, count=1024) + op(0x11, 93, count=16)
+    out += op_plan(1, 1, 0x11, algo=b"\xff" * 16, proto=b"\x1b[31m\x07AB")
+    for i in range(80):
+        out += op_plan(2 + i, 2 + i, 0x11, algo=b"ALGO%d" % i)
+    out += op_plan(90, 90, 0x11, api=9999)
+    out += op_plan(91, 91, 0x11, nranks=1 << 30)
+    out += op_plan(92, 92, 0xDEAD)
+    out += op_plan(93, 93, 0x11, algo=b"TREE", proto=b"LL", channels=1, count=16)
     return out + exit_records()
 
 
@@ -372,6 +397,7 @@ def corpus(folder):
         "control_characters_rank_1.nwt": control_characters(rank=1),
         "huge_counts.nwt": huge_counts(),
         "hostile_memory_readings.nwt": hostile_memory_readings(),
+        "hostile_op_plans.nwt": hostile_op_plans(),
     }
     seeds["host_not_utf8.nwt"][HOST_OFFSET + 1:HOST_OFFSET + 3] = b"\xff\xfe"
     os.makedirs(folder, exist_ok=True)

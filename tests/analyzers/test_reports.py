@@ -485,10 +485,26 @@ def bad_files(d):
     paths["newer"] = os.path.join(d, "newer.nwt")
     header = bytearray(4096)
     header[0:8] = b"NCCLWTCH"
-    struct.pack_into("<III", header, 8, 9, 9, 4096)
+    struct.pack_into("<III", header, 8, 1000, 1000, 4096)  # a format far ahead of any reader
     with open(paths["newer"], "wb") as f:
         f.write(header)
     return paths
+
+
+def test_hostile_plans_are_bounded():
+    # The fuzz corpus' hostile_op_plans.nwt (craft_trace.py): names with no NUL and bytes that are
+    # not text come out as '?', the 80 ways of one op and size stop at 64, the record of an op kind
+    # no API has is left out, and the ordinary plan is named on its row.
+    path = os.path.join(CORPUS, "hostile_op_plans.nwt")
+    p = report("dump", path)
+    plans = [json.loads(line) for line in p.stdout.splitlines() if '"op_plan"' in line]
+    check(p.returncode == 0 and len(plans) == 85 and plans[0]["algo"] == "?" * 16 and plans[0]["proto"] == "??31m?AB",
+          (p.returncode, len(plans), plans[:1]))
+    rc, out, err = report_json("latency", path)
+    rows = {r["bytes"]: r for r in out["rows"]}
+    check(rc == 0 and rows[64]["nccl_plan"] == "TREE/LL 1ch", (rc, out["rows"]))
+    ways = rows[4096]["nccl_plan"].split(", ")
+    check(len(ways) == 64 and ways[0] == "????????????????/??31m?AB 4ch 2%", ways[:3])
 
 
 def test_bad_inputs_named_and_skipped():

@@ -2,6 +2,7 @@
 // nccl* aliases, like the real library (so a profiler or shim can
 // interpose the nccl* names and still reach the implementation).
 #include "hostnccl_ops.h"
+#include "hostnccl_profiler.h"
 #include "hostnccl_reduce.h"
 
 #include <cstdlib>
@@ -102,7 +103,11 @@ ncclResult_t collective(const char* name, Kind kind, const void* send, void* rec
       op.red.scalar = it->second;
     }
   }
-  return submit(std::move(op), stream);
+  op.profiler_api = profiler_api_start(*s, op, stream);
+  void* api_event = op.profiler_api;
+  ncclResult_t result = submit(std::move(op), stream);
+  profiler_api_stop(api_event);
+  return result;
 }
 
 template <class Set, class T>
@@ -190,6 +195,7 @@ ncclResult_t pncclCommDestroy(ncclComm_t comm) {
   // this hangs while a peer never arrives, like NCCL).
   if (s->status.load() == ncclInProgress) s->aborted.store(true);
   s->wait_quiet();
+  profiler_comm_finalize(*s);
   s->detach();
   comm->dead.store(true);
   return ncclSuccess;
@@ -200,6 +206,7 @@ ncclResult_t pncclCommAbort(ncclComm_t comm) {
   CommState* s = state_of(comm);
   if (!s) return invalid("%s: invalid communicator", "CommAbort");
   s->aborted.store(true);  // queued work ends at once, without moving data
+  profiler_comm_finalize(*s);
   s->detach();
   comm->dead.store(true);
   return ncclSuccess;

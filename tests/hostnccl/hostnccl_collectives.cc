@@ -7,6 +7,7 @@
 // only publishes, so it never waits for its Recv.
 #include "hostcuda.h"
 #include "hostnccl_ops.h"
+#include "hostnccl_profiler.h"
 #include "hostnccl_reduce.h"
 
 #include <algorithm>
@@ -239,6 +240,7 @@ ncclResult_t submit(Op op, CUstream stream) {
     return ncclSuccess;
   }
   op.comm->set_up_for(static_cast<int>(op.kind));
+  profiler_op_planned(op);
   enqueue(stream, std::move(op));
   return ncclSuccess;
 }
@@ -280,6 +282,7 @@ ncclResult_t group_end(bool simulate) {
   std::vector<std::pair<CUstream, Op>> bundles;
   for (auto& [held_stream, op] : held) {
     op.comm->set_up_for(static_cast<int>(op.kind));
+    profiler_op_planned(op);
     CUstream stream = held_stream;  // C++20 lambdas cannot capture a structured binding (clang 14)
     auto it = std::find_if(bundles.begin(), bundles.end(), [&](const auto& b) { return b.first == stream; });
     if (it == bundles.end()) {

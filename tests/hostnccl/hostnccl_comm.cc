@@ -1,5 +1,6 @@
 // Communicator creation (init, InitAll, split, shrink) and teardown state.
 #include "hostnccl_comm.h"
+#include "hostnccl_profiler.h"
 
 #include "hostcuda.h"
 #include "hostnccl_ops.h"
@@ -91,6 +92,7 @@ CommState::CommState(uint64_t t, int n, int r, int dev)
     : tag(t), nranks(n), rank(r), device(dev), send_seq(size_t(n)), recv_seq(size_t(n)),
       ctl(std::make_unique<Ctl>(t)), device_bytes(comm_device_bytes()), memory_device(hostcuda_current_device()) {
   hostcuda_account_device_memory(memory_device, device_bytes);
+  profiler_comm_init(*this);
   std::lock_guard<std::mutex> g(live().mu);
   live().comms.insert(this);
 }

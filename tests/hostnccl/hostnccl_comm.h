@@ -62,6 +62,10 @@ struct CommState {
   long long set_up_bytes = 0;
   long long uncounted_bytes = 0;  // taken at first ops, not in ncclCommMemStats (HOSTNCCL_SETUP_UNCOUNTED_MIB)
   bool suspended = false;
+  // hostnccl_profiler.h: the plugin's context for this communicator (nullptr: none), and the ops
+  // of each Kind planned so far (NCCL's seqNumber per function).
+  void* profiler_context = nullptr;
+  std::atomic<uint64_t> planned[11] = {};
 
   CommState(uint64_t tag, int nranks, int rank, int device);
   ~CommState();

@@ -31,6 +31,7 @@ struct Op {
   RedOp red;
   int root = 0;  // root, or the peer of Send/Recv
   std::vector<Op> members;  // Kind::Group: the ops of one stream in one group
+  void* profiler_api = nullptr;  // the profiler plugin's handle of the call's API event (hostnccl_profiler.h)
 };
 
 // Queues op on stream, or holds it while a group is open.

@@ -1,5 +1,5 @@
 """libncclwatch.so must export NCCL API names, dlsym, the CUDA graph entry points it follows, the C
-library's signal-action, _exit and exec functions, and nothing else (no C++ runtime, no fmt), and every NCCL name it exports must be a function of the API
+library's signal-action, _exit and exec functions, the tables NCCL looks up in a profiler plugin, and nothing else (no C++ runtime, no fmt), and every NCCL name it exports must be a function of the API
 table."""
 import re
 import subprocess
@@ -27,6 +27,10 @@ C_LIBRARY_ENTRIES = {"sigaction", "signal", "bsd_signal", "sysv_signal", "__sysv
 libc = [name for name in exported if not name.startswith(("nccl", "pnccl"))]
 assert set(libc) == C_LIBRARY_ENTRIES, f"C library functions exported: {sorted(set(libc) ^ C_LIBRARY_ENTRIES)} differ"
 exported = [name for name in exported if name not in C_LIBRARY_ENTRIES]
+# profiler/profiler_plugin.cc: what NCCL looks up in its profiler plugin (data, not API functions).
+PROFILER_TABLES = {"ncclProfiler_v5", "ncclProfiler_v6"}
+assert PROFILER_TABLES <= set(exported), f"profiler plugin tables missing: {PROFILER_TABLES - set(exported)}"
+exported = [name for name in exported if name not in PROFILER_TABLES]
 bad = [name for name in exported if not re.match(r"^p?nccl[A-Z]", name)]
 assert not bad, f"non-NCCL symbols exported: {bad}"
 known = set(re.findall(r"^NCCLWATCH_(?:TRACED|TRACED_AS|UNTRACED)\(\w+, (\w+),", open(table).read(), re.M))

@@ -1,0 +1,166 @@
+// NCCL's profiler-plugin interface, versions 5 (NCCL 2.28) and 6 (2.29, copy-engine collectives):
+// the binary layout NCCL calls through, declared here for the shim's plugin entry and the CPU
+// stand-in that loads it. NCCL finds a plugin by dlopen (NCCL_PROFILER_PLUGIN: a path, or a name
+// X for libnccl-profiler-X.so; "none" disables) and looks up `ncclProfiler_v6`, then `ncclProfiler_v5`
+// (2.28 only the latter). Only the members the shim reads are named in full; the rest keep their
+// place in the layout. Version 6 extends version 5's descriptor union, so one set of callbacks
+// serves both: what a v5 NCCL passes is a prefix of what a v6 one does.
+#pragma once
+
+#include <nccl.h>
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ncclwatch::profiler_abi {
+
+// Event types, the bits of the activation mask the plugin's init returns.
+enum EventType : uint64_t {
+  kGroup = 1 << 0,         // the group of ops one kernel launch runs
+  kColl = 1 << 1,          // a collective as NCCL planned it: algorithm, protocol, channels
+  kP2p = 1 << 2,           // a send or receive as planned
+  kProxyOp = 1 << 3,       // a proxy operation per channel and peer
+  kProxyStep = 1 << 4,     // one step of it
+  kProxyCtrl = 1 << 5,
+  kKernelCh = 1 << 6,      // one channel of the kernel, with GPU timestamps
+  kNetPlugin = 1 << 7,
+  kGroupApi = 1 << 8,      // the application's ncclGroupStart/End
+  kCollApi = 1 << 9,       // the application's collective call, on its thread
+  kP2pApi = 1 << 10,       // the application's ncclSend/ncclRecv call
+  kKernelLaunch = 1 << 11,
+  kCeColl = 1 << 12,       // v6: a copy-engine collective
+  kCeSync = 1 << 13,
+  kCeBatch = 1 << 14,
+};
+
+// recordEventState states the shim reads.
+enum EventState : int {
+  kKernelChStop = 22,  // a kernel channel finished: its stop timestamp in the state args
+};
+
+struct EventDescr {
+  uint64_t type;    // one EventType
+  void* parentObj;  // the handle this plugin returned for the parent event (Coll: its CollApi event)
+  int rank;
+  union {
+    struct {
+      bool graphCaptured;
+      int groupDepth;
+    } groupApi;
+    struct {
+      const char* func;
+      size_t count;
+      const char* datatype;
+      int root;
+      void* stream;
+      bool graphCaptured;
+    } collApi;
+    struct {
+      const char* func;
+      size_t count;
+      const char* datatype;
+      void* stream;
+      bool graphCaptured;
+    } p2pApi;
+    struct {
+      void* stream;
+    } kernelLaunch;
+    struct {
+      uint64_t seqNumber;  // NCCL's count of earlier collectives of this func on the communicator
+      const char* func;
+      const void* sendBuff;
+      void* recvBuff;
+      size_t count;
+      int root;
+      const char* datatype;
+      uint8_t nChannels;
+      uint8_t nWarps;
+      const char* algo;   // "RING", "TREE", "NVLS", "PAT", ...
+      const char* proto;  // "LL", "LL128", "SIMPLE"
+      void* parentGroup;
+    } coll;
+    struct {
+      const char* func;
+      void* buff;
+      const char* datatype;
+      size_t count;
+      int peer;
+      uint8_t nChannels;
+      void* parentGroup;
+    } p2p;
+    struct {
+      pid_t pid;
+      uint8_t channelId;
+      int peer;
+      int nSteps;
+      int chunkSize;
+      int isSend;
+    } proxyOp;
+    struct {
+      int step;
+    } proxyStep;
+    struct {
+      uint8_t channelId;
+      uint64_t pTimer;  // the channel's start, GPU global timer (ns)
+    } kernelCh;
+    struct {
+      int64_t id;
+      void* data;
+    } netPlugin;
+    // v6 only from here: the largest member, so the union is as large as NCCL's.
+    struct {
+      uint64_t seqNumber;
+      const char* func;
+      const void* sendBuff;
+      void* recvBuff;
+      size_t count;
+      int root;
+      const char* datatype;
+      const char* syncStrategy;
+      bool intraBatchSync;
+      uint32_t batchSize;
+      uint32_t numBatches;
+      uint32_t ceSeqNum;
+      void* stream;
+    } ceColl;
+  };
+};
+
+union EventStateArgs {
+  struct {
+    size_t transSize;
+  } proxyStep;
+  struct {
+    int appendedProxyOps;
+  } proxyCtrl;
+  struct {
+    void* data;
+  } netPlugin;
+  struct {
+    uint64_t pTimer;  // kKernelChStop: the channel's end, GPU global timer (ns)
+  } kernelCh;
+};
+
+// ncclDebugLogger_t: NCCL's logger, handed to init.
+using DebugLogger = void (*)(int level, unsigned long flags, const char* file, int line, const char* fmt, ...);
+
+// ncclProfiler_v5_t and ncclProfiler_v6_t: the same five entries (v6's descriptor is v5's, extended).
+struct Plugin {
+  const char* name;
+  ncclResult_t (*init)(void** context, uint64_t commId, int* eActivationMask, const char* commName, int nNodes,
+                       int nranks, int rank, DebugLogger logfn);
+  ncclResult_t (*startEvent)(void* context, void** eHandle, EventDescr* eDescr);
+  ncclResult_t (*stopEvent)(void* eHandle);
+  ncclResult_t (*recordEventState)(void* eHandle, int eState, EventStateArgs* eStateArgs);
+  ncclResult_t (*finalize)(void* context);
+};
+
+// The layout NCCL compiles against (x86-64 and aarch64 Linux): a change here is an ABI break.
+static_assert(offsetof(EventDescr, coll) == 24);
+static_assert(offsetof(EventDescr, coll.algo) == 24 + 64 && offsetof(EventDescr, coll.nChannels) == 24 + 56);
+static_assert(offsetof(EventDescr, kernelCh.pTimer) == 24 + 8);
+static_assert(sizeof(EventDescr) == 24 + 88);
+static_assert(sizeof(EventStateArgs) == 8);
+
+}  // namespace ncclwatch::profiler_abi

@@ -1,0 +1,149 @@
+// NCCL's side of the profiler-plugin interface, in the stand-in (hostnccl_profiler.h).
+#include "hostnccl_profiler.h"
+
+#include "hostnccl_comm.h"
+#include "hostnccl_reduce.h"
+
+#include <ncclwatch/nccl_profiler_abi.h>
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <utility>
+
+namespace hostnccl {
+namespace {
+
+namespace abi = ncclwatch::profiler_abi;
+
+struct Loaded {
+  const abi::Plugin* plugin = nullptr;
+  int mask = 0;  // the activation mask the plugin's inits returned (NCCL keeps one, the last)
+};
+
+Loaded& loaded() {
+  static Loaded l = [] {
+    Loaded out;
+    const char* name = std::getenv("NCCL_PROFILER_PLUGIN");
+    if (name && strcasecmp(name, "none") == 0) return out;
+    std::string lib = !name || !*name ? "libnccl-profiler.so"
+                      : std::strchr(name, '/') ? name
+                                               : "libnccl-profiler-" + std::string(name) + ".so";
+    void* handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) return out;
+    const char* version = std::getenv("HOSTNCCL_PROFILER_VERSION");
+    if (!version || std::strcmp(version, "5") != 0)
+      out.plugin = static_cast<const abi::Plugin*>(dlsym(handle, "ncclProfiler_v6"));
+    if (!out.plugin) out.plugin = static_cast<const abi::Plugin*>(dlsym(handle, "ncclProfiler_v5"));
+    if (out.plugin && std::getenv("HOSTNCCL_PROFILER_LOG"))
+      std::fprintf(stderr, "hostnccl: profiler plugin %s from %s\n", out.plugin->name, lib.c_str());
+    return out;
+  }();
+  return l;
+}
+
+const char* func_name(Kind k) {
+  switch (k) {
+    case Kind::AllReduce: return "AllReduce";
+    case Kind::Broadcast: return "Broadcast";
+    case Kind::Reduce: return "Reduce";
+    case Kind::AllGather: return "AllGather";
+    case Kind::ReduceScatter: return "ReduceScatter";
+    case Kind::AlltoAll: return "AlltoAll";
+    case Kind::Gather: return "Gather";
+    case Kind::Scatter: return "Scatter";
+    case Kind::Send: return "Send";
+    case Kind::Recv: return "Recv";
+    default: return "Group";
+  }
+}
+
+// The stand-in's "tuning": trees and LL below 64 KiB, rings and Simple from there, as NCCL often
+// picks on one node; NCCL_ALGO / NCCL_PROTO force one, as in NCCL.
+const char* chosen(const char* setting, size_t bytes, const char* small, const char* large) {
+  if (const char* forced = std::getenv(setting); forced && *forced) return forced;
+  return bytes < (64u << 10) ? small : large;
+}
+
+}  // namespace
+
+void profiler_comm_init(CommState& s) {
+  Loaded& l = loaded();
+  if (!l.plugin) return;
+  int mask = 0;
+  void* context = nullptr;
+  if (l.plugin->init(&context, s.tag, &mask, "", 1, s.nranks, s.rank, nullptr) != ncclSuccess) {
+    s.profiler_context = nullptr;  // NCCL goes on without the plugin for this communicator
+    return;
+  }
+  s.profiler_context = context;
+  l.mask = mask;
+}
+
+void profiler_comm_finalize(CommState& s) {
+  void* context = std::exchange(s.profiler_context, nullptr);
+  if (context) loaded().plugin->finalize(context);
+}
+
+void* profiler_api_start(CommState& s, const Op& op, CUstream stream) {
+  Loaded& l = loaded();
+  bool p2p = op.kind == Kind::Send || op.kind == Kind::Recv;
+  if (!l.plugin || !(l.mask & (p2p ? abi::kP2pApi : abi::kCollApi))) return nullptr;
+  abi::EventDescr e{};
+  e.type = p2p ? abi::kP2pApi : abi::kCollApi;
+  e.rank = s.rank;
+  if (p2p) {
+    e.p2pApi = {func_name(op.kind), op.count, "", stream, false};
+  } else {
+    e.collApi = {func_name(op.kind), op.count, "", op.root, stream, false};
+  }
+  void* handle = nullptr;
+  // As NCCL does, with the communicator's context, even a null one (its init was declined).
+  l.plugin->startEvent(s.profiler_context, &handle, &e);
+  return handle;
+}
+
+void profiler_api_stop(void* handle) {
+  if (handle) loaded().plugin->stopEvent(handle);
+}
+
+void profiler_op_planned(const Op& op) {
+  Loaded& l = loaded();
+  bool p2p = op.kind == Kind::Send || op.kind == Kind::Recv;
+  if (!l.plugin || !(l.mask & (p2p ? abi::kP2p : abi::kColl))) return;
+  CommState& s = *op.comm;
+  abi::EventDescr e{};
+  e.parentObj = op.profiler_api;
+  static const bool hostile = std::getenv("HOSTNCCL_PROFILER_HOSTILE") != nullptr;
+  static std::atomic<unsigned> turn{0};
+  if (hostile && op.profiler_api) e.parentObj = turn++ % 2 ? static_cast<char*>(op.profiler_api) + 1 : static_cast<void*>(&e);
+  e.rank = s.rank;
+  size_t bytes = op.count * type_size(op.type);
+  if (p2p) {
+    e.type = abi::kP2p;
+    e.p2p.func = func_name(op.kind);
+    e.p2p.count = op.count;
+    e.p2p.peer = op.root;
+    e.p2p.nChannels = bytes < (64u << 10) ? 1 : 2;
+  } else {
+    e.type = abi::kColl;
+    e.coll.seqNumber = s.planned[static_cast<int>(op.kind)]++;
+    e.coll.func = func_name(op.kind);
+    e.coll.count = op.count;
+    e.coll.root = op.root;
+    e.coll.nChannels = bytes < (64u << 10) ? 1 : 4;
+    e.coll.nWarps = 8;
+    e.coll.algo = chosen("NCCL_ALGO", bytes, "TREE", "RING");
+    e.coll.proto = chosen("NCCL_PROTO", bytes, "LL", "SIMPLE");
+  }
+  void* handle = nullptr;
+  l.plugin->startEvent(s.profiler_context, &handle, &e);
+  if (handle) l.plugin->stopEvent(handle);  // planned and enqueued, as NCCL's stop means
+}
+
+}  // namespace hostnccl

@@ -1,0 +1,120 @@
+"""The shim as NCCL's profiler plugin (NCCLWATCH_PROFILER=1) on the CPU stand-in, which loads the
+library NCCL_PROFILER_PLUGIN names as NCCL >= 2.28 does (tests/hostnccl/hostnccl_profiler.h): what
+NCCL planned for each op becomes an OpPlan record tied to the op, `latency` names it, and the plugin
+stands aside, declines or stays off wherever it should."""
+import json
+import subprocess
+
+from harness import REPORT, SHIM, Job, app, check, main
+
+
+def records(trace):
+    out = subprocess.run([REPORT, "dump", trace], capture_output=True, text=True, check=True).stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def plan_key(r):
+    return (r["launch_id"], r["op"], r["seq"], r["peer"])
+
+
+def plans_and_ops(job):
+    """Per trace: its op records (collectives and send/recv) and its OpPlan records."""
+    out = []
+    for trace in job.traces():
+        recs = records(trace)
+        ops = [r for r in recs if r["type"] == "op" and r["op"] != "ncclGroupEnd"]
+        out.append((ops, [r for r in recs if r["type"] == "op_plan"]))
+    return out
+
+
+def each_op_gets_the_plan_nccl_made():
+    # The mixed scenario: ungrouped and grouped collectives, a nested group, send/recv, a split.
+    # Every op has exactly one plan, the one the stand-in chose for its size (trees and LL below
+    # 64 KiB), with NCCL's own count of the communicator's earlier ops of its kind; the v5 table
+    # (an NCCL 2.28) gives the same; NCCL_ALGO/NCCL_PROTO forced show as forced.
+    for env, expect_algo in (({}, None), ({"HOSTNCCL_PROFILER_VERSION": "5"}, None),
+                             ({"NCCL_ALGO": "RING", "NCCL_PROTO": "LL128"}, ("RING", "LL128"))):
+        job = Job([app("collectives_app"), "mixed"], nranks=2, env={"NCCLWATCH_PROFILER": "1", **env})
+        results = job.run()
+        check(all(r.returncode == 0 for r in results), f"{env}: {[r.stderr for r in results]}")
+        for ops, plans in plans_and_ops(job):
+            by_op = {}
+            for p in plans:
+                by_op.setdefault(plan_key(p), []).append(p)
+            check(len(ops) >= 15 and len(plans) == len(ops), f"{env}: {len(ops)} ops, {len(plans)} plans")
+            nccl_seq = {}
+            for o in ops:
+                got = by_op.get((o["launch_id"], o["op"], o["seq"], o["peer"]), [])
+                check(len(got) == 1, f"{env}: op {o['op']} seq {o['seq']} has {len(got)} plans")
+                p = got[0]
+                check(p["comm_id"] == o["comm_id"] and p["count"] == o["count"] and p["rank"] == o["rank"],
+                      f"{env}: the plan names the op's communicator, count and rank: {p} {o}")
+                if o["op"] in ("ncclSend", "ncclRecv"):
+                    check(p["algo"] == p["proto"] == "" and p["channels"] == 1, f"{env}: send/recv plan {p}")
+                    continue
+                want = expect_algo or (("TREE", "LL") if o["count"] * 4 < 64 << 10 else ("RING", "SIMPLE"))
+                check((p["algo"], p["proto"]) == want and p["warps"] == 8, f"{env}: {o['op']} {o['count']}: {p}")
+                # NCCL numbers each communicator's collectives per kind (its seqNumber), from 0.
+                kind = (o["comm_id"], o["op"].replace("ncclBcast", "ncclBroadcast"))
+                check(p["nccl_seq"] == nccl_seq.get(kind, 0), f"{env}: NCCL's seq {p['nccl_seq']} for {kind}")
+                nccl_seq[kind] = p["nccl_seq"] + 1
+        code, text, _ = job.report("latency")
+        check("nccl plan" in text, f"{env}: latency names the plans\n{text}")
+        plan_text = "RING/LL128 1ch" if expect_algo else "TREE/LL 1ch"
+        check(plan_text in text, f"{env}: {plan_text}\n{text}")
+        code, rows, _ = job.report("latency", "--json")
+        check(all(r.get("nccl_plan") for r in rows["rows"] if r["op"] not in ("ncclGroupEnd",)),
+              f"{env}: every row but a group's names its plan: {rows['rows']}")
+
+
+def without_the_setting_nothing_changes():
+    # Off by default: NCCL is not pointed at the shim (the stand-in finds no plugin), no plan
+    # records, and latency's table is as it always was.
+    job = Job([app("collectives_app"), "mixed"], nranks=2, env={"HOSTNCCL_PROFILER_LOG": "1"})
+    results = job.run()
+    check(all(r.returncode == 0 and "profiler plugin" not in r.stderr for r in results), f"{[r.stderr for r in results]}")
+    check(all(not plans for _, plans in plans_and_ops(job)), "no plans")
+    code, text, _ = job.report("latency")
+    check("nccl plan" not in text, text)
+
+
+def an_application_plugin_is_left_in_place():
+    # The application named a plugin of its own (here one that is not there, and "none"): the shim
+    # leaves NCCL_PROFILER_PLUGIN alone, says so once per process, and records no plans.
+    for theirs in ("/nonexistent/libnccl-profiler-inspector.so", "none"):
+        job = Job([app("collectives_app"), "mixed"], nranks=2,
+                  env={"NCCLWATCH_PROFILER": "1", "NCCL_PROFILER_PLUGIN": theirs})
+        results = job.run()
+        for r in results:
+            check(r.returncode == 0, r.stderr)
+            said = [line for line in r.stderr.splitlines() if "stands aside" in line]
+            check(len(said) == 1 and theirs in said[0], f"{theirs}: said once: {r.stderr}")
+        check(all(not plans for _, plans in plans_and_ops(job)), f"{theirs}: no plans")
+
+
+def parents_the_plugin_never_made_are_not_trusted():
+    # An NCCL handing back handles that are not the plugin's (one byte into its handle, a pointer
+    # elsewhere): no plan is made up from them, and the job runs as ever.
+    job = Job([app("collectives_app"), "mixed"], nranks=2, env={"NCCLWATCH_PROFILER": "1", "HOSTNCCL_PROFILER_HOSTILE": "1"})
+    results = job.run()
+    check(all(r.returncode == 0 for r in results), f"{[r.stderr for r in results]}")
+    per_trace = plans_and_ops(job)
+    check(len(per_trace) == 2 and all(ops and not plans for ops, plans in per_trace),
+          f"ops recorded, no plans: {[(len(o), len(p)) for o, p in per_trace]}")
+
+
+def a_process_without_the_shim_declines_the_plugin():
+    # A child that inherited NCCL_PROFILER_PLUGIN (our path) but not LD_PRELOAD: NCCL opens the
+    # shim as a plain plugin, whose init declines every communicator. The job runs as without it
+    # and nothing is traced.
+    job = Job([app("collectives_app"), "mixed"], nranks=2, preload=False,
+              env={"NCCLWATCH_PROFILER": "1", "NCCL_PROFILER_PLUGIN": SHIM, "HOSTNCCL_PROFILER_LOG": "1"})
+    results = job.run()
+    check(all(r.returncode == 0 for r in results), f"{[r.stderr for r in results]}")
+    check(all("profiler plugin ncclwatch" in r.stderr for r in results), f"the stand-in loaded it: {[r.stderr for r in results]}")
+    check(job.traces() == [], f"nothing traced: {job.traces()}")
+
+
+main({f.__name__: f for f in (each_op_gets_the_plan_nccl_made, without_the_setting_nothing_changes,
+                              an_application_plugin_is_left_in_place, parents_the_plugin_never_made_are_not_trusted,
+                              a_process_without_the_shim_declines_the_plugin)})
