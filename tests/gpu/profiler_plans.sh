@@ -35,7 +35,8 @@ plans = []
 for line in open(f"{d}/dump.jsonl"):
     r = json.loads(line)
     if r.get("type") == "op_plan" and r["rank"] == 0 and r["op"] not in ("ncclSend", "ncclRecv"):
-        plans.append((r["op"].removeprefix("nccl"), r["count"] * sizes.get(r["datatype"], 0), r["algo"], r["proto"], r["channels"]))
+        # PyTorch broadcasts with ncclBcast, which NCCL runs, and logs, as Broadcast.
+        plans.append((r["op"].removeprefix("nccl").replace("Bcast", "Broadcast"), r["count"] * sizes.get(r["datatype"], 0), r["algo"], r["proto"], r["channels"]))
 print(f"NCCL's log: {len(log)} launches; the trace: {len(plans)} collective plans on rank 0")
 for want, got in list(zip(log, plans))[:12]:
     print(f"  NCCL {want}  shim {got}")
