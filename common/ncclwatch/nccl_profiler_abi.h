@@ -39,107 +39,140 @@ enum EventState : int {
   kKernelChStop = 22,  // a kernel channel finished: its stop timestamp in the state args
 };
 
+// The members of the event descriptor's union, one per event type (named types: an anonymous
+// union may hold only data members).
+struct GroupApiDescr {
+  bool graphCaptured;
+  int groupDepth;
+};
+
+struct CollApiDescr {
+  const char* func;
+  size_t count;
+  const char* datatype;
+  int root;
+  void* stream;
+  bool graphCaptured;
+};
+
+struct P2pApiDescr {
+  const char* func;
+  size_t count;
+  const char* datatype;
+  void* stream;
+  bool graphCaptured;
+};
+
+struct KernelLaunchDescr {
+  void* stream;
+};
+
+struct CollDescr {
+  uint64_t seqNumber;  // NCCL's count of earlier collectives of this func on the communicator
+  const char* func;
+  const void* sendBuff;
+  void* recvBuff;
+  size_t count;
+  int root;
+  const char* datatype;
+  uint8_t nChannels;
+  uint8_t nWarps;
+  const char* algo;   // "RING", "TREE", "NVLS", "PAT", ...
+  const char* proto;  // "LL", "LL128", "SIMPLE"
+  void* parentGroup;
+};
+
+struct P2pDescr {
+  const char* func;
+  void* buff;
+  const char* datatype;
+  size_t count;
+  int peer;
+  uint8_t nChannels;
+  void* parentGroup;
+};
+
+struct ProxyOpDescr {
+  pid_t pid;
+  uint8_t channelId;
+  int peer;
+  int nSteps;
+  int chunkSize;
+  int isSend;
+};
+
+struct ProxyStepDescr {
+  int step;
+};
+
+struct KernelChDescr {
+  uint8_t channelId;
+  uint64_t pTimer;  // the channel's start, GPU global timer (ns)
+};
+
+struct NetPluginDescr {
+  int64_t id;
+  void* data;
+};
+
+struct CeCollDescr {
+  uint64_t seqNumber;
+  const char* func;
+  const void* sendBuff;
+  void* recvBuff;
+  size_t count;
+  int root;
+  const char* datatype;
+  const char* syncStrategy;
+  bool intraBatchSync;
+  uint32_t batchSize;
+  uint32_t numBatches;
+  uint32_t ceSeqNum;
+  void* stream;
+};
+
 struct EventDescr {
   uint64_t type;    // one EventType
   void* parentObj;  // the handle this plugin returned for the parent event (Coll: its CollApi event)
   int rank;
   union {
-    struct {
-      bool graphCaptured;
-      int groupDepth;
-    } groupApi;
-    struct {
-      const char* func;
-      size_t count;
-      const char* datatype;
-      int root;
-      void* stream;
-      bool graphCaptured;
-    } collApi;
-    struct {
-      const char* func;
-      size_t count;
-      const char* datatype;
-      void* stream;
-      bool graphCaptured;
-    } p2pApi;
-    struct {
-      void* stream;
-    } kernelLaunch;
-    struct {
-      uint64_t seqNumber;  // NCCL's count of earlier collectives of this func on the communicator
-      const char* func;
-      const void* sendBuff;
-      void* recvBuff;
-      size_t count;
-      int root;
-      const char* datatype;
-      uint8_t nChannels;
-      uint8_t nWarps;
-      const char* algo;   // "RING", "TREE", "NVLS", "PAT", ...
-      const char* proto;  // "LL", "LL128", "SIMPLE"
-      void* parentGroup;
-    } coll;
-    struct {
-      const char* func;
-      void* buff;
-      const char* datatype;
-      size_t count;
-      int peer;
-      uint8_t nChannels;
-      void* parentGroup;
-    } p2p;
-    struct {
-      pid_t pid;
-      uint8_t channelId;
-      int peer;
-      int nSteps;
-      int chunkSize;
-      int isSend;
-    } proxyOp;
-    struct {
-      int step;
-    } proxyStep;
-    struct {
-      uint8_t channelId;
-      uint64_t pTimer;  // the channel's start, GPU global timer (ns)
-    } kernelCh;
-    struct {
-      int64_t id;
-      void* data;
-    } netPlugin;
+    GroupApiDescr groupApi;
+    CollApiDescr collApi;
+    P2pApiDescr p2pApi;
+    KernelLaunchDescr kernelLaunch;
+    CollDescr coll;
+    P2pDescr p2p;
+    ProxyOpDescr proxyOp;
+    ProxyStepDescr proxyStep;
+    KernelChDescr kernelCh;
+    NetPluginDescr netPlugin;
     // v6 only from here: the largest member, so the union is as large as NCCL's.
-    struct {
-      uint64_t seqNumber;
-      const char* func;
-      const void* sendBuff;
-      void* recvBuff;
-      size_t count;
-      int root;
-      const char* datatype;
-      const char* syncStrategy;
-      bool intraBatchSync;
-      uint32_t batchSize;
-      uint32_t numBatches;
-      uint32_t ceSeqNum;
-      void* stream;
-    } ceColl;
+    CeCollDescr ceColl;
   };
 };
 
+// The members of recordEventState's arguments.
+struct ProxyStepState {
+  size_t transSize;
+};
+
+struct ProxyCtrlState {
+  int appendedProxyOps;
+};
+
+struct NetPluginState {
+  void* data;
+};
+
+struct KernelChState {
+  uint64_t pTimer;  // kKernelChStop: the channel's end, GPU global timer (ns)
+};
+
 union EventStateArgs {
-  struct {
-    size_t transSize;
-  } proxyStep;
-  struct {
-    int appendedProxyOps;
-  } proxyCtrl;
-  struct {
-    void* data;
-  } netPlugin;
-  struct {
-    uint64_t pTimer;  // kKernelChStop: the channel's end, GPU global timer (ns)
-  } kernelCh;
+  ProxyStepState proxyStep;
+  ProxyCtrlState proxyCtrl;
+  NetPluginState netPlugin;
+  KernelChState kernelCh;
 };
 
 // ncclDebugLogger_t: NCCL's logger, handed to init.
