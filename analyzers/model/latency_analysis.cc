@@ -232,10 +232,15 @@ LatencyTable latency_table(const JobAnalysis& a) {
   LatencyTable table;
   table.rows = window_rows(a, names);
   add_whole_run_calls(a, names, table.rows);
-  if (!a.plans.empty())
-    for (LatencyRow& row : table.rows)
-      if (auto p = a.plans.find({row.comm_id, row.bytes, row.nranks, static_cast<uint16_t>(row.api)}); p != a.plans.end())
-        row.plans = p->second;
+  for (LatencyRow& row : table.rows) {
+    RunTotalsKey key{row.comm_id, row.bytes, row.nranks, static_cast<uint16_t>(row.api)};
+    if (auto p = a.plans.find(key); p != a.plans.end()) row.plans = p->second;
+    if (auto k = a.kernels.find(key); k != a.kernels.end() && k->second.ops) {
+      row.kernel_ops = k->second.ops;
+      row.kernel_mean_us = double(k->second.sum_ns) / double(k->second.ops) / 1e3;
+      row.kernel_max_us = double(k->second.max_ns) / 1e3;
+    }
+  }
   std::stable_sort(table.rows.begin(), table.rows.end(), [](const LatencyRow& x, const LatencyRow& y) {
     return std::tie(x.comm_id, x.api, x.bytes) < std::tie(y.comm_id, y.api, y.bytes);
   });

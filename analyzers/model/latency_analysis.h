@@ -33,6 +33,10 @@ struct LatencyRow {
   std::optional<double> first_call_max_us, first_call_mean_us;
   TimingSource timing = TimingSource::kHost;
   PlanCounts plans;  // how NCCL ran these ops, where its profiler interface told (NCCLWATCH_PROFILER)
+  // Their kernels by the GPU's own timer (NCCL's KernelCh events, NCCLWATCH_PROFILER), all ranks: a
+  // second clock beside the CUDA events above, which also count the stream's wait before the kernel.
+  uint64_t kernel_ops = 0;
+  std::optional<double> kernel_mean_us, kernel_max_us;
 };
 
 // A row's plans in words: "RING/SIMPLE 4ch" where NCCL ran them one way, else each way with its

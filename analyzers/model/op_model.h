@@ -235,6 +235,26 @@ struct PlanChoice {
 };
 using PlanCounts = std::map<PlanChoice, uint64_t>;
 
+// How long the kernels of one (communicator, op, size) ran by the GPU's own timer, from OpKernel
+// records (NCCLWATCH_PROFILER): each op's channels' first start to their last stop, all ranks.
+struct KernelTotals {
+  uint64_t ops = 0;
+  uint64_t sum_ns = 0, max_ns = 0;
+  uint64_t min_ns = UINT64_MAX;
+  void add(uint64_t span_ns) {
+    ++ops;
+    sum_ns += span_ns;
+    max_ns = std::max(max_ns, span_ns);
+    min_ns = std::min(min_ns, span_ns);
+  }
+  void merge(const KernelTotals& o) {
+    ops += o.ops;
+    sum_ns += o.sum_ns;
+    max_ns = std::max(max_ns, o.max_ns);
+    min_ns = std::min(min_ns, o.min_ns);
+  }
+};
+
 // A name NCCL gave (OpPlanRecord.algo, .proto), to its field's end: letters, digits and '_' only
 // (it comes through a trace).
 template <size_t N> std::string plan_name(const char (&field)[N]) {
@@ -345,6 +365,7 @@ struct JobAnalysis {
   std::vector<LatencyBucket> latency;   // merged, sorted by key
   std::map<RunTotalsKey, RunTotals> run_totals;  // the whole run's op counts (format 4)
   std::map<RunTotalsKey, PlanCounts> plans;     // what NCCL planned for them (OpPlan records)
+  std::map<RunTotalsKey, KernelTotals> kernels; // how long their kernels ran (OpKernel records)
   std::map<uint64_t, std::vector<MemberRef>> members;  // comm_id -> its ranks' entries, by rank
   uint64_t records = 0;                 // records read in the main pass
 

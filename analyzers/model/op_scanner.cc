@@ -1,5 +1,6 @@
 #include "model/op_scanner.h"
 
+#include "model/kernel_spans.h"
 #include "model/timed_ops.h"
 
 #include <fmt/format.h>
@@ -214,12 +215,16 @@ class OpScanner::Fold {
       case RecordType::kOpPlan:
         if (const auto* p = r.as<OpPlanRecord>()) on_plan(*p, r);
         break;
+      case RecordType::kOpKernel:
+        if (const auto* k = r.as<OpKernelRecord>()) kernel_spans_.add(*k, r);
+        break;
       default: break;
     }
   }
 
   void finish() {
     timed_ops_.finish();
+    kernel_spans_.finish();
     out_.timing_records = timed_ops_.timing_records();
     out_.orphan_timings = timed_ops_.orphan_timings();
   }
@@ -391,6 +396,7 @@ class OpScanner::Fold {
   ThreadAggregate& agg_;
   ImplausibleValues& implausible_;
   TimedOps<LaunchOp, Fold> timed_ops_{*this};
+  KernelSpans kernel_spans_{agg_.kernels, implausible_};
   RankComms rank_comms_;
   SeqSlots seq_slots_;
   Latencies latencies_;

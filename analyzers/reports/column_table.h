@@ -31,7 +31,7 @@ template <class Row> struct Column {
   int text_decimals = 1;  // a measurement's decimals in text (CSV always writes kCsvDecimals)
   Cell (*value)(const Row&) = nullptr;
   Cell (*shown)(const Row&) = nullptr;  // what text shows instead, where it differs (a name for an id)
-  bool json_if_empty = true;            // false: an empty text is left out of the JSON object
+  bool json_if_empty = true;            // false: an empty text or no value is left out of the JSON object
 };
 
 inline constexpr int kCsvDecimals = 3;
@@ -51,7 +51,9 @@ template <class Row> nlohmann::json json_of(std::span<const Column<Row>> columns
   for (const Column<Row>& c : columns) {
     if (c.json.empty()) continue;
     Cell cell = c.value(row);
-    if (!c.json_if_empty && std::holds_alternative<std::string>(cell) && std::get<std::string>(cell).empty()) continue;
+    bool empty = std::holds_alternative<std::monostate>(cell) ||
+                 (std::holds_alternative<std::string>(cell) && std::get<std::string>(cell).empty());
+    if (!c.json_if_empty && empty) continue;
     column_cell::put(object, c.json, column_cell::as_json(cell));
   }
   return object;

@@ -163,6 +163,25 @@ void add_op_plan_fields(const RecordView& r, json& j) {
   j["graph_captured"] = (p->flags & kPlanGraphCaptured) != 0;
 }
 
+// When one channel of an op's kernel ran, by the GPU's timer (NCCL's profiler interface).
+void add_op_kernel_fields(const RecordView& r, json& j) {
+  const auto* k = r.as<OpKernelRecord>();
+  if (!k) return;
+  j["launch_id"] = k->launch_id;
+  j["op"] = api_name(static_cast<Api>(k->api));
+  j["seq"] = k->seq;
+  j["comm_id"] = hex_id(k->comm_id);
+  j["count"] = k->count;
+  j["datatype"] = k->datatype;
+  j["peer"] = k->peer;
+  j["rank"] = k->rank;
+  j["nranks"] = k->nranks;
+  j["channel"] = k->channel;
+  j["channels"] = k->nchannels;
+  j["gpu_start_ns"] = k->gpu_start_ns;
+  j["gpu_stop_ns"] = k->gpu_stop_ns;
+}
+
 // A collective or point-to-point op.
 void add_op_fields(const RecordView& r, json& j) {
   const auto* o = r.as<OpRecord>();
@@ -244,6 +263,7 @@ json record_json(const RecordView& r) {
     case RecordType::kSignal: add_signal_fields(r, j); break;
     case RecordType::kMemory: add_memory_fields(r, j); break;
     case RecordType::kOpPlan: add_op_plan_fields(r, j); break;
+    case RecordType::kOpKernel: add_op_kernel_fields(r, j); break;
     case RecordType::kModule: add_module_fields(r, j); break;
     case RecordType::kCallBegin:
     case RecordType::kCallEnd: add_call_fields(r, j); break;

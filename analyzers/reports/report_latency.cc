@@ -62,20 +62,36 @@ const Column<Row> kLatencyColumns[] = {
      }},
 };
 
-// NCCL's plans (NCCLWATCH_PROFILER), before `timing`: in text and CSV where any row has them, so
-// that traces without plans keep their tables as they were; in JSON on the rows that have them.
+// NCCL's plans and kernel times (NCCLWATCH_PROFILER), before `timing`: in text and CSV where any
+// row has them, so that traces without them keep their tables as they were; in JSON on the rows
+// that have them.
 const Column<Row> kPlanColumn = {.json = "nccl_plan", .csv = "nccl_plan", .text = "nccl plan", .width = -16,
                                  .value = [](const Row& r) -> Cell { return plans_text(r.plans); },
                                  .json_if_empty = false};
-
-std::vector<Column<Row>> latency_columns(bool with_plans) {
-  std::vector<Column<Row>> columns(std::begin(kLatencyColumns), std::end(kLatencyColumns));
-  if (with_plans) columns.insert(columns.end() - 1, kPlanColumn);
-  return columns;
-}
+const Column<Row> kKernelColumns[] = {
+    {.json = "nccl_kernel.mean_us", .csv = "kernel_mean_us", .text = "kernel us", .width = 10,
+     .value = [](const Row& r) { return maybe(r.kernel_mean_us); }, .json_if_empty = false},
+    {.json = "nccl_kernel.max_us", .csv = "kernel_max_us", .value = [](const Row& r) { return maybe(r.kernel_max_us); },
+     .json_if_empty = false},
+    {.json = "nccl_kernel.ops", .csv = "kernel_ops",
+     .value = [](const Row& r) -> Cell { return r.kernel_ops ? Cell{r.kernel_ops} : Cell{}; }, .json_if_empty = false},
+};
 
 bool any_plans(const std::vector<Row>& rows) {
   return std::any_of(rows.begin(), rows.end(), [](const Row& r) { return !r.plans.empty(); });
+}
+bool any_kernel_times(const std::vector<Row>& rows) {
+  return std::any_of(rows.begin(), rows.end(), [](const Row& r) { return r.kernel_ops > 0; });
+}
+
+std::vector<Column<Row>> latency_columns(bool with_plans, bool with_kernels) {
+  std::vector<Column<Row>> columns(std::begin(kLatencyColumns), std::end(kLatencyColumns));
+  if (with_plans) columns.insert(columns.end() - 1, kPlanColumn);
+  if (with_kernels) columns.insert(columns.end() - 1, std::begin(kKernelColumns), std::end(kKernelColumns));
+  return columns;
+}
+std::vector<Column<Row>> latency_columns(const std::vector<Row>& rows) {
+  return latency_columns(any_plans(rows), any_kernel_times(rows));
 }
 
 // How long each communicator took to create and destroy: JSON and text.
@@ -96,7 +112,7 @@ const Column<CommLifetimes> kLifetimeColumns[] = {
 }  // namespace
 
 json to_json(const LatencyRow& r) {
-  static const std::vector<Column<Row>> columns = latency_columns(true);
+  static const std::vector<Column<Row>> columns = latency_columns(true, true);
   return json_of<LatencyRow>(columns, r);
 }
 
@@ -122,10 +138,10 @@ int run_latency(const Options& options) {
     return 0;
   }
   if (options.csv) {
-    write_csv<LatencyRow>(latency_columns(any_plans(table.rows)), table.rows);
+    write_csv<LatencyRow>(latency_columns(table.rows), table.rows);
     return 0;
   }
-  fmt::print("{}", text_table<LatencyRow>(latency_columns(any_plans(table.rows)), table.rows));
+  fmt::print("{}", text_table<LatencyRow>(latency_columns(table.rows), table.rows));
   if (table.rows.empty()) print_text("(no timed collectives in these traces)\n");
   if (table.window.partial())
     print_text("{}: calls count the whole run; percentiles come from the ops kept (gpu_run_histogram rows: from the "
@@ -140,6 +156,10 @@ int run_latency(const Options& options) {
     print_text("gpu_upper_bound rows: ops of a communicator driven from several streams whose previous op's end was not "
                "timed: NCCL runs its ops one after another, so the time may include waiting for that op (an upper "
                "bound, and the bandwidth a lower bound)\n");
+  if (any_kernel_times(table.rows))
+    print_text("kernel us: the mean kernel time by the GPU's own timer (NCCL's profiler interface: each op's channels, "
+               "first start to last end), every op and rank; the percentiles beside it are by CUDA events around the "
+               "launch, which count waiting on the stream too\n");
   if (!table.communicators.empty()) {
     fmt::print("\n{}", text_table<CommLifetimes>(kLifetimeColumns, table.communicators));
   }

@@ -1,10 +1,13 @@
-// NCCL's profiler-plugin interface, versions 5 (NCCL 2.28) and 6 (2.29, copy-engine collectives):
-// the binary layout NCCL calls through, declared here for the shim's plugin entry and the CPU
-// stand-in that loads it. NCCL finds a plugin by dlopen (NCCL_PROFILER_PLUGIN: a path, or a name
-// X for libnccl-profiler-X.so; "none" disables) and looks up `ncclProfiler_v6`, then `ncclProfiler_v5`
-// (2.28 only the latter). Only the members the shim reads are named in full; the rest keep their
-// place in the layout. Version 6 extends version 5's descriptor union, so one set of callbacks
-// serves both: what a v5 NCCL passes is a prefix of what a v6 one does.
+// NCCL's profiler-plugin interface, versions 5 (NCCL 2.28), 6 (2.29, copy-engine collectives) and 7
+// (2.31, a user tag per call, kernel variants and phases): the binary layout NCCL calls through,
+// declared here for the shim's plugin entry and the CPU stand-in that loads it. NCCL finds a plugin
+// by dlopen (NCCL_PROFILER_PLUGIN: a path, or a name X for libnccl-profiler-X.so; "none" disables)
+// and looks up the newest table it knows first: `ncclProfiler_v7`, `ncclProfiler_v6`, then
+// `ncclProfiler_v5`. Only the members the shim reads are named in full; the rest keep their place
+// in the layout. Each version extends the last one's descriptors at their ends (v6: a member of the
+// union; v7: members after the last of collApi, p2pApi, coll, p2p and ceColl, and a kernelPhase
+// event the shim never asks for), so one set of callbacks serves all three: every member read here
+// sits where it sat in version 5. The event states the shim reads keep their values too.
 #pragma once
 
 #include <nccl.h>
@@ -32,6 +35,7 @@ enum EventType : uint64_t {
   kCeColl = 1 << 12,       // v6: a copy-engine collective
   kCeSync = 1 << 13,
   kCeBatch = 1 << 14,
+  kKernelPhase = 1 << 15,  // v7: a kernel channel's barrier phases
 };
 
 // recordEventState states the shim reads.

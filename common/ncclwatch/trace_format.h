@@ -26,7 +26,7 @@
 namespace ncclwatch::trace {
 
 inline constexpr char kMagic[8] = {'N', 'C', 'C', 'L', 'W', 'T', 'C', 'H'};
-inline constexpr uint32_t kVersion = 9;              // 2: ApiEvent carries the call-site summary
+inline constexpr uint32_t kVersion = 10;             // 2: ApiEvent carries the call-site summary
                                                      // 3: ApiEvent names its library; kLibrary per copy
                                                      // 4: ops and GPU timings in a ring, op totals
                                                      // 5: LiveAtExit (skippable: format 4 readers read it)
@@ -36,6 +36,7 @@ inline constexpr uint32_t kVersion = 9;              // 2: ApiEvent carries the 
                                                      // 7: Ending and Signal records (skippable)
                                                      // 8: Memory records (skippable)
                                                      // 9: OpPlan records (skippable)
+                                                     // 10: OpKernel records (skippable)
 inline constexpr uint32_t kMinReadableVersion = 4;  // oldest reader version that can read this file
                                                      // (an older one would skip the ring: no ops)
 inline constexpr uint32_t kOldestReadableFormat = 2; // files older than this are refused by readers
@@ -95,6 +96,8 @@ static_assert(sizeof(FileHeader) == kHeaderBytes);
 //   Memory       the GPU memory a communicator holds, read after a call that set it up further
 //   OpPlan       what NCCL planned for an op, as its profiler interface told: algorithm, protocol,
 //                channels
+//   OpKernel     when one channel of an op's kernel ran, by the GPU's own timer, as NCCL's profiler
+//                interface told
 #define NCCLWATCH_RECORD_TYPES(X) \
   X(Padding, 1, "padding",          PaddingRecord,    untimed,     kMaxRecordBytes)      \
   X(Process, 2, "process",          StringsRecord,    time_ns,     kMaxRecordBytes)      \
@@ -120,7 +123,8 @@ static_assert(sizeof(FileHeader) == kHeaderBytes);
   X(Ending, 22, "ending",           StringsRecord,    untimed,     kMaxRecordBytes)      \
   X(Signal, 23, "signal",           SignalRecord,     untimed,     kMaxRecordBytes)      \
   X(Memory, 24, "memory",           MemoryRecord,     time_ns,     kMaxRecordBytes)      \
-  X(OpPlan, 25, "op_plan",          OpPlanRecord,     untimed,     kMaxRecordBytes)
+  X(OpPlan, 25, "op_plan",          OpPlanRecord,     untimed,     kMaxRecordBytes)      \
+  X(OpKernel, 26, "op_kernel",      OpKernelRecord,   untimed,     kMaxRecordBytes)
 
 enum class RecordType : uint16_t {
 #define NCCLWATCH_RECORD_ENUMERATOR(Id, value, name, Struct, time, largest) k##Id = value,
@@ -316,6 +320,31 @@ struct OpPlanRecord {
 };
 static_assert(sizeof(OpPlanRecord) == 96);
 inline constexpr uint32_t kPlanGraphCaptured = 1u << 0;  // NCCL planned it into a CUDA graph
+
+// One channel of an op's kernel, from NCCL's KernelCh event (NCCLWATCH_PROFILER): the GPU's global
+// timer (ns, its own clock: comparable within a GPU, not mapped onto the host's) when the channel
+// began the op's work and finished it. Written by NCCL's proxy thread once the channel stopped; an
+// op's kernel time is its channels' first start to their last stop. The op is the OpRecord with the
+// same launch_id, api, seq and peer, as for OpPlanRecord. Graph-captured ops have none (their
+// replays share one plan).
+struct OpKernelRecord {
+  RecordHeader h;
+  uint64_t launch_id;    // OpRecord.launch_id
+  uint64_t seq;          // OpRecord.seq
+  uint64_t comm_id;      // OpRecord.comm_id (0 unknown)
+  uint64_t count;        // OpRecord.count
+  uint64_t gpu_start_ns; // the channel's start, GPU global timer
+  uint64_t gpu_stop_ns;  // its end (0: NCCL gave none)
+  int32_t peer;          // OpRecord.peer
+  int32_t rank;          // OpRecord.rank
+  int32_t nranks;        // OpRecord.nranks
+  uint16_t api;          // OpRecord.api
+  uint8_t datatype;      // OpRecord.datatype
+  uint8_t channel;       // NCCL's channel id
+  uint8_t nchannels;     // channels NCCL planned the op on (its OpPlanRecord's): how many to expect
+  uint8_t reserved0[7];
+};
+static_assert(sizeof(OpKernelRecord) == 80);
 
 // Written just before ProcessEnd, from the exit reserve: every communicator still in the shim's
 // table (or as many as fit), so a reader need not guess the end of one whose records were lost.

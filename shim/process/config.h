@@ -28,8 +28,10 @@ struct Config {
   bool group_readable = false;            // NCCLWATCH_GROUP_READABLE=1: trace files 0640, else 0600
   bool full_cmdline = false;              // NCCLWATCH_FULL_CMDLINE=1: keep secret-looking arguments
   // NCCLWATCH_PROFILER=1: the shim is NCCL's profiler plugin too (NCCL >= 2.28), recording what NCCL
-  // planned for each op (profiler/). Off by default until its cost is measured at the floor.
+  // planned for each op (profiler/); =kernels: and each op's kernel channels by the GPU's timer
+  // (NCCL then adds a proxy op to every launch). Off by default until its cost is measured at the floor.
   bool profiler = false;
+  bool profiler_kernels = false;
   // NCCLWATCH_METRICS_FILE: Prometheus text rewritten every NCCLWATCH_METRICS_SEC while the
   // process runs ("%p": the pid, "%h": the host name); "" writes none.
   std::string metrics_file;

@@ -4,7 +4,10 @@
 //                     is issuing (t_thread.issuing);
 //   Coll / P2p        started when NCCL plans the launch (the call itself, or ncclGroupEnd), with
 //                     the CollApi/P2pApi handle as its parent: what NCCL planned becomes an OpPlan
-//                     record of that op.
+//                     record of that op, and the handle a plan slot for the kernel's channels;
+//   KernelCh          started by NCCL's proxy thread when a channel of the op's kernel began, with
+//                     the plan slot as its parent and the GPU timer's reading; stopped with the
+//                     channel's end: an OpKernel record.
 // Every other event gets no handle (NCCL then calls nothing more for it). Whatever goes wrong here
 // answers NCCL with success and stops the plugin, said once: NCCL's work never depends on us.
 #include "profiler/profiler_plugin.h"
@@ -17,6 +20,7 @@
 #include <ncclwatch/nccl_profiler_abi.h>
 
 #include <dlfcn.h>
+#include <sys/statvfs.h>
 
 #include <atomic>
 #include <climits>
@@ -32,10 +36,15 @@ namespace abi = profiler_abi;
 // Set when anything of ours failed: every later event is answered without a look.
 std::atomic<bool> g_stopped{false};
 
+// What a handle we gave NCCL is: its first member, so stopEvent and recordEventState, which get
+// only the handle, know it. NCCL hands back only handles we returned there.
+enum class SlotKind : uint32_t { kApi = 1, kPlan, kKernelChannel };
+
 // The op behind one CollApi/P2pApi event. NCCL keeps the handle until the op's Coll/P2p event,
 // which a group may start long after the call returned: slots are reused round-robin, so an op
 // is tied to its plan while fewer than kApiSlots later calls on the communicator came between.
 struct ApiSlot {
+  SlotKind kind = SlotKind::kApi;
   uint64_t launch_id = 0;  // 0: none (a call that did not come through a wrapper)
   uint64_t seq = 0;
   uint64_t comm_id = 0;
@@ -46,16 +55,74 @@ struct ApiSlot {
   uint16_t api = 0;
   uint8_t datatype = 0;
   bool graph_captured = false;
+  uint8_t nchannels = 0;  // set on the copy a plan slot keeps
+};
+
+// The op behind one Coll/P2p event: the parent NCCL's proxy thread names when the op's kernel
+// channels run, after the application's thread may have reused the slot for a later op. So it is
+// a seqlock: written by the launching thread, read by the proxy thread, which keeps a copy only
+// when no write came between (every member atomic: the two threads never race on plain memory).
+struct PlanSlot {
+  SlotKind kind = SlotKind::kPlan;
+  std::atomic<uint32_t> version{0};  // odd while being written
+  std::atomic<uint64_t> words[6]{};
+
+  void store(const ApiSlot& op) noexcept {
+    uint32_t v = version.load(std::memory_order_relaxed);
+    version.store(v + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    uint64_t w[6] = {op.launch_id, op.seq, op.comm_id, op.count,
+                     uint64_t(uint32_t(op.peer)) | uint64_t(uint32_t(op.rank)) << 32,
+                     uint64_t(uint32_t(op.nranks)) | uint64_t(op.api) << 32 | uint64_t(op.datatype) << 48 |
+                         uint64_t(op.nchannels) << 56};
+    for (int i = 0; i < 6; ++i) words[i].store(w[i], std::memory_order_relaxed);
+    version.store(v + 2, std::memory_order_release);
+  }
+
+  // The op, or false when a write was under way or came between (the slot was reused).
+  bool load(ApiSlot& op) const noexcept {
+    uint32_t before = version.load(std::memory_order_acquire);
+    uint64_t w[6];
+    for (int i = 0; i < 6; ++i) w[i] = words[i].load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (before % 2 || version.load(std::memory_order_relaxed) != before || !w[0]) return false;
+    op.launch_id = w[0];
+    op.seq = w[1];
+    op.comm_id = w[2];
+    op.count = w[3];
+    op.peer = int32_t(uint32_t(w[4]));
+    op.rank = int32_t(uint32_t(w[4] >> 32));
+    op.nranks = int32_t(uint32_t(w[5]));
+    op.api = uint16_t(w[5] >> 32);
+    op.datatype = uint8_t(w[5] >> 48);
+    op.nchannels = uint8_t(w[5] >> 56);
+    return true;
+  }
+};
+
+// One channel of an op's kernel between its KernelCh start and stop: NCCL's proxy thread alone
+// touches it (the communicator's, one at a time).
+struct KernelChannelSlot {
+  SlotKind kind = SlotKind::kKernelChannel;
+  ApiSlot op;  // launch_id 0: free
+  uint64_t gpu_start_ns = 0, gpu_stop_ns = 0;
+  uint8_t channel = 0;
 };
 
 struct Context {
   static constexpr uint32_t kApiSlots = 1024;
+  static constexpr uint32_t kPlanSlots = 1024;    // ops launched whose kernels may not have run yet
+  static constexpr uint32_t kChannelSlots = 1024; // kernel channels running at once
   uint64_t comm_hash = 0;
   int rank = -1;
   // Relaxed: a communicator's calls come from one thread at a time (NCCL's rule); the count only
   // spreads the slots.
   std::atomic<uint32_t> next_slot{0};
+  std::atomic<uint32_t> next_plan{0};
+  std::atomic<uint32_t> next_channel{0};
   ApiSlot slots[kApiSlots];
+  PlanSlot plans[kPlanSlots];
+  KernelChannelSlot channels[kChannelSlots];
 
   // The slot `handle` points at, or null when it is not one of ours (an event NCCL started for a
   // call we did not see, or garbage): never trusted unchecked.
@@ -64,6 +131,13 @@ struct Context {
     if (at < first || at >= first + sizeof slots || (at - first) % sizeof(ApiSlot) != 0) return nullptr;
     ApiSlot* p = slots + (at - first) / sizeof(ApiSlot);
     return p->launch_id ? p : nullptr;
+  }
+
+  // The same for a KernelCh event's parent: one of our plan slots, or null.
+  PlanSlot* plan_of(void* handle) noexcept {
+    auto at = reinterpret_cast<uintptr_t>(handle), first = reinterpret_cast<uintptr_t>(plans);
+    if (at < first || at >= first + sizeof plans || (at - first) % sizeof(PlanSlot) != 0) return nullptr;
+    return plans + (at - first) / sizeof(PlanSlot);
   }
 };
 
@@ -103,6 +177,26 @@ void write_plan(const ApiSlot& op, uint64_t nccl_seq, uint8_t nchannels, uint8_t
   slot.commit(trace::RecordType::kOpPlan);
 }
 
+void write_kernel_channel(const KernelChannelSlot& k) noexcept {
+  RecordSlot slot = reserve_record(sizeof(trace::OpKernelRecord));
+  if (!slot) return;
+  auto* r = slot.as<trace::OpKernelRecord>();
+  r->launch_id = k.op.launch_id;
+  r->seq = k.op.seq;
+  r->comm_id = k.op.comm_id;
+  r->count = k.op.count;
+  r->gpu_start_ns = k.gpu_start_ns;
+  r->gpu_stop_ns = k.gpu_stop_ns;
+  r->peer = k.op.peer;
+  r->rank = k.op.rank;
+  r->nranks = k.op.nranks;
+  r->api = k.op.api;
+  r->datatype = k.op.datatype;
+  r->channel = k.channel;
+  r->nchannels = k.op.nchannels;
+  slot.commit(trace::RecordType::kOpKernel);
+}
+
 ncclResult_t plugin_init(void** context, uint64_t comm_hash, int* activation_mask, const char*, int, int, int rank,
                          abi::DebugLogger) {
   *context = nullptr;
@@ -114,6 +208,7 @@ ncclResult_t plugin_init(void** context, uint64_t comm_hash, int* activation_mas
     c->rank = rank;
     *context = c;
     *activation_mask = abi::kCollApi | abi::kP2pApi | abi::kColl | abi::kP2p;
+    if (detail::g_profiler_kernels_armed.load(std::memory_order_relaxed)) *activation_mask |= abi::kKernelCh;
     return ncclSuccess;
   } catch (...) {
     stop_plugin("no memory for a communicator's context");
@@ -126,10 +221,41 @@ void* start_api_event(Context& c, const abi::EventDescr& e) noexcept {
   const IssuingOp& op = t_thread.issuing;
   if (!op.launch_id) return nullptr;
   ApiSlot& slot = c.slots[c.next_slot.fetch_add(1, std::memory_order_relaxed) % Context::kApiSlots];
-  slot = {op.launch_id, op.seq, op.track ? op.track->id : 0, op.count, op.peer,
-          op.track ? op.track->rank : -1, op.track ? op.track->nranks : -1, op.api, op.datatype,
-          e.type == abi::kCollApi ? e.collApi.graphCaptured : e.p2pApi.graphCaptured};
+  slot.launch_id = op.launch_id;
+  slot.seq = op.seq;
+  slot.comm_id = op.track ? op.track->id : 0;
+  slot.count = op.count;
+  slot.peer = op.peer;
+  slot.rank = op.track ? op.track->rank : -1;
+  slot.nranks = op.track ? op.track->nranks : -1;
+  slot.api = op.api;
+  slot.datatype = op.datatype;
+  slot.graph_captured = e.type == abi::kCollApi ? e.collApi.graphCaptured : e.p2pApi.graphCaptured;
   return &slot;
+}
+
+// NCCL planned the op: its OpPlan record, and a plan slot for its kernel's channels to name. A
+// graph-captured op gets none: its replays would all name the one plan.
+void* start_plan_event(Context& c, const ApiSlot& op, uint8_t nchannels) noexcept {
+  if (op.graph_captured) return nullptr;
+  PlanSlot& plan = c.plans[c.next_plan.fetch_add(1, std::memory_order_relaxed) % Context::kPlanSlots];
+  ApiSlot copy = op;
+  copy.nchannels = nchannels;
+  plan.store(copy);
+  return &plan;
+}
+
+// A channel of the op's kernel began (NCCL's proxy thread, the GPU timer's reading).
+void* start_kernel_channel(Context& c, const abi::EventDescr& e) noexcept {
+  const PlanSlot* plan = c.plan_of(e.parentObj);
+  ApiSlot op;
+  if (!plan || !plan->load(op)) return nullptr;
+  KernelChannelSlot& k = c.channels[c.next_channel.fetch_add(1, std::memory_order_relaxed) % Context::kChannelSlots];
+  k.op = op;
+  k.gpu_start_ns = e.kernelCh.pTimer;
+  k.gpu_stop_ns = 0;
+  k.channel = e.kernelCh.channelId;
+  return &k;
 }
 
 ncclResult_t plugin_start_event(void* context, void** handle, abi::EventDescr* e) {
@@ -141,20 +267,39 @@ ncclResult_t plugin_start_event(void* context, void** handle, abi::EventDescr* e
     case abi::kCollApi:
     case abi::kP2pApi: *handle = start_api_event(c, *e); break;
     case abi::kColl:
-      if (const ApiSlot* op = c.slot_of(e->parentObj))
+      if (const ApiSlot* op = c.slot_of(e->parentObj)) {
         write_plan(*op, e->coll.seqNumber, e->coll.nChannels, e->coll.nWarps, e->coll.algo, e->coll.proto);
+        *handle = start_plan_event(c, *op, e->coll.nChannels);
+      }
       break;
     case abi::kP2p:
-      if (const ApiSlot* op = c.slot_of(e->parentObj)) write_plan(*op, 0, e->p2p.nChannels, 0, nullptr, nullptr);
+      if (const ApiSlot* op = c.slot_of(e->parentObj)) {
+        write_plan(*op, 0, e->p2p.nChannels, 0, nullptr, nullptr);
+        *handle = start_plan_event(c, *op, e->p2p.nChannels);
+      }
       break;
+    case abi::kKernelCh: *handle = start_kernel_channel(c, *e); break;
     default: break;
   }
   return ncclSuccess;
 }
 
-ncclResult_t plugin_stop_event(void*) { return ncclSuccess; }
+// NCCL hands back only handles we returned: the kind tells which.
+SlotKind kind_of(void* handle) noexcept { return handle ? *static_cast<const SlotKind*>(handle) : SlotKind{}; }
 
-ncclResult_t plugin_record_event_state(void*, int, abi::EventStateArgs*) { return ncclSuccess; }
+ncclResult_t plugin_stop_event(void* handle) {
+  if (kind_of(handle) != SlotKind::kKernelChannel) return ncclSuccess;
+  auto& k = *static_cast<KernelChannelSlot*>(handle);
+  if (k.op.launch_id && !g_stopped.load(std::memory_order_relaxed)) write_kernel_channel(k);
+  k.op.launch_id = 0;
+  return ncclSuccess;
+}
+
+ncclResult_t plugin_record_event_state(void* handle, int state, abi::EventStateArgs* args) {
+  if (state == abi::kKernelChStop && args && kind_of(handle) == SlotKind::kKernelChannel)
+    static_cast<KernelChannelSlot*>(handle)->gpu_stop_ns = args->kernelCh.pTimer;
+  return ncclSuccess;
+}
 
 ncclResult_t plugin_finalize(void* context) {
   delete static_cast<Context*>(context);
@@ -166,6 +311,24 @@ std::string own_path() {
   if (!dladdr(reinterpret_cast<void*>(&plugin_init), &info) || !info.dli_fname) return {};
   char resolved[PATH_MAX];
   return realpath(info.dli_fname, resolved) ? resolved : "";
+}
+
+// NCCL's kernel-channel events put a proxy op on every launch, from a pool in /dev/shm; where that
+// runs out NCCL 2.28-2.30 dereferences a null pool and the job dies (a container's default 64 MiB
+// /dev/shm does it; 1 GiB did not). Below this much free space the events are not asked for.
+constexpr uint64_t kMinFreeShmForKernelChannels = uint64_t{512} << 20;
+
+void arm_kernel_channels() {
+  struct statvfs shm{};
+  uint64_t free_bytes = statvfs("/dev/shm", &shm) == 0 ? uint64_t(shm.f_bavail) * shm.f_frsize : 0;
+  if (free_bytes < kMinFreeShmForKernelChannels) {
+    std::string text = "ncclwatch: NCCLWATCH_PROFILER=kernels: /dev/shm has " + std::to_string(free_bytes >> 20) +
+                       " MiB free, under the 512 MiB NCCL's kernel-channel events need (it crashes when its proxy "
+                       "pool runs out): plans only, no kernel times";
+    notice_once(Notice::kProfilerStoodAside, text.c_str());
+    return;
+  }
+  detail::g_profiler_kernels_armed.store(true, std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -196,6 +359,7 @@ void set_up_profiler_plugin() noexcept {
     // A copy of the shim that NCCL opened by an inherited NCCL_PROFILER_PLUGIN, in a process that
     // does not preload it, is never armed: it declines every communicator.
     detail::g_profiler_plugin_armed.store(true, std::memory_order_relaxed);
+    if (config().profiler_kernels) arm_kernel_channels();
     // Before NCCL's first communicator, which reads it: at the first NCCL call, as NCCL's own
     // settings from nccl.conf are set at its first init. Inherited by children, which preload the
     // shim too (else the copy NCCL opens declines: g_armed).
@@ -207,9 +371,11 @@ void set_up_profiler_plugin() noexcept {
 
 }  // namespace ncclwatch
 
-// What NCCL looks up in the plugin library: the v6 table first (NCCL >= 2.29), then v5 (2.28).
-// The same callbacks: v6's event descriptor is v5's with members added at the union's end.
-extern "C" __attribute__((visibility("default"))) const ncclwatch::profiler_abi::Plugin ncclProfiler_v6 = {
+// What NCCL looks up in the plugin library, newest first: v7 (NCCL >= 2.31), v6 (2.29), v5 (2.28).
+// The same callbacks: each version's descriptors extend the last one's at their ends
+// (nccl_profiler_abi.h).
+extern "C" __attribute__((visibility("default"))) const ncclwatch::profiler_abi::Plugin ncclProfiler_v7 = {
     "ncclwatch",       ncclwatch::plugin_init,    ncclwatch::plugin_start_event, ncclwatch::plugin_stop_event,
     ncclwatch::plugin_record_event_state, ncclwatch::plugin_finalize};
-extern "C" __attribute__((visibility("default"))) const ncclwatch::profiler_abi::Plugin ncclProfiler_v5 = ncclProfiler_v6;
+extern "C" __attribute__((visibility("default"))) const ncclwatch::profiler_abi::Plugin ncclProfiler_v6 = ncclProfiler_v7;
+extern "C" __attribute__((visibility("default"))) const ncclwatch::profiler_abi::Plugin ncclProfiler_v5 = ncclProfiler_v7;

@@ -20,6 +20,7 @@ GPU_TIMING, STALL = 12, 13
 RING_CHUNK, COMM_REF, THREAD_REF = 14, 16, 18
 MEMORY = 24
 OP_PLAN = 25
+OP_KERNEL = 26
 MEMORY_FROM_NCCL, MEMORY_FROM_FREE_CHANGE = 1 << 4, 1 << 5  # ApiEvent and MemoryRecord flags
 MEMORY_SHARED_DEVICE = 1 << 8  # with MEMORY_FROM_FREE_CHANGE: other processes used the GPU
 # Api
@@ -165,6 +166,34 @@ def hostile_op_plans():
     out += op_plan(91, 91, 0x11, nranks=1 << 30)
     out += op_plan(92, 92, 0xDEAD)
     out += op_plan(93, 93, 0x11, algo=b"TREE", proto=b"LL", channels=1, count=16)
+    return out + exit_records()
+
+
+def op_kernel(launch_id, seq, comm_id, start, stop, channel=0, channels=1, api=ALL_REDUCE, count=1024, nranks=2,
+              rank=0):
+    """An OpKernelRecord (format 10): one channel of an op's kernel by the GPU's timer."""
+    return record(OP_KERNEL, struct.pack("<QQQQQQiiiHBBB7x", launch_id, seq, comm_id, count, start, stop, -1, rank,
+                                         nranks, api, 7, channel, channels))
+
+
+def hostile_op_kernels():
+    """Kernel channels no NCCL reports, each a reader must leave out or bound: no stop, a stop
+    before its start, a span of days, an op kind no API has; 300 ops whose second channel never
+    comes (more than the reader keeps open); then ordinary ops of 1024 floats: two of 2 channels
+    each, 10 us and 30 us from first start to last stop, their channels' records interleaved."""
+    out = file_header(version=10) + process() + comm_created(1, 0xA, 0x11)
+    out += op(0x11, 1, count=1024) + op(0x11, 2, count=16)
+    t = 5_000_000_000
+    out += op_kernel(1, 1, 0x11, t, 0)
+    out += op_kernel(2, 2, 0x11, t, t - 1)
+    out += op_kernel(3, 3, 0x11, t, t + 3 * 86400 * 10**9)
+    out += op_kernel(4, 4, 0x11, t, t + 1000, api=9999)
+    for i in range(300):
+        out += op_kernel(100 + i, 100 + i, 0x11, t, t + 2000, count=16, channels=2)
+    out += op_kernel(900, 900, 0x11, t, t + 8_000, channel=0, channels=2)
+    out += op_kernel(901, 901, 0x11, t + 50_000, t + 70_000, channel=1, channels=2)
+    out += op_kernel(900, 900, 0x11, t + 1_000, t + 10_000, channel=1, channels=2)
+    out += op_kernel(901, 901, 0x11, t + 40_000, t + 65_000, channel=0, channels=2)
     return out + exit_records()
 
 
@@ -398,6 +427,7 @@ def corpus(folder):
         "huge_counts.nwt": huge_counts(),
         "hostile_memory_readings.nwt": hostile_memory_readings(),
         "hostile_op_plans.nwt": hostile_op_plans(),
+        "hostile_op_kernels.nwt": hostile_op_kernels(),
     }
     seeds["host_not_utf8.nwt"][HOST_OFFSET + 1:HOST_OFFSET + 3] = b"\xff\xfe"
     os.makedirs(folder, exist_ok=True)

@@ -225,6 +225,7 @@ void execute(Op& op) {
     return;
   }
   if (!wait_ready(*op.comm)) return;
+  profiler_kernel_begin(op);
   switch (op.kind) {
     case Kind::Send: execute_send(op); break;
     case Kind::Recv: execute_recv(op); break;
@@ -232,6 +233,7 @@ void execute(Op& op) {
       if (op.seq > local_ops()) execute_collective(op);
       break;
   }
+  profiler_kernel_end();
 }
 
 ncclResult_t submit(Op op, CUstream stream) {

@@ -32,6 +32,8 @@ struct Op {
   int root = 0;  // root, or the peer of Send/Recv
   std::vector<Op> members;  // Kind::Group: the ops of one stream in one group
   void* profiler_api = nullptr;  // the profiler plugin's handle of the call's API event (hostnccl_profiler.h)
+  void* profiler_plan = nullptr; // ... of its Coll/P2p event, the parent of its kernel channels' events
+  uint8_t channels = 0;          // the channels the stand-in "planned" it on
 };
 
 // Queues op on stream, or holds it while a group is open.

@@ -15,6 +15,9 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
+
+#include <time.h>
 
 namespace hostnccl {
 namespace {
@@ -36,12 +39,14 @@ Loaded& loaded() {
                                                : "libnccl-profiler-" + std::string(name) + ".so";
     void* handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle) return out;
-    const char* version = std::getenv("HOSTNCCL_PROFILER_VERSION");
-    if (!version || std::strcmp(version, "5") != 0)
-      out.plugin = static_cast<const abi::Plugin*>(dlsym(handle, "ncclProfiler_v6"));
-    if (!out.plugin) out.plugin = static_cast<const abi::Plugin*>(dlsym(handle, "ncclProfiler_v5"));
-    if (out.plugin && std::getenv("HOSTNCCL_PROFILER_LOG"))
-      std::fprintf(stderr, "hostnccl: profiler plugin %s from %s\n", out.plugin->name, lib.c_str());
+    const char* forced = std::getenv("HOSTNCCL_PROFILER_VERSION");
+    int newest = forced ? std::atoi(forced) : 7;
+    for (int v = newest; v >= 5 && !out.plugin; --v) {
+      std::string table = "ncclProfiler_v" + std::to_string(v);
+      out.plugin = static_cast<const abi::Plugin*>(dlsym(handle, table.c_str()));
+      if (out.plugin && std::getenv("HOSTNCCL_PROFILER_LOG"))
+        std::fprintf(stderr, "hostnccl: profiler plugin %s (v%d) from %s\n", out.plugin->name, v, lib.c_str());
+    }
     return out;
   }();
   return l;
@@ -61,6 +66,11 @@ const char* func_name(Kind k) {
     case Kind::Recv: return "Recv";
     default: return "Group";
   }
+}
+
+bool hostile() {
+  static const bool on = std::getenv("HOSTNCCL_PROFILER_HOSTILE") != nullptr;
+  return on;
 }
 
 // The stand-in's "tuning": trees and LL below 64 KiB, rings and Simple from there, as NCCL often
@@ -112,16 +122,15 @@ void profiler_api_stop(void* handle) {
   if (handle) loaded().plugin->stopEvent(handle);
 }
 
-void profiler_op_planned(const Op& op) {
+void profiler_op_planned(Op& op) {
   Loaded& l = loaded();
   bool p2p = op.kind == Kind::Send || op.kind == Kind::Recv;
   if (!l.plugin || !(l.mask & (p2p ? abi::kP2p : abi::kColl))) return;
   CommState& s = *op.comm;
   abi::EventDescr e{};
   e.parentObj = op.profiler_api;
-  static const bool hostile = std::getenv("HOSTNCCL_PROFILER_HOSTILE") != nullptr;
   static std::atomic<unsigned> turn{0};
-  if (hostile && op.profiler_api) e.parentObj = turn++ % 2 ? static_cast<char*>(op.profiler_api) + 1 : static_cast<void*>(&e);
+  if (hostile() && op.profiler_api) e.parentObj = turn++ % 2 ? static_cast<char*>(op.profiler_api) + 1 : static_cast<void*>(&e);
   e.rank = s.rank;
   size_t bytes = op.count * type_size(op.type);
   if (p2p) {
@@ -129,21 +138,79 @@ void profiler_op_planned(const Op& op) {
     e.p2p.func = func_name(op.kind);
     e.p2p.count = op.count;
     e.p2p.peer = op.root;
-    e.p2p.nChannels = bytes < (64u << 10) ? 1 : 2;
+    e.p2p.nChannels = op.channels = bytes < (64u << 10) ? 1 : 2;
   } else {
     e.type = abi::kColl;
     e.coll.seqNumber = s.planned[static_cast<int>(op.kind)]++;
     e.coll.func = func_name(op.kind);
     e.coll.count = op.count;
     e.coll.root = op.root;
-    e.coll.nChannels = bytes < (64u << 10) ? 1 : 4;
+    e.coll.nChannels = op.channels = bytes < (64u << 10) ? 1 : 4;
     e.coll.nWarps = 8;
     e.coll.algo = chosen("NCCL_ALGO", bytes, "TREE", "RING");
     e.coll.proto = chosen("NCCL_PROTO", bytes, "LL", "SIMPLE");
   }
   void* handle = nullptr;
   l.plugin->startEvent(s.profiler_context, &handle, &e);
-  if (handle) l.plugin->stopEvent(handle);  // planned and enqueued, as NCCL's stop means
+  // Stopped once enqueued, as NCCL does; the handle stays the kernel channels' parent.
+  if (handle) l.plugin->stopEvent(handle);
+  op.profiler_plan = handle;
+}
+
+namespace {
+
+uint64_t timer_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return uint64_t(t.tv_sec) * 1000000000u + uint64_t(t.tv_nsec);
+}
+
+// Each channel's KernelCh handle, between begin and end on the worker.
+thread_local std::vector<void*> t_channel_events;
+
+}  // namespace
+
+void profiler_kernel_begin(Op& op) {
+  Loaded& l = loaded();
+  t_channel_events.clear();
+  // Hostile: the channels name the call's API event as their parent, a handle of the plugin's
+  // that is not the op's plan.
+  void* parent = hostile() ? op.profiler_api : op.profiler_plan;
+  if (!l.plugin || !(l.mask & abi::kKernelCh) || !parent) return;
+  uint64_t start = timer_ns();
+  for (uint8_t ch = 0; ch < op.channels; ++ch) {
+    abi::EventDescr e{};
+    e.type = abi::kKernelCh;
+    e.parentObj = parent;
+    e.rank = op.comm->rank;
+    e.kernelCh.channelId = ch;
+    e.kernelCh.pTimer = start + ch * 1000u;  // channels start a microsecond apart: the op spans them all
+    void* handle = nullptr;
+    l.plugin->startEvent(op.comm->profiler_context, &handle, &e);
+    t_channel_events.push_back(handle);
+  }
+  static const long extra_ns = [] {
+    const char* env = std::getenv("HOSTNCCL_KERNEL_NS");
+    return env ? std::atol(env) : 0L;
+  }();
+  if (extra_ns > 0) {
+    timespec d{extra_ns / 1000000000L, extra_ns % 1000000000L};
+    nanosleep(&d, nullptr);
+  }
+}
+
+void profiler_kernel_end() {
+  Loaded& l = loaded();
+  if (!l.plugin || t_channel_events.empty()) return;
+  uint64_t stop = timer_ns();
+  for (void* handle : t_channel_events) {
+    if (!handle) continue;
+    abi::EventStateArgs a{};
+    a.kernelCh.pTimer = stop;
+    l.plugin->recordEventState(handle, abi::kKernelChStop, &a);
+    l.plugin->stopEvent(handle);
+  }
+  t_channel_events.clear();
 }
 
 }  // namespace hostnccl

@@ -37,6 +37,8 @@ def each_op_gets_the_plan_nccl_made():
         job = Job([app("collectives_app"), "mixed"], nranks=2, env={"NCCLWATCH_PROFILER": "1", **env})
         results = job.run()
         check(all(r.returncode == 0 for r in results), f"{env}: {[r.stderr for r in results]}")
+        # Plans only: kernel times are asked for with NCCLWATCH_PROFILER=kernels.
+        check(not any(r["type"] == "op_kernel" for t in job.traces() for r in records(t)), f"{env}: no kernel times")
         for ops, plans in plans_and_ops(job):
             by_op = {}
             for p in plans:
@@ -67,6 +69,44 @@ def each_op_gets_the_plan_nccl_made():
               f"{env}: every row but a group's names its plan: {rows['rows']}")
 
 
+def each_op_gets_its_kernel_time_by_the_gpu_timer():
+    # NCCLWATCH_PROFILER=kernels. Every op's "kernel" lasts HOSTNCCL_KERNEL_NS more on the stand-in, which reports each of its
+    # channels (KernelCh, channel c starting c us after the first) by its own clock, as NCCL's proxy
+    # does with the GPU's timer. Through each table NCCL may take (v7, v6, v5): one op_kernel record
+    # per planned channel of every op, each op's span (first start to last stop) at least the delay,
+    # and `latency` gives the mean by that clock next to the CUDA events', which bracket the kernel.
+    delay_ns = 3_000_000
+    for version in ("7", "6", "5"):
+        job = Job([app("collectives_app"), "mixed"], nranks=2,
+                  env={"NCCLWATCH_PROFILER": "kernels", "HOSTNCCL_KERNEL_NS": str(delay_ns),
+                       "HOSTNCCL_PROFILER_VERSION": version, "HOSTNCCL_PROFILER_LOG": "1"})
+        results = job.run()
+        check(all(r.returncode == 0 and f"(v{version})" in r.stderr for r in results),
+              f"v{version}: {[r.stderr for r in results]}")
+        for trace in job.traces():
+            recs = records(trace)
+            plans = {plan_key(r): r for r in recs if r["type"] == "op_plan"}
+            channels = {}
+            for k in (r for r in recs if r["type"] == "op_kernel"):
+                channels.setdefault(plan_key(k), []).append(k)
+            check(plans and set(channels) == set(plans), f"v{version}: kernels of {len(channels)} of {len(plans)} planned ops")
+            for key, chans in channels.items():
+                check(sorted(c["channel"] for c in chans) == list(range(plans[key]["channels"])),
+                      f"v{version}: {key}: channels {[c['channel'] for c in chans]} of {plans[key]['channels']}")
+                span = max(c["gpu_stop_ns"] for c in chans) - min(c["gpu_start_ns"] for c in chans)
+                check(span >= delay_ns, f"v{version}: {key}: span {span} ns")
+        code, text, _ = job.report("latency")
+        check(code == 0 and "kernel us" in text and "GPU's own timer" in text, f"v{version}: {text}")
+        code, rows, _ = job.report("latency", "--json")
+        timed = [r for r in rows["rows"] if "nccl_kernel" in r]
+        check(timed and all(r["nccl_kernel"]["mean_us"] >= delay_ns / 1e3 for r in timed), f"v{version}: {timed}")
+        # The events bracket the launch, the kernel inside it: never shorter, to rounding. (Each op
+        # of this scenario runs once: its first call's time is its events' figure.)
+        by_events = [(r["mean_us"] or r["first_calls"]["mean_us"], r["nccl_kernel"]["mean_us"])
+                     for r in timed if r["timing"] == "gpu"]
+        check(by_events and all(events >= 0.99 * kernel for events, kernel in by_events), f"v{version}: {by_events}")
+
+
 def without_the_setting_nothing_changes():
     # Off by default: NCCL is not pointed at the shim (the stand-in finds no plugin), no plan
     # records, and latency's table is as it always was.
@@ -95,12 +135,15 @@ def an_application_plugin_is_left_in_place():
 def parents_the_plugin_never_made_are_not_trusted():
     # An NCCL handing back handles that are not the plugin's (one byte into its handle, a pointer
     # elsewhere): no plan is made up from them, and the job runs as ever.
-    job = Job([app("collectives_app"), "mixed"], nranks=2, env={"NCCLWATCH_PROFILER": "1", "HOSTNCCL_PROFILER_HOSTILE": "1"})
+    job = Job([app("collectives_app"), "mixed"], nranks=2,
+              env={"NCCLWATCH_PROFILER": "kernels", "HOSTNCCL_PROFILER_HOSTILE": "1"})
     results = job.run()
     check(all(r.returncode == 0 for r in results), f"{[r.stderr for r in results]}")
     per_trace = plans_and_ops(job)
     check(len(per_trace) == 2 and all(ops and not plans for ops, plans in per_trace),
           f"ops recorded, no plans: {[(len(o), len(p)) for o, p in per_trace]}")
+    # Its kernel channels name the call's event as their parent, a handle of ours but not a plan.
+    check(not any(r["type"] == "op_kernel" for t in job.traces() for r in records(t)), "no kernel times")
 
 
 def a_process_without_the_shim_declines_the_plugin():
@@ -115,6 +158,7 @@ def a_process_without_the_shim_declines_the_plugin():
     check(job.traces() == [], f"nothing traced: {job.traces()}")
 
 
-main({f.__name__: f for f in (each_op_gets_the_plan_nccl_made, without_the_setting_nothing_changes,
+main({f.__name__: f for f in (each_op_gets_the_plan_nccl_made, each_op_gets_its_kernel_time_by_the_gpu_timer,
+                              without_the_setting_nothing_changes,
                               an_application_plugin_is_left_in_place, parents_the_plugin_never_made_are_not_trusted,
                               a_process_without_the_shim_declines_the_plugin)})

@@ -28,7 +28,7 @@ libc = [name for name in exported if not name.startswith(("nccl", "pnccl"))]
 assert set(libc) == C_LIBRARY_ENTRIES, f"C library functions exported: {sorted(set(libc) ^ C_LIBRARY_ENTRIES)} differ"
 exported = [name for name in exported if name not in C_LIBRARY_ENTRIES]
 # profiler/profiler_plugin.cc: what NCCL looks up in its profiler plugin (data, not API functions).
-PROFILER_TABLES = {"ncclProfiler_v5", "ncclProfiler_v6"}
+PROFILER_TABLES = {"ncclProfiler_v5", "ncclProfiler_v6", "ncclProfiler_v7"}
 assert PROFILER_TABLES <= set(exported), f"profiler plugin tables missing: {PROFILER_TABLES - set(exported)}"
 exported = [name for name in exported if name not in PROFILER_TABLES]
 bad = [name for name in exported if not re.match(r"^p?nccl[A-Z]", name)]
