@@ -20,7 +20,7 @@ using namespace ncclwatch::report;
 
 namespace {
 
-const std::vector<std::string> kReports = {"summary", "leaks", "memory", "latency", "hang", "timeline", "html", "metrics", "dump", "columns", "watch", "export", "sql", "where", "rules"};
+const std::vector<std::string> kReports = {"summary", "leaks", "memory", "latency", "advice", "hang", "timeline", "html", "metrics", "dump", "columns", "watch", "export", "sql", "where", "rules"};
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -51,7 +51,7 @@ bool refuse_unknown_report(int argc, char** argv) {
     if (size_t d = edit_distance(word, r); d < best) best = d, closest = r;
   say("'{}' is neither a report nor an existing file or folder{}", word,
       closest.empty() ? "" : " (did you mean '" + closest + "'?)");
-  say_line("reports: summary, leaks, memory, latency, hang, timeline, html, metrics, dump, watch, export, sql; see ncclwatch-report --help");
+  say_line("reports: summary, leaks, memory, latency, advice, hang, timeline, html, metrics, dump, watch, export, sql; see ncclwatch-report --help");
   return true;
 }
 
@@ -218,6 +218,11 @@ int main(int argc, char** argv) {
   CLI::App* latency = app.add_subcommand("latency", "time and bandwidth per communicator, op and size");
   add_common(latency);
   latency->add_flag("--csv", options.csv, "comma-separated rows (the same as --format csv)");
+  CLI::App* advice = app.add_subcommand("advice", "NCCL settings worth a look, and what a forced algorithm or protocol cost");
+  advice->add_option("paths", options.inputs, "trace files or job folders (default: ./ncclwatch)");
+  advice->add_flag("--json", options.json, "machine-readable output (the same as --format json)");
+  advice->add_option("--format", options.format, "text (default) or json")->check(CLI::IsMember({"text", "json"}));
+  advice->add_flag("--all", options.all_jobs, "a launcher folder: read every job in it, not only the newest");
   CLI::App* hang = app.add_subcommand("hang", "who stopped where, mismatched arguments, stragglers, divergence");
   add_common(hang);
   CLI::App* timeline = add_timeline_command(app, options);
@@ -298,6 +303,7 @@ int main(int argc, char** argv) {
   idle.min_bytes = static_cast<uint64_t>(idle_min_mib * 1048576);
   if (memory->parsed()) return run_memory(options, idle);
   if (latency->parsed()) return run_latency(options);
+  if (advice->parsed()) return run_advice(options);
   if (hang->parsed()) return run_hang(options);
   if (timeline->parsed()) return run_timeline(options);
   if (html->parsed()) return run_html(options, idle);

@@ -38,6 +38,7 @@
 #include "model/lifecycle_findings.h"
 #include "model/memory_findings.h"
 #include "model/op_model.h"
+#include "model/settings_advice.h"
 #include "model/symbolizer.h"
 #include "model/timed_ops.h"
 #include "model/trace_reader.h"

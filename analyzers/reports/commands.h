@@ -24,6 +24,8 @@ int run_columns(const Options& options);  // the job as binary columns, for nccl
 std::optional<std::string> installed_path(std::string_view what);
 int run_where(const std::string& what);  // prints installed_path(what), or says where it looked
 int run_latency(const Options& options);
+// The NCCL settings worth a look, with what a forced algorithm or protocol cost (report_advice.cc).
+int run_advice(const Options& options);
 int run_hang(const Options& options);
 int run_timeline(const Options& options);
 // One self-contained page to options.output; `idle` names the idle communicators in its memory section.
