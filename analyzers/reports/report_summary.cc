@@ -10,6 +10,7 @@
 #include "reports/summary_report.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <string.h>
 
@@ -224,6 +225,8 @@ void print_summary_text(const SummaryReport& s) {
   print_leak_lines(s.leaks);
   print_hang_lines(s.hang);
   print_slowest_ops(s.slowest_ops);
+  if (!s.advised_settings.empty())
+    print_text("  SETTINGS worth a look: {} — run `ncclwatch-report advice`\n", fmt::join(s.advised_settings, ", "));
   print_text("  look first at: {}\n", s.first_look);
 }
 
@@ -304,6 +307,7 @@ SummaryReport summary_report(const JobAnalysis& a) {
   LatencyTable latency = latency_table(a);
   s.slowest_ops = slowest_ops(latency);
   s.window = latency.window;
+  for (const SettingAdvice& advice : settings_advice(a, latency)) s.advised_settings.push_back(advice.setting + "=" + advice.value);
   s.libraries = library_uses(a.job);
   s.first_look = first_look_at(s.leaks, s.hang);
   // A copy we could not trace is a finding: "no leaks" cannot be vouched for.
@@ -348,6 +352,7 @@ json to_json(const SummaryReport& s) {
           {"stragglers", hang.stragglers},
           {"slowest_ops", slowest},
           {"environment", to_json(hang.environment)},
+          {"advised_settings", s.advised_settings},
           {"window", s.window.to_json()},
           {"verdict", hang.verdict},
           {"first_look", s.first_look},

@@ -51,6 +51,9 @@ struct SummaryReport {
   std::vector<LatencyRow> slowest_ops;  // at most 5, by their worst steady-state time
   OpWindow window;
   std::string first_look;
+  // The settings `advice` names ("NCCL_IB_DISABLE=1"): named, not findings (the exit status is
+  // leaks' and hangs').
+  std::vector<std::string> advised_settings;
   // Exit status 1: what leaks or hang counts as findings, or an NCCL copy not traced ("no leaks"
   // cannot be vouched for).
   bool findings = false;

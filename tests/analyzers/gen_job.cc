@@ -134,6 +134,36 @@ const std::map<std::string, std::function<SimJob()>> kScenarios = {
        for (size_t r = 0; r < job.ranks.size(); ++r) job.ranks[r].env["NCCL_HOSTID"] = "host" + std::to_string(r);
        return job;
      }},
+    // For `advice`: 4 ranks on two hosts with settings that cost (InfiniBand off across hosts, a
+    // 64 KiB buffer, a log line per call, PyTorch's watchdog off) and one that costs nothing here
+    // (NCCL_IB_DISABLE on a job of one host is the next scenario).
+    {"costly_settings",
+     [] {
+       SimJob job = world_job(4, 4);
+       for (size_t r = 0; r < job.ranks.size(); ++r) {
+         SimRank& rank = job.ranks[r];
+         rank.host = "node" + std::to_string(r / 2);
+         rank.env["NCCL_IB_DISABLE"] = "1";
+         rank.env["NCCL_BUFFSIZE"] = "65536";
+         rank.env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "0";
+         if (r == 3) {
+           rank.env["NCCL_DEBUG"] = "INFO";
+           rank.env["NCCL_DEBUG_SUBSYS"] = "INIT,COLL";
+         }
+       }
+       return job;
+     }},
+    {"one_host_settings",
+     [] {
+       SimJob job = world_job(2, 4);
+       for (SimRank& rank : job.ranks) {
+         rank.env["NCCL_IB_DISABLE"] = "1";
+         rank.env["NCCL_BUFFSIZE"] = "4194304";
+         rank.env["NCCL_DEBUG"] = "INFO";
+         rank.env["NCCL_DEBUG_SUBSYS"] = "INIT";
+       }
+       return job;
+     }},
     // For the html report: 8 ranks, all-reduces and all-gathers of several sizes on "world", a
     // 4-rank communicator whose name is hostile markup, rank 5 late by 3 ms before every world op,
     // and rank 6 ending without destroying its communicators (no final record: killed).

@@ -463,6 +463,30 @@ def test_environment_differences():
     check(len(h["environment"]) == 2 and "NCCL_ALGO" in h["verdict"], h["verdict"])
 
 
+def test_costly_settings_are_advised():
+    # costly_settings (gen_job.cc): 4 ranks on two hosts. Each costly setting is named once with
+    # the processes and hosts that had it; rank 3 alone logs every call.
+    rc, out, err = report_json("advice", job("costly_settings"))
+    got = {a["setting"]: a for a in out["advice"]}
+    check(rc == 1 and set(got) == {"NCCL_IB_DISABLE", "NCCL_BUFFSIZE", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_DEBUG"},
+          (rc, got, err))
+    check(got["NCCL_IB_DISABLE"]["processes"] == 4 and got["NCCL_IB_DISABLE"]["hosts"] == ["node0", "node1"] and
+          "TCP sockets" in got["NCCL_IB_DISABLE"]["why"], got["NCCL_IB_DISABLE"])
+    check(got["NCCL_BUFFSIZE"]["value"] == "65536" and "4 MiB" in got["NCCL_BUFFSIZE"]["why"], got["NCCL_BUFFSIZE"])
+    check(got["NCCL_DEBUG"]["processes"] == 1 and got["NCCL_DEBUG"]["hosts"] == ["node1"], got["NCCL_DEBUG"])
+    check("costs" not in got["NCCL_BUFFSIZE"], got["NCCL_BUFFSIZE"])
+    # The summary names them and points at advice; they are not findings of its own.
+    d = job("costly_settings")
+    rc, s, _ = report_json("summary", d)
+    check(rc == 0 and sorted(s["advised_settings"]) == ["NCCL_BUFFSIZE=65536", "NCCL_DEBUG=INFO", "NCCL_IB_DISABLE=1",
+                                                     "TORCH_NCCL_ASYNC_ERROR_HANDLING=0"], (rc, s["advised_settings"]))
+    check("ncclwatch-report advice" in report("summary", d).stdout, "the summary's text points at advice")
+    # The same settings where they cost nothing: InfiniBand off on one host, NCCL's default
+    # buffer, a log of init only.
+    rc, out, err = report_json("advice", job("one_host_settings"))
+    check(rc == 0 and out == {"advice": []}, (rc, out, err))
+
+
 def test_absent_rank_named():
     d = job("count_mismatch_then_stop")
     for f in os.listdir(d):
