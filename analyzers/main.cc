@@ -87,6 +87,15 @@ CLI::App* add_where_command(CLI::App& app, std::string& what) {
   return where;
 }
 
+CLI::App* add_advice_command(CLI::App& app, Options& options) {
+  CLI::App* advice = app.add_subcommand("advice", "NCCL settings worth a look, and what a forced algorithm or protocol cost");
+  advice->add_option("paths", options.inputs, "trace files or job folders (default: ./ncclwatch)");
+  advice->add_flag("--json", options.json, "machine-readable output (the same as --format json)");
+  advice->add_option("--format", options.format, "text (default) or json")->check(CLI::IsMember({"text", "json"}));
+  advice->add_flag("--all", options.all_jobs, "a launcher folder: read every job in it, not only the newest");
+  return advice;
+}
+
 CLI::App* add_timeline_command(CLI::App& app, Options& options) {
   CLI::App* timeline = app.add_subcommand("timeline", "Chrome trace-event JSON of the whole job (Perfetto)");
   timeline->add_option("paths", options.inputs, "trace files or job folders (default: ./ncclwatch)");
@@ -218,11 +227,7 @@ int main(int argc, char** argv) {
   CLI::App* latency = app.add_subcommand("latency", "time and bandwidth per communicator, op and size");
   add_common(latency);
   latency->add_flag("--csv", options.csv, "comma-separated rows (the same as --format csv)");
-  CLI::App* advice = app.add_subcommand("advice", "NCCL settings worth a look, and what a forced algorithm or protocol cost");
-  advice->add_option("paths", options.inputs, "trace files or job folders (default: ./ncclwatch)");
-  advice->add_flag("--json", options.json, "machine-readable output (the same as --format json)");
-  advice->add_option("--format", options.format, "text (default) or json")->check(CLI::IsMember({"text", "json"}));
-  advice->add_flag("--all", options.all_jobs, "a launcher folder: read every job in it, not only the newest");
+  CLI::App* advice = add_advice_command(app, options);
   CLI::App* hang = app.add_subcommand("hang", "who stopped where, mismatched arguments, stragglers, divergence");
   add_common(hang);
   CLI::App* timeline = add_timeline_command(app, options);

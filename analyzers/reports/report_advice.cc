@@ -41,8 +41,9 @@ std::string clock_name(const std::string& clock) {
 }
 
 void print(const SettingAdvice& a) {
+  // Hosts joined first: print_text makes each argument printable (they come from the traces).
   print_text("{}={}  ({} process{} on {})\n  {}\n", a.setting, a.value, a.processes, a.processes == 1 ? "" : "es",
-             fmt::join(a.hosts, ", "), a.why);
+             fmt::format("{}", fmt::join(a.hosts, ", ")), a.why);
   for (const ForcedChoiceCost& c : a.costs)
     print_text("  {} {} B on {} rank{}: {} {:.1f} us per call against NCCL's own {} {:.1f} us ({}): {:+.1f} us per "
                "call over {} call{}\n",

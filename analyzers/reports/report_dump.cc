@@ -143,18 +143,23 @@ void add_memory_fields(const RecordView& r, json& j) {
 
 // What NCCL planned for an op (its profiler interface). Its names come from NCCL, through the trace:
 // bounded to their fields.
+// The op an OpPlan or OpKernel record belongs to (the same fields in both).
+template <class Record> void add_profiled_op_fields(const Record& p, json& j) {
+  j["launch_id"] = p.launch_id;
+  j["op"] = api_name(static_cast<Api>(p.api));
+  j["seq"] = p.seq;
+  j["comm_id"] = hex_id(p.comm_id);
+  j["count"] = p.count;
+  j["datatype"] = p.datatype;
+  j["peer"] = p.peer;
+  j["rank"] = p.rank;
+  j["nranks"] = p.nranks;
+}
+
 void add_op_plan_fields(const RecordView& r, json& j) {
   const auto* p = r.as<OpPlanRecord>();
   if (!p) return;
-  j["launch_id"] = p->launch_id;
-  j["op"] = api_name(static_cast<Api>(p->api));
-  j["seq"] = p->seq;
-  j["comm_id"] = hex_id(p->comm_id);
-  j["count"] = p->count;
-  j["datatype"] = p->datatype;
-  j["peer"] = p->peer;
-  j["rank"] = p->rank;
-  j["nranks"] = p->nranks;
+  add_profiled_op_fields(*p, j);
   j["nccl_seq"] = p->nccl_seq;
   j["algo"] = plan_name(p->algo);
   j["proto"] = plan_name(p->proto);
@@ -167,15 +172,7 @@ void add_op_plan_fields(const RecordView& r, json& j) {
 void add_op_kernel_fields(const RecordView& r, json& j) {
   const auto* k = r.as<OpKernelRecord>();
   if (!k) return;
-  j["launch_id"] = k->launch_id;
-  j["op"] = api_name(static_cast<Api>(k->api));
-  j["seq"] = k->seq;
-  j["comm_id"] = hex_id(k->comm_id);
-  j["count"] = k->count;
-  j["datatype"] = k->datatype;
-  j["peer"] = k->peer;
-  j["rank"] = k->rank;
-  j["nranks"] = k->nranks;
+  add_profiled_op_fields(*k, j);
   j["channel"] = k->channel;
   j["channels"] = k->nchannels;
   j["gpu_start_ns"] = k->gpu_start_ns;

@@ -226,7 +226,9 @@ void print_summary_text(const SummaryReport& s) {
   print_hang_lines(s.hang);
   print_slowest_ops(s.slowest_ops);
   if (!s.advised_settings.empty())
-    print_text("  SETTINGS worth a look: {} — run `ncclwatch-report advice`\n", fmt::join(s.advised_settings, ", "));
+    // Joined first: print_text makes each argument printable (the values come from the traces).
+    print_text("  SETTINGS worth a look: {} — run `ncclwatch-report advice`\n",
+               fmt::format("{}", fmt::join(s.advised_settings, ", ")));
   print_text("  look first at: {}\n", s.first_look);
 }
 
