@@ -206,7 +206,8 @@ ncclResult_t pncclCommAbort(ncclComm_t comm) {
   CommState* s = state_of(comm);
   if (!s) return invalid("%s: invalid communicator", "CommAbort");
   s->aborted.store(true);  // queued work ends at once, without moving data
-  profiler_comm_finalize(*s);
+  // The profiler plugin is finalized once the last op holding the communicator is gone
+  // (~CommState): NCCL stops its proxy, which reports kernel channels, before finalizing it.
   s->detach();
   comm->dead.store(true);
   return ncclSuccess;

@@ -98,6 +98,7 @@ CommState::CommState(uint64_t t, int n, int r, int dev)
 }
 
 CommState::~CommState() {
+  profiler_comm_finalize(*this);  // where an abort left it (destroy finalized it already)
   if (!detached.load()) hostcuda_account_device_memory(memory_device, -resident_bytes());
   std::lock_guard<std::mutex> g(live().mu);
   live().comms.erase(this);
