@@ -86,12 +86,17 @@ bool CommInstance::suspended() const {
 
 std::string hex_id(uint64_t id) { return fmt::format("{:016x}", id); }
 
-std::map<std::string, std::string> ProcessTrace::nccl_env() const {
+std::map<std::string, std::string> ProcessTrace::environment() const {
   using trace::process_record::kEnvPrefix;
-  const std::string nccl_prefix = std::string(kEnvPrefix) + "NCCL_";
   std::map<std::string, std::string> env;
   for (const auto& [key, value] : strings)
-    if (key.starts_with(nccl_prefix)) env.emplace(key.substr(kEnvPrefix.size()), value);
+    if (key.starts_with(kEnvPrefix)) env.emplace(key.substr(kEnvPrefix.size()), value);
+  return env;
+}
+
+std::map<std::string, std::string> ProcessTrace::nccl_env() const {
+  std::map<std::string, std::string> env = environment();
+  std::erase_if(env, [](const auto& entry) { return !entry.first.starts_with("NCCL_"); });
   return env;
 }
 

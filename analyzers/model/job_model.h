@@ -203,7 +203,9 @@ struct ProcessTrace {
   ImplausibleValues implausible;               // what this file claimed that no job has
 
   std::string host() const { return header.host; }
-  // NCCL_* variables of the process ("NCCL_DEBUG" -> "INFO") and the NCCL version it ran.
+  // The variables of the process the shim kept (NCCL_*, TORCH_NCCL_*, ...), those of them named
+  // NCCL_* ("NCCL_DEBUG" -> "INFO"), and the NCCL version it ran.
+  std::map<std::string, std::string> environment() const;
   std::map<std::string, std::string> nccl_env() const;
   std::string nccl_version() const;
   // The path of the library that made `c` ("" when unknown).

@@ -1,7 +1,5 @@
 #include "model/settings_advice.h"
 
-#include <ncclwatch/trace_strings.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
@@ -11,15 +9,6 @@
 
 namespace ncclwatch::model {
 namespace {
-
-// A process's environment as the shim recorded it (the variables it keeps: NCCL_*, TORCH_NCCL_*, ...).
-std::map<std::string, std::string> environment(const ProcessTrace& p) {
-  using trace::process_record::kEnvPrefix;
-  std::map<std::string, std::string> env;
-  for (const auto& [key, value] : p.strings)
-    if (key.starts_with(kEnvPrefix)) env.emplace(key.substr(kEnvPrefix.size()), value);
-  return env;
-}
 
 bool is_on(const std::string& v) { return !v.empty() && v != "0"; }
 
@@ -156,7 +145,7 @@ std::vector<SettingAdvice> settings_advice(const JobAnalysis& a, const LatencyTa
   std::vector<std::map<std::string, std::string>> envs;
   std::set<std::string> hosts;
   for (const ProcessTrace& p : a.job.processes) {
-    envs.push_back(environment(p));
+    envs.push_back(p.environment());
     hosts.insert(p.host());
   }
   JobFacts facts{hosts.size()};
