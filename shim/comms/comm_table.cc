@@ -7,10 +7,14 @@
 namespace ncclwatch {
 namespace detail {
 
-CommSlot* comm_slots() noexcept {
-  static CommSlot* slots = new CommSlot[kCommSlots];  // never freed: read until the very end
-  return slots;
-}
+namespace {
+// Constant-initialized, never destroyed (its members' destructors are trivial): the exit alert
+// reads it from signal handlers, where a lazily built table could be caught half-built by the
+// very thread that builds it (a function-local static's guard then throws in the handler).
+constinit CommSlot g_comm_slots[kCommSlots];
+}  // namespace
+
+CommSlot* comm_slots() noexcept { return g_comm_slots; }
 
 }  // namespace detail
 

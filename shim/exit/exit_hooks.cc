@@ -141,7 +141,8 @@ struct AlertCounts {
 AlertCounts build_alert(AlertText& out, bool wait) {
   AlertCounts counts;
   int64_t now = monotonic_ns();
-  const ProcessInfo& proc = process_info();
+  // Not process_info(): in a signal handler its lock may be held by the very thread interrupted.
+  const ProcessInfo* proc = process_info_if_collected();
   static char body_buffer[48 * 1024];  // static: a signal may land on a thread with a small stack
   AlertText body(body_buffer, sizeof(body_buffer));
   // Room for one more entry line (call sites can be long); past it, entries are only counted.
@@ -206,8 +207,9 @@ AlertCounts build_alert(AlertText& out, bool wait) {
   } else {
     out.add_int(counts.leaked_comms).add(" communicator(s) never destroyed");
     if (counts.resources) out.add(", ").add_int(counts.resources).add(" NCCL resource(s) never released");
-    out.add(" in pid ").add_int(proc.pid).add(" on ").add(proc.host.c_str());
-    if (!proc.job_rank.empty()) out.add(" (job rank ").add(proc.job_rank.c_str()).add(')');
+    out.add(" in pid ").add_int(getpid());
+    if (proc) out.add(" on ").add(proc->host.c_str());
+    if (proc && !proc->job_rank.empty()) out.add(" (job rank ").add(proc->job_rank.c_str()).add(')');
     out.add('\n');
     // Why it is ending without its teardown, where Python said (python_exception.h).
     describe_signal_arrival(out);

@@ -1,26 +1,25 @@
 #include "process/clock.h"
 
-#include <cstdio>
-#include <cstring>
+#include <cpuid.h>
+
+#include <atomic>
 
 namespace ncclwatch::detail {
 
 bool tsc_is_invariant() noexcept {
-  static const bool invariant = [] {
-    FILE* f = std::fopen("/proc/cpuinfo", "r");
-    if (!f) return false;
-    char line[4096];
-    bool found = false;
-    while (std::fgets(line, sizeof(line), f)) {
-      if (std::strncmp(line, "flags", 5) == 0) {
-        found = std::strstr(line, " constant_tsc") && std::strstr(line, " nonstop_tsc");
-        break;
-      }
-    }
-    std::fclose(f);
-    return found;
-  }();
-  return invariant;
+  // CPUID's "invariant TSC" bit, from which Linux derives the constant_tsc and nonstop_tsc flags,
+  // rather than /proc/cpuinfo: a signal handler may take the first clock reading (record times),
+  // and reading a file there, or waiting on a function-local static another frame of the same
+  // thread is building, is not safe. Racing threads compute the same answer.
+  static std::atomic<int> known{0};  // constant-initialized: 0 not yet asked, 1 invariant, 2 not
+  int answer = known.load(std::memory_order_relaxed);
+  if (answer == 0) {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    bool invariant = __get_cpuid(0x80000007, &eax, &ebx, &ecx, &edx) && (edx & (1u << 8));
+    answer = invariant ? 1 : 2;
+    known.store(answer, std::memory_order_relaxed);
+  }
+  return answer == 1;
 }
 
 int64_t resample_tsc_clock(uint64_t) noexcept {

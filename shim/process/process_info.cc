@@ -21,7 +21,9 @@ namespace ncclwatch {
 namespace {
 
 std::mutex g_mutex;
-ProcessInfo* g_info = nullptr;
+// Published once complete: signal handlers read it without the lock, which the thread they
+// interrupted may hold while collecting.
+std::atomic<const ProcessInfo*> g_info{nullptr};
 
 // Variables worth keeping: NCCL's own settings and the ids that say which job and rank this is.
 bool is_interesting_variable(const char* entry) {
@@ -116,14 +118,22 @@ std::string host_for_file_names(std::string_view host) {
 }
 
 const ProcessInfo& process_info() {
+  // Acquire pairs with the release below: the object is complete.
+  if (const ProcessInfo* info = g_info.load(std::memory_order_acquire)) return *info;
   std::lock_guard lock(g_mutex);
-  if (!g_info) g_info = new ProcessInfo(collect());
-  return *g_info;
+  const ProcessInfo* info = g_info.load(std::memory_order_relaxed);
+  if (!info) {
+    info = new ProcessInfo(collect());
+    g_info.store(info, std::memory_order_release);
+  }
+  return *info;
 }
+
+const ProcessInfo* process_info_if_collected() noexcept { return g_info.load(std::memory_order_acquire); }
 
 void process_info_after_fork_in_child() noexcept {
   new (&g_mutex) std::mutex();
-  g_info = nullptr;  // the parent's copy leaks in the child: one small object
+  g_info.store(nullptr, std::memory_order_relaxed);  // the parent's copy leaks in the child: one small object
 }
 
 }  // namespace ncclwatch

@@ -20,6 +20,8 @@ struct ProcessInfo {
 };
 
 const ProcessInfo& process_info();
+// The same once collected, else nullptr; never waits (signal handlers).
+const ProcessInfo* process_info_if_collected() noexcept;
 // `host` fit for a file name in NCCLWATCH_DIR: letters, digits, '.', '_' and '-' kept, every other
 // byte ('/' above all) as '_', at most 64 bytes, never "", "." or "..". Only file names: the trace
 // keeps the real name.

@@ -61,10 +61,20 @@ struct Writer {
   std::string path;
 };
 
+std::atomic<Writer*> g_writer{nullptr};
+
 Writer& writer() {
-  static Writer* w = new Writer();  // never destroyed: records may be written during exit
+  static Writer* w = [] {
+    auto* made = new Writer();  // never destroyed: records may be written during exit
+    g_writer.store(made, std::memory_order_release);
+    return made;
+  }();
   return *w;
 }
+
+// For signal handlers: the writer once made, else nullptr. Never writer() there: the handler may
+// interrupt the thread that is making it, and a function-local static's guard then throws.
+Writer* existing_writer() noexcept { return g_writer.load(std::memory_order_acquire); }
 
 // A file created but not yet given its header (growing it may take long on a full or slow disk):
 // if the process ends meanwhile, the exit path removes it, as nothing could read it.
@@ -101,8 +111,9 @@ void write_to_stderr(const char* text, size_t size) noexcept {
 // Whether the access at `address` faulted because our file shrank; if so, the mapping is replaced.
 // Async-signal-safe: atomics, fstat, mmap and write only.
 bool take_fault_in_our_mapping(const void* address) noexcept {
-  Writer& w = writer();
   std::byte* base = g_mapped_base.load(std::memory_order_acquire);
+  if (!base) return false;  // nothing mapped, so no writer either
+  Writer& w = *existing_writer();
   auto* at = static_cast<const std::byte*>(address);
   if (!base || at < base || at >= base + w.capacity) return false;
   // Acquire pairs with the release in grow_locked(): every byte below `mapped` was mapped from the file.
@@ -121,10 +132,10 @@ bool take_fault_in_our_mapping(const void* address) noexcept {
 // Whether another process shrank our file (for a SIGBUS that carries no address: an earlier
 // handler re-raised it, as Python's faulthandler does).
 bool our_file_shrank() noexcept {
-  Writer& w = writer();
+  if (!g_mapped_base.load(std::memory_order_acquire)) return false;
+  Writer& w = *existing_writer();
   struct stat st{};
-  return g_mapped_base.load(std::memory_order_acquire) && w.fd >= 0 && fstat(w.fd, &st) == 0 &&
-         static_cast<uint64_t>(st.st_size) < w.mapped.load(std::memory_order_acquire);
+  return w.fd >= 0 && fstat(w.fd, &st) == 0 && static_cast<uint64_t>(st.st_size) < w.mapped.load(std::memory_order_acquire);
 }
 
 // The first look at every SIGBUS (signal_chain.h delivers the rest as the kernel would have).
@@ -420,7 +431,9 @@ RecordSlot reserve_chunk_record(uint32_t size) noexcept {
 void count_lost_record() noexcept { count_lost(writer()); }
 
 RecordSlot reserve_exit_record(uint32_t size) noexcept {
-  Writer& w = writer();
+  Writer* existing = existing_writer();  // the signal path
+  if (!existing) return {};
+  Writer& w = *existing;
   // Acquire pairs with the release in open_locked(): base and mapping are set before the state.
   if (w.state.load(std::memory_order_acquire) != State::kOpen) {
     discard_unfinished_file();  // the process ends before its trace got a header
@@ -431,12 +444,15 @@ RecordSlot reserve_exit_record(uint32_t size) noexcept {
   return at ? RecordSlot(at, size) : RecordSlot();
 }
 
-uint64_t lost_record_count() noexcept { return writer().lost.load(std::memory_order_relaxed); }
+uint64_t lost_record_count() noexcept {
+  const Writer* w = existing_writer();  // the signal path
+  return w ? w->lost.load(std::memory_order_relaxed) : 0;
+}
 
 const char* trace_path_c() noexcept {
-  Writer& w = writer();
+  const Writer* w = existing_writer();  // the signal path
   // Acquire pairs with the release in open_locked(): the path is set before the state.
-  return w.state.load(std::memory_order_acquire) == State::kOpen ? w.path.c_str() : "";
+  return w && w->state.load(std::memory_order_acquire) == State::kOpen ? w->path.c_str() : "";
 }
 
 void write_strings_record(RecordType type, const std::string& blob) noexcept {

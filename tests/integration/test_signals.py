@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import HOSTNCCL_DIR, REPORT, SHIM, app, check, main
+from harness import HOSTNCCL_DIR, REPORT, SANITIZED, SHIM, app, check, main
 
 SIGNALS = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP]
 
@@ -157,7 +157,63 @@ def signalfd_program_keeps_its_sigterm():
           f"SIGTERM did not reach the program's signalfd: exit {proc.returncode}, out {out!r}, err {err[-500:]}")
 
 
+def signal_inside_any_allocation_kills():
+    """A SIGTERM raised inside each allocation of a short job in turn (apps/signal_at_allocation.cc),
+    the shim's set-up at the first NCCL call included: wherever it lands (a function-local static
+    half-built, a lock the interrupted code holds), the process dies by it, its trace ended."""
+    tmp = tempfile.mkdtemp(prefix="ncclwatch-signal-at-allocation-")
+    env = dict(os.environ)
+    env.update({"LD_PRELOAD": app("libsignal_at_allocation.so") + ":" + SHIM,
+                "LD_LIBRARY_PATH": HOSTNCCL_DIR + ":" + env.get("LD_LIBRARY_PATH", "")})
+    env.pop("SIGNAL_AT_ALLOCATION", None)
+
+    def run(at):
+        run_env = dict(env, NCCLWATCH_DIR=os.path.join(tmp, f"at{at}"))
+        if at:
+            run_env["SIGNAL_AT_ALLOCATION"] = str(at)
+        try:
+            return subprocess.run([app("lifecycle_app"), "one-comm"], env=run_env, capture_output=True, text=True,
+                                  timeout=10, preexec_fn=default_signals)
+        except subprocess.TimeoutExpired:
+            return None
+
+    counted = run(0)
+    found = re.search(r"^allocations (\d+)$", counted.stderr if counted else "", re.M)
+    check(counted is not None and counted.returncode == 0 and found, f"the counting run: {counted}")
+    total = int(found.group(1))
+    check(total > 100, f"only {total} allocations: the shim's set-up is not among them")
+    # Every allocation up to 400, then a spread: each run is a few tens of milliseconds (a second
+    # under ThreadSanitizer: there one in seven, the plain build covering every one).
+    step = 7 if SANITIZED else 1
+    sweep = list(range(1, min(total, 400) + 1, step)) + list(range(401, total + 1, max(1, (total - 400) // 200)))
+    stuck, wrong_death, without_final = [], [], []
+    for at in sweep:
+        done = run(at)
+        if done is None:
+            stuck.append(at)
+            continue
+        # The last few allocations may not come (the stand-in's threads allocate in any order).
+        if done.returncode == 0 and at > total - 20:
+            continue
+        if done.returncode != -signal.SIGTERM:
+            wrong_death.append(f"allocation {at}: exit {done.returncode}: {done.stderr[-300:]}")
+            continue
+        trace_dir = os.path.join(tmp, f"at{at}")
+        files = [os.path.join(trace_dir, f) for f in os.listdir(trace_dir)] if os.path.isdir(trace_dir) else []
+        if all(os.path.getsize(f) < 4096 for f in files):
+            continue  # before the trace's header: nothing to end
+        code = subprocess.run([REPORT, "summary", "--json", trace_dir], capture_output=True, text=True, timeout=60)
+        summary = json.loads(code.stdout) if code.stdout.strip().startswith("{") else {}
+        if summary.get("processes_without_final_record", 1) != 0:
+            without_final.append(f"allocation {at}: {code.stdout[:200]} {code.stderr[:200]}")
+    print(f"{len(sweep)} runs over {total} allocations", flush=True)
+    problems = ([f"stuck with the signal inside allocations {stuck[:20]} (of {len(stuck)})"] if stuck else []) + \
+        wrong_death[:10] + [f"no final record: {line}" for line in without_final[:10]]
+    check(not problems, "\n".join(problems))
+
+
 if __name__ == "__main__":
     main({"signals_at_random_moments_always_kill": signals_at_random_moments_always_kill,
           "ignored_hangup_stays_ignored": ignored_hangup_stays_ignored,
-          "signalfd_program_keeps_its_sigterm": signalfd_program_keeps_its_sigterm})
+          "signalfd_program_keeps_its_sigterm": signalfd_program_keeps_its_sigterm,
+          "signal_inside_any_allocation_kills": signal_inside_any_allocation_kills})

@@ -295,6 +295,19 @@ int churn() {
   }
 }
 
+// One communicator of one rank, a few all-reduces, a clean end: the first NCCL call, where the shim
+// sets itself up, and a whole life, for a signal to land anywhere in.
+int one_comm() {
+  static float data[64];
+  ncclUniqueId id;
+  ncclComm_t comm = nullptr;
+  CHECK(ncclGetUniqueId(&id));
+  CHECK(ncclCommInitRank(&comm, 1, id, 0));
+  for (int i = 0; i < 10; ++i) CHECK(ncclAllReduce(data, data, 64, ncclFloat, ncclSum, comm, nullptr));
+  CHECK(ncclCommDestroy(comm));
+  return 0;
+}
+
 // A server's way with signals: once running, it blocks SIGTERM in its threads and reads it from a
 // signalfd, then shuts down cleanly (exit 0, "took signal 15"). Launches are timed and live
 // metrics written, so the shim's threads are running when the signal comes: the signal stays
@@ -437,6 +450,7 @@ int main(int argc, char** argv) {
   if (scenario == "finalize-hangs") return teardown_hangs(true);
   if (scenario == "all-resources") return all_resources();
   if (scenario == "churn") return churn();
+  if (scenario == "one-comm") return one_comm();
   if (scenario == "pile-up") return pile_up(argc > 2 ? argv[2] : "");
   if (scenario == "out-of-order") return out_of_order();
   if (scenario == "signalfd") return takes_sigterm_from_a_signalfd();
@@ -446,6 +460,6 @@ int main(int argc, char** argv) {
   if (scenario == "many-comms") return many_comms(argc > 2 ? std::atoi(argv[2]) : 4000);
   if (scenario == "exit-handler") return exit_handler_makes_a_communicator();
   if (scenario == "exit-threads") return threads_run_through_exit(argc > 2 ? std::atoi(argv[2]) : 4);
-  std::fprintf(stderr, "usage: lifecycle_app leaky|clean|wait-for-kill|threads|fork|destroy-hangs|finalize-hangs|all-resources|churn|signalfd|init-hangs|halves-leaked|spin|many-comms|exit-handler|exit-threads\n");
+  std::fprintf(stderr, "usage: lifecycle_app leaky|clean|wait-for-kill|threads|fork|destroy-hangs|finalize-hangs|all-resources|churn|one-comm|signalfd|init-hangs|halves-leaked|spin|many-comms|exit-handler|exit-threads\n");
   return 2;
 }
