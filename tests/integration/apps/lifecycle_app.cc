@@ -269,6 +269,15 @@ int out_of_order() {
   return 0;
 }
 
+// A communicator of this process alone.
+ncclComm_t comm_of_one_rank() {
+  ncclUniqueId id;
+  ncclComm_t comm = nullptr;
+  CHECK(ncclGetUniqueId(&id));
+  CHECK(ncclCommInitRank(&comm, 1, id, 0));
+  return comm;
+}
+
 // Runs until a signal ends it, through every moment a signal can land in: communicator init
 // and destroy, collectives that grow the trace chunk by chunk, and fork. Says "ready" once the
 // first communicator exists, so a signal finds the shim attached.
@@ -276,10 +285,7 @@ int churn() {
   static float data[64];
   bool said_ready = false;
   for (unsigned round = 0;; ++round) {
-    ncclUniqueId id;
-    ncclComm_t comm = nullptr;
-    CHECK(ncclGetUniqueId(&id));
-    CHECK(ncclCommInitRank(&comm, 1, id, 0));
+    ncclComm_t comm = comm_of_one_rank();
     if (!said_ready) {
       std::printf("ready\n");
       std::fflush(stdout);
@@ -299,10 +305,7 @@ int churn() {
 // sets itself up, and a whole life, for a signal to land anywhere in.
 int one_comm() {
   static float data[64];
-  ncclUniqueId id;
-  ncclComm_t comm = nullptr;
-  CHECK(ncclGetUniqueId(&id));
-  CHECK(ncclCommInitRank(&comm, 1, id, 0));
+  ncclComm_t comm = comm_of_one_rank();
   for (int i = 0; i < 10; ++i) CHECK(ncclAllReduce(data, data, 64, ncclFloat, ncclSum, comm, nullptr));
   CHECK(ncclCommDestroy(comm));
   return 0;
@@ -314,10 +317,7 @@ int one_comm() {
 // pending for the signalfd only while no thread leaves it unblocked.
 int takes_sigterm_from_a_signalfd() {
   static float data[64];
-  ncclUniqueId id;
-  ncclComm_t comm = nullptr;
-  CHECK(ncclGetUniqueId(&id));
-  CHECK(ncclCommInitRank(&comm, 1, id, 0));
+  ncclComm_t comm = comm_of_one_rank();
   for (int i = 0; i < 20; ++i) CHECK(ncclAllReduce(data, data, 64, ncclFloat, ncclSum, comm, nullptr));
   sigset_t term;
   sigemptyset(&term);
