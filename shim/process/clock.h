@@ -30,7 +30,7 @@ inline int64_t wall_ns() noexcept {
 }
 
 namespace detail {
-bool tsc_is_invariant() noexcept;  // constant and non-stop TSC (read once from /proc/cpuinfo)
+bool tsc_is_invariant() noexcept;  // constant and non-stop TSC (CPUID 0x80000007, signal-safe)
 int64_t resample_tsc_clock(uint64_t tsc) noexcept;  // slow path: takes a fresh sample
 }  // namespace detail
 

@@ -4,6 +4,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -157,6 +158,16 @@ def signalfd_program_keeps_its_sigterm():
           f"SIGTERM did not reach the program's signalfd: exit {proc.returncode}, out {out!r}, err {err[-500:]}")
 
 
+def has_final_record(trace_dir):
+    """Whether the trace ends with the process's end, or was never given a header to end."""
+    files = [os.path.join(trace_dir, f) for f in os.listdir(trace_dir)] if os.path.isdir(trace_dir) else []
+    if all(os.path.getsize(f) < 4096 for f in files):
+        return True  # killed before the trace's header: nothing to end
+    code = subprocess.run([REPORT, "summary", "--json", trace_dir], capture_output=True, text=True, timeout=60)
+    summary = json.loads(code.stdout) if code.stdout.strip().startswith("{") else {}
+    return summary.get("processes_without_final_record", 1) == 0
+
+
 def signal_inside_any_allocation_kills():
     """A SIGTERM raised inside each allocation of a short job in turn (apps/signal_at_allocation.cc),
     the shim's set-up at the first NCCL call included: wherever it lands (a function-local static
@@ -187,28 +198,29 @@ def signal_inside_any_allocation_kills():
     step = 7 if SANITIZED else 1
     sweep = list(range(1, min(total, 400) + 1, step)) + list(range(401, total + 1, max(1, (total - 400) // 200)))
     stuck, wrong_death, without_final = [], [], []
+    deadline = time.time() + 90  # within the case's limit on a loaded machine, said below
+    ran = 0
     for at in sweep:
+        if time.time() > deadline:
+            break
+        ran += 1
         done = run(at)
-        if done is None:
-            stuck.append(at)
-            continue
-        # The last few allocations may not come (the stand-in's threads allocate in any order).
-        if done.returncode == 0 and at > total - 20:
-            continue
-        if done.returncode != -signal.SIGTERM:
-            wrong_death.append(f"allocation {at}: exit {done.returncode}: {done.stderr[-300:]}")
-            continue
         trace_dir = os.path.join(tmp, f"at{at}")
-        files = [os.path.join(trace_dir, f) for f in os.listdir(trace_dir)] if os.path.isdir(trace_dir) else []
-        if all(os.path.getsize(f) < 4096 for f in files):
-            continue  # before the trace's header: nothing to end
-        code = subprocess.run([REPORT, "summary", "--json", trace_dir], capture_output=True, text=True, timeout=60)
-        summary = json.loads(code.stdout) if code.stdout.strip().startswith("{") else {}
-        if summary.get("processes_without_final_record", 1) != 0:
-            without_final.append(f"allocation {at}: {code.stdout[:200]} {code.stderr[:200]}")
-    print(f"{len(sweep)} runs over {total} allocations", flush=True)
+        try:
+            if done is None:
+                stuck.append(at)
+            elif done.returncode == 0 and "signal sent" not in done.stderr:
+                pass  # this run made fewer allocations than that
+            elif done.returncode != -signal.SIGTERM:
+                wrong_death.append(f"allocation {at}: exit {done.returncode}: {done.stderr[-300:]}")
+            elif not has_final_record(trace_dir):
+                without_final.append(at)
+        finally:
+            shutil.rmtree(trace_dir, ignore_errors=True)  # each holds a 4 MiB chunk: hundreds of runs
+    print(f"{ran} of {len(sweep)} runs over {total} allocations", flush=True)
+    check(ran >= min(len(sweep), 50), f"only {ran} runs before the deadline: the machine is too loaded to tell")
     problems = ([f"stuck with the signal inside allocations {stuck[:20]} (of {len(stuck)})"] if stuck else []) + \
-        wrong_death[:10] + [f"no final record: {line}" for line in without_final[:10]]
+        wrong_death[:10] + ([f"no final record after allocations {without_final[:20]}"] if without_final else [])
     check(not problems, "\n".join(problems))
 
 

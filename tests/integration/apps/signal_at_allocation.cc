@@ -32,9 +32,16 @@ __attribute__((destructor)) void say_count() {
 }  // namespace
 
 void* operator new(std::size_t size) {
-  // To the process, not raise(): a thread that blocks signals (the shim's, the stand-in's) would
-  // keep it pending forever. The kernel hands it to the calling thread when that one takes it.
-  if (g_allocations.fetch_add(1) + 1 == target()) kill(getpid(), SIGTERM);
+  if (g_allocations.fetch_add(1) + 1 == target()) {
+    // Said first, so that a run whose Nth allocation never came (threads allocate in any order)
+    // is told from one that outlived its signal.
+    static const char kSent[] = "signal sent\n";
+    (void)!write(STDERR_FILENO, kSent, sizeof(kSent) - 1);
+    // To the process, not raise(): a thread that blocks signals (the shim's, the stand-in's) would
+    // keep it pending forever. The kernel gives it to this thread where it takes signals (then it
+    // lands inside this allocation), else to another thread, wherever that one is.
+    kill(getpid(), SIGTERM);
+  }
   if (void* p = std::malloc(size ? size : 1)) return p;
   throw std::bad_alloc();
 }
