@@ -115,7 +115,7 @@ bool take_fault_in_our_mapping(const void* address) noexcept {
   if (!base) return false;  // nothing mapped, so no writer either
   Writer& w = *existing_writer();
   auto* at = static_cast<const std::byte*>(address);
-  if (!base || at < base || at >= base + w.capacity) return false;
+  if (at < base || at >= base + w.capacity) return false;
   // Acquire pairs with the release in grow_locked(): every byte below `mapped` was mapped from the file.
   uint64_t mapped = w.mapped.load(std::memory_order_acquire);
   if (static_cast<uint64_t>(at - base) >= mapped) return false;  // PROT_NONE reserve: not a file fault

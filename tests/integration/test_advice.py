@@ -38,11 +38,13 @@ def forced_algorithm_is_named_with_its_cost():
         # 3 ms more per kernel on the forced side, by NCCL's kernel clock (an op whose peer came
         # late from its own slower kernel waits longer still); small sizes ran trees where NCCL
         # chose for itself.
-        check(c["clock"] == "kernel" and c["added_us_per_call"] >= (0 if SANITIZED else 2500), c)
+        check(c["clock"] == "kernel" and (SANITIZED or c["added_us_per_call"] >= 2500), c)
         check(c["forced_plan"].startswith("RING/") and c["own_plan"].startswith("TREE/"), c)
     added = sorted(c["added_us_per_call"] for c in algo["costs"])
-    # Under a sanitizer the stand-in's own work is too slow and uneven to hold to 15 %.
-    check(SANITIZED or 2550 <= added[len(added) // 2] <= 3450, f"the median cost is the injected 3 ms: {added}")
+    # Under a sanitizer the stand-in's own work is too slow and uneven to hold to 15 %, or a single
+    # call's row even to its sign (one read -504 us beside the fuzzer): there only the median's sign.
+    median = added[len(added) // 2]
+    check(median > 0 if SANITIZED else 2550 <= median <= 3450, f"the median cost is the injected 3 ms: {added}")
     # Text says the same, in words.
     text = subprocess.run([REPORT, "advice", forced.trace_dir, own.trace_dir], capture_output=True, text=True).stdout
     check("NCCL_ALGO=RING" in text and "against NCCL's own TREE/LL 1ch" in text and "us per call over" in text, text)

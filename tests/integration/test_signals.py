@@ -81,13 +81,8 @@ def signals_at_random_moments_always_kill(runs=int(os.environ.get("NCCLWATCH_SIG
             if proc.returncode != -sig:
                 wrong_death.append(f"run {run}: {sig.name} gave exit {proc.returncode}: {proc.stderr.read()[-500:]}")
                 continue
-            files = [os.path.join(trace_dir, f) for f in os.listdir(trace_dir)]
-            if all(os.path.getsize(f) < 4096 for f in files):
-                continue  # killed while creating the file, before its header: nothing to end
-            code = subprocess.run([REPORT, "summary", "--json", trace_dir], capture_output=True, text=True, timeout=60)
-            summary = json.loads(code.stdout) if code.stdout.strip().startswith("{") else {}
-            if summary.get("processes_without_final_record", 1) != 0:
-                without_final.append(f"run {run}: {sig.name}: {code.stdout[:300]} {code.stderr[:300]}")
+            if unended := trace_left_unended(trace_dir):
+                without_final.append(f"run {run}: {sig.name}: {unended}")
     check(done >= min(runs, 10), f"only {done} runs before the deadline: the machine is too loaded to tell")
     check(not stuck, f"{len(stuck)} of {done} processes did not die by their signal:\n" + "\n".join(stuck))
     check(not wrong_death, "\n".join(wrong_death))
@@ -158,18 +153,21 @@ def signalfd_program_keeps_its_sigterm():
           f"SIGTERM did not reach the program's signalfd: exit {proc.returncode}, out {out!r}, err {err[-500:]}")
 
 
-def has_final_record(trace_dir):
-    """Whether the trace ends with the process's end, or was never given a header to end."""
+def trace_left_unended(trace_dir):
+    """"" when the trace ends with the process's end (or never got a header to end), else what
+    the summary said of it."""
     files = [os.path.join(trace_dir, f) for f in os.listdir(trace_dir)] if os.path.isdir(trace_dir) else []
     if all(os.path.getsize(f) < 4096 for f in files):
-        return True  # killed before the trace's header: nothing to end
+        return ""  # killed while creating the file, before its header: nothing to end
     code = subprocess.run([REPORT, "summary", "--json", trace_dir], capture_output=True, text=True, timeout=60)
     summary = json.loads(code.stdout) if code.stdout.strip().startswith("{") else {}
-    return summary.get("processes_without_final_record", 1) == 0
+    if summary.get("processes_without_final_record", 1) == 0:
+        return ""
+    return f"{code.stdout[:300]} {code.stderr[:300]}".strip() or "no summary"
 
 
 def signal_inside_any_allocation_kills():
-    """A SIGTERM raised inside each allocation of a short job in turn (apps/signal_at_allocation.cc),
+    """A SIGTERM sent from inside each allocation of a short job in turn (apps/signal_at_allocation.cc),
     the shim's set-up at the first NCCL call included: wherever it lands (a function-local static
     half-built, a lock the interrupted code holds), the process dies by it, its trace ended."""
     tmp = tempfile.mkdtemp(prefix="ncclwatch-signal-at-allocation-")
@@ -213,7 +211,7 @@ def signal_inside_any_allocation_kills():
                 pass  # this run made fewer allocations than that
             elif done.returncode != -signal.SIGTERM:
                 wrong_death.append(f"allocation {at}: exit {done.returncode}: {done.stderr[-300:]}")
-            elif not has_final_record(trace_dir):
+            elif trace_left_unended(trace_dir):
                 without_final.append(at)
         finally:
             shutil.rmtree(trace_dir, ignore_errors=True)  # each holds a 4 MiB chunk: hundreds of runs
