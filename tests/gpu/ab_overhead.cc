@@ -7,6 +7,8 @@
 //   ab_overhead ranks     two processes, one GPU each (as torchrun runs a job)
 //   ab_overhead group     one process driving both GPUs, each call inside a group (nccl-tests -g 2)
 //   ab_overhead single    one process, one GPU, a communicator of one rank (launch path only)
+//   ab_overhead shared    two processes sharing GPU 0, each with its own NCCL_HOSTID (NCCL then
+//                         goes over sockets): a real two-rank launch, plan and kernel on one GPU
 //
 // Per size (8 B, 1 MiB, 128 MiB) and per round: a block of K calls each way (order alternating),
 // timed on the host from the first call until the stream is done ("complete"), and until the
@@ -142,13 +144,15 @@ int main(int argc, char** argv) {
     for (Rank& r : ranks) CK(ncclCommDestroy(r.comm));
     return 0;
   }
-  // Two processes, one GPU each: fork before anything touches CUDA, then rank 0 makes the id and
-  // hands it over through a pipe.
+  // Two processes, one GPU each (or both on GPU 0): fork before anything touches CUDA, then rank 0
+  // makes the id and hands it over through a pipe.
+  bool shared = std::string_view(mode) == "shared";
   int pipe_fds[2];
   if (pipe(pipe_fds) != 0) return 2;
   std::fflush(stdout);
   pid_t child = fork();
   int rank = child == 0 ? 1 : 0;
+  if (shared) setenv("NCCL_HOSTID", rank ? "ab-overhead-1" : "ab-overhead-0", 1);
   ncclUniqueId id;
   if (rank == 0) {
     CK(ncclGetUniqueId(&id));
@@ -156,11 +160,12 @@ int main(int argc, char** argv) {
   } else if (read(pipe_fds[0], &id, sizeof(id)) != static_cast<ssize_t>(sizeof(id))) {
     std::_Exit(2);
   }
-  CK(cudaSetDevice(rank));
+  CK(cudaSetDevice(shared ? 0 : rank));
   ncclComm_t comm;
   CK(ncclCommInitRank(&comm, 2, id, rank));
   std::vector<Rank> ranks = {make_rank(rank, comm)};
-  if (rank == 0) std::printf("two processes, one GPU each (rank 0's figures):\n");
+  if (rank == 0)
+    std::printf(shared ? "two processes sharing GPU 0 (rank 0's figures):\n" : "two processes, one GPU each (rank 0's figures):\n");
   measure(ranks, rank == 0);
   CK(ncclCommDestroy(comm));
   if (child == 0) std::_Exit(0);

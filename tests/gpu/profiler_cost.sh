@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What the profiler plugin costs per call, at each level (NCCLWATCH_PROFILER=1: plans; =kernels:
-# and kernel channels): ab_overhead's one-process run in gpu mode without it and at each level,
+# and kernel channels): ab_overhead's two ranks sharing GPU 0 (a one-rank communicator has no plan
+# and no kernel events) in gpu mode without it and at each level,
 # alternating, ROUNDS times (default 4) on one warm machine. Inside each run NCCL's own entry point and the shim's wrapper
 # alternate; the plugin, once NCCL loaded it, serves both, so its cost is the difference between
 # the runs: for the wrapper (what a user pays over the shim alone) and for NCCL's direct call.
@@ -15,14 +16,14 @@ for round in $(seq "$rounds"); do
   for plugin in 0 1 kernels; do
     out="$dir/round$round-plugin$plugin.txt"
     LD_PRELOAD="$SHIM" NCCLWATCH_TIMING=gpu NCCLWATCH_PROFILER="$plugin" NCCLWATCH_DIR="$dir/traces-$round-$plugin" \
-      timeout 300 "$dir/ab_overhead" single >"$out" 2>&1
+      timeout 300 "$dir/ab_overhead" shared >"$out" 2>&1
     echo "== round $round, plugin $plugin (exit $?)"; grep '^size' "$out"
   done
 done
 expect "the plugin ran: its runs recorded kernel times" python3 - "$dir" "$REPORT" <<'PY'
 import glob, subprocess, sys
 d, report = sys.argv[1], sys.argv[2]
-out = subprocess.run([report, "dump", *glob.glob(f"{d}/traces-1-kernels/*.nwt")], capture_output=True, text=True).stdout
+out = subprocess.run([report, "dump", *glob.glob(f"{d}/traces-1-kernels/**/*.nwt", recursive=True)], capture_output=True, text=True).stdout
 sys.exit(0 if '"op_kernel"' in out else 1)
 PY
 python3 - "$dir" "$rounds" <<'PY'
