@@ -41,6 +41,8 @@ enum class Notice {
   kStacksBudgetSpent,
   kProfilerStoodAside,
   kProfilerStopped,
+  kProfilerChained,
+  kProfilerChainMissedEvents,
   kCount
 };
 

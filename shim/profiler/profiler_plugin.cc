@@ -10,7 +10,11 @@
 //                     channel's end: an OpKernel record.
 // Every other event gets no handle (NCCL then calls nothing more for it). Whatever goes wrong here
 // answers NCCL with success and stops the plugin, said once: NCCL's work never depends on us.
+// Where the application named a plugin of its own, it is chained behind this one
+// (profiler_chain.h): it gets every event it asks for, and keeps working when ours stops.
 #include "profiler/profiler_plugin.h"
+
+#include "profiler/profiler_chain.h"
 
 #include "comms/comms.h"
 #include "process/process.h"
@@ -26,6 +30,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 
 namespace ncclwatch {
@@ -33,8 +38,13 @@ namespace {
 
 namespace abi = profiler_abi;
 
-// Set when anything of ours failed: every later event is answered without a look.
+// Set when anything of ours failed: every later event is answered without a look (but for the
+// chained plugin's).
 std::atomic<bool> g_stopped{false};
+
+// The application's plugin, chained behind ours: set once at set-up, before NCCL's first
+// communicator; every handle NCCL then gets is a HandlePair.
+std::atomic<const abi::Plugin*> g_chained{nullptr};
 
 // What a handle we gave NCCL is: its first member, so stopEvent and recordEventState, which get
 // only the handle, know it. NCCL hands back only handles we returned there.
@@ -115,6 +125,12 @@ struct Context {
   static constexpr uint32_t kChannelSlots = 1024; // kernel channels running at once
   uint64_t comm_hash = 0;
   int rank = -1;
+  uint64_t own_mask = 0;  // the events ours asked for
+  // The chained plugin's context and mask for this communicator (null: none, or its init failed).
+  // The mask is theirs to write through the pointer its init got, so it lives here.
+  const abi::Plugin* chained = nullptr;
+  void* chained_context = nullptr;
+  int chained_mask = 0;
   // Relaxed: a communicator's calls come from one thread at a time (NCCL's rule); the count only
   // spreads the slots.
   std::atomic<uint32_t> next_slot{0};
@@ -197,23 +213,41 @@ void write_kernel_channel(const KernelChannelSlot& k) noexcept {
   slot.commit(trace::RecordType::kOpKernel);
 }
 
-ncclResult_t plugin_init(void** context, uint64_t comm_hash, int* activation_mask, const char*, int, int, int rank,
-                         abi::DebugLogger) {
+// The chained plugin's init for this communicator, with NCCL's arguments: false when it declines.
+bool init_chained(Context& c, const abi::Plugin* theirs, uint64_t comm_hash, const char* comm_name, int nnodes,
+                  int nranks, int rank, abi::DebugLogger logger) noexcept {
+  if (theirs->init(&c.chained_context, comm_hash, &c.chained_mask, comm_name, nnodes, nranks, rank, logger) !=
+      ncclSuccess)
+    return false;
+  c.chained = theirs;
+  return true;
+}
+
+ncclResult_t plugin_init(void** context, uint64_t comm_hash, int* activation_mask, const char* comm_name, int nnodes,
+                         int nranks, int rank, abi::DebugLogger logger) {
   *context = nullptr;
+  const abi::Plugin* theirs = g_chained.load(std::memory_order_acquire);
+  bool ours = !g_stopped.load(std::memory_order_relaxed);
   // Declined: NCCL goes on without a plugin for this communicator.
-  if (!profiler_plugin_armed() || g_stopped.load(std::memory_order_relaxed)) return ncclInvalidUsage;
-  try {
-    auto* c = new Context;
-    c->comm_hash = comm_hash;
-    c->rank = rank;
-    *context = c;
-    *activation_mask = abi::kCollApi | abi::kP2pApi | abi::kColl | abi::kP2p;
-    if (detail::g_profiler_kernels_armed.load(std::memory_order_relaxed)) *activation_mask |= abi::kKernelCh;
-    return ncclSuccess;
-  } catch (...) {
+  if (!profiler_plugin_armed() || (!ours && !theirs)) return ncclInvalidUsage;
+  Context* c = new (std::nothrow) Context;
+  if (!c) {
     stop_plugin("no memory for a communicator's context");
     return ncclInternalError;
   }
+  c->comm_hash = comm_hash;
+  c->rank = rank;
+  if (ours) {
+    c->own_mask = abi::kCollApi | abi::kP2pApi | abi::kColl | abi::kP2p;
+    if (detail::g_profiler_kernels_armed.load(std::memory_order_relaxed)) c->own_mask |= abi::kKernelCh;
+  }
+  if (theirs && !init_chained(*c, theirs, comm_hash, comm_name, nnodes, nranks, rank, logger) && !ours) {
+    delete c;
+    return ncclInvalidUsage;
+  }
+  *context = c;
+  *activation_mask = int(c->own_mask | uint64_t(uint32_t(c->chained_mask)));
+  return ncclSuccess;
 }
 
 // The application's call, on its thread, inside our wrapper: the handle is the op it issues.
@@ -258,51 +292,105 @@ void* start_kernel_channel(Context& c, const abi::EventDescr& e) noexcept {
   return &k;
 }
 
+// Our handle for the event, or null: its parent is one of our handles (or null).
+void* start_own_event(Context& c, const abi::EventDescr& e) noexcept {
+  if (!(e.type & c.own_mask) || g_stopped.load(std::memory_order_relaxed)) return nullptr;
+  switch (e.type) {
+    case abi::kCollApi:
+    case abi::kP2pApi: return start_api_event(c, e);
+    case abi::kColl:
+      if (const ApiSlot* op = c.slot_of(e.parentObj)) {
+        write_plan(*op, e.coll.seqNumber, e.coll.nChannels, e.coll.nWarps, e.coll.algo, e.coll.proto);
+        return start_plan_event(c, *op, e.coll.nChannels);
+      }
+      return nullptr;
+    case abi::kP2p:
+      if (const ApiSlot* op = c.slot_of(e.parentObj)) {
+        write_plan(*op, 0, e.p2p.nChannels, 0, nullptr, nullptr);
+        return start_plan_event(c, *op, e.p2p.nChannels);
+      }
+      return nullptr;
+    case abi::kKernelCh: return start_kernel_channel(c, e);
+    default: return nullptr;
+  }
+}
+
+// With a plugin chained: each side starts the event with its own handle of the parent (NCCL's
+// descriptor lent to each in turn), and NCCL gets the pair.
+void* start_chained_event(Context& c, abi::EventDescr& e) noexcept {
+  void* parent = e.parentObj;
+  HandlePair* parent_pair = handle_pairs().pair_of(parent);
+  void* theirs = nullptr;
+  if (e.type & uint64_t(uint32_t(c.chained_mask))) {
+    e.parentObj = parent_pair ? parent_pair->theirs : nullptr;
+    // As NCCL would: the handle it set, whatever the answer.
+    (void)c.chained->startEvent(c.chained_context, &theirs, &e);
+  }
+  e.parentObj = parent_pair ? parent_pair->ours : parent;
+  void* ours = start_own_event(c, e);
+  e.parentObj = parent;
+  if (!ours && !theirs) return nullptr;
+  HandlePair* pair = handle_pairs().take();
+  if (!pair) {  // every pair is open: their event ends here, ours goes on alone
+    if (theirs) c.chained->stopEvent(theirs);
+    notice_once(Notice::kProfilerChainMissedEvents,
+                "ncclwatch: the chained profiler plugin missed events: more than 65536 were open at once");
+    return ours;
+  }
+  pair->ours = ours;
+  pair->theirs = theirs;
+  return pair;
+}
+
 ncclResult_t plugin_start_event(void* context, void** handle, abi::EventDescr* e) {
   *handle = nullptr;
   // NCCL starts events on a communicator whose init we declined too: with no context.
-  if (!context || !e || g_stopped.load(std::memory_order_relaxed)) return ncclSuccess;
+  if (!context || !e) return ncclSuccess;
   auto& c = *static_cast<Context*>(context);
-  switch (e->type) {
-    case abi::kCollApi:
-    case abi::kP2pApi: *handle = start_api_event(c, *e); break;
-    case abi::kColl:
-      if (const ApiSlot* op = c.slot_of(e->parentObj)) {
-        write_plan(*op, e->coll.seqNumber, e->coll.nChannels, e->coll.nWarps, e->coll.algo, e->coll.proto);
-        *handle = start_plan_event(c, *op, e->coll.nChannels);
-      }
-      break;
-    case abi::kP2p:
-      if (const ApiSlot* op = c.slot_of(e->parentObj)) {
-        write_plan(*op, 0, e->p2p.nChannels, 0, nullptr, nullptr);
-        *handle = start_plan_event(c, *op, e->p2p.nChannels);
-      }
-      break;
-    case abi::kKernelCh: *handle = start_kernel_channel(c, *e); break;
-    default: break;
-  }
+  *handle = c.chained ? start_chained_event(c, *e) : start_own_event(c, *e);
   return ncclSuccess;
 }
 
 // NCCL hands back only handles we returned: the kind tells which.
 SlotKind kind_of(void* handle) noexcept { return handle ? *static_cast<const SlotKind*>(handle) : SlotKind{}; }
 
-ncclResult_t plugin_stop_event(void* handle) {
-  if (kind_of(handle) != SlotKind::kKernelChannel) return ncclSuccess;
+void stop_own_event(void* handle) noexcept {
+  if (kind_of(handle) != SlotKind::kKernelChannel) return;
   auto& k = *static_cast<KernelChannelSlot*>(handle);
   if (k.op.launch_id && !g_stopped.load(std::memory_order_relaxed)) write_kernel_channel(k);
   k.op.launch_id = 0;
+}
+
+ncclResult_t plugin_stop_event(void* handle) {
+  if (HandlePair* pair = handle_pairs().pair_of(handle)) {
+    if (pair->theirs) g_chained.load(std::memory_order_relaxed)->stopEvent(pair->theirs);
+    stop_own_event(pair->ours);
+    HandlePairs::give_back(pair);
+    return ncclSuccess;
+  }
+  stop_own_event(handle);
   return ncclSuccess;
 }
 
-ncclResult_t plugin_record_event_state(void* handle, int state, abi::EventStateArgs* args) {
+void record_own_event_state(void* handle, int state, const abi::EventStateArgs* args) noexcept {
   if (state == abi::kKernelChStop && args && kind_of(handle) == SlotKind::kKernelChannel)
     static_cast<KernelChannelSlot*>(handle)->gpu_stop_ns = args->kernelCh.pTimer;
+}
+
+ncclResult_t plugin_record_event_state(void* handle, int state, abi::EventStateArgs* args) {
+  if (HandlePair* pair = handle_pairs().pair_of(handle)) {
+    if (pair->theirs) g_chained.load(std::memory_order_relaxed)->recordEventState(pair->theirs, state, args);
+    record_own_event_state(pair->ours, state, args);
+    return ncclSuccess;
+  }
+  record_own_event_state(handle, state, args);
   return ncclSuccess;
 }
 
 ncclResult_t plugin_finalize(void* context) {
-  delete static_cast<Context*>(context);
+  auto* c = static_cast<Context*>(context);
+  if (c && c->chained) c->chained->finalize(c->chained_context);
+  delete c;
   return ncclSuccess;
 }
 
@@ -331,6 +419,34 @@ void arm_kernel_channels() {
   detail::g_profiler_kernels_armed.store(true, std::memory_order_relaxed);
 }
 
+// NCCL_PROFILER_PLUGIN=`theirs` is the application's: NCCL is pointed at us, which hands their
+// plugin its events; or, where that cannot be, we stand aside. False: stood aside.
+bool chain_to(const char* theirs, const std::string& self, int nccl_version) {
+  ChainedPlugin chained;
+  if (strcasecmp(theirs, "none") == 0) chained.why_not = "it turns NCCL's profiler plugins off";
+  else if (self.empty()) chained.why_not = "the shim's own path is unknown";
+  else chained = open_chained_plugin(theirs, nccl_profiler_interface(nccl_version));
+  if (chained.table && !handle_pairs().create()) {
+    chained.table = nullptr;
+    chained.why_not = "no memory for the handles";
+  }
+  if (!chained.table) {
+    std::string text = std::string("ncclwatch: NCCL_PROFILER_PLUGIN=") + theirs +
+                       " is the application's, and cannot be chained behind ncclwatch's (" + chained.why_not +
+                       "): ncclwatch's profiler entry stands aside (no OpPlan records)";
+    notice_once(Notice::kProfilerStoodAside, text.c_str());
+    return false;
+  }
+  g_chained.store(chained.table, std::memory_order_release);
+  setenv(kChainedPluginVariable, theirs, 1);
+  setenv("NCCL_PROFILER_PLUGIN", self.c_str(), 1);
+  std::string text = std::string("ncclwatch: NCCL_PROFILER_PLUGIN=") + theirs +
+                     " is the application's: NCCL gets ncclwatch's profiler entry, which hands " + chained.library +
+                     " (its ncclProfiler_v" + std::to_string(chained.version) + ") every event it asks for";
+  notice_once(Notice::kProfilerChained, text.c_str());
+  return true;
+}
+
 }  // namespace
 
 void set_up_profiler_plugin() noexcept {
@@ -345,11 +461,12 @@ void set_up_profiler_plugin() noexcept {
     }
     std::string self = own_path();
     const char* theirs = std::getenv("NCCL_PROFILER_PLUGIN");
+    // A child of a process that chained: NCCL_PROFILER_PLUGIN names us, the application's is kept aside.
+    const char* kept = std::getenv(kChainedPluginVariable);
+    if (theirs && self == theirs && kept && *kept) theirs = kept;
     if (theirs && self != theirs) {
-      std::string text = std::string("ncclwatch: NCCL_PROFILER_PLUGIN=") + theirs +
-                         " is the application's: ncclwatch's profiler entry stands aside (no OpPlan records)";
-      notice_once(Notice::kProfilerStoodAside, text.c_str());
-      return;
+      if (!chain_to(theirs, self, real ? real->version : 0)) return;
+      theirs = nullptr;
     }
     if (self.empty()) {
       notice_once(Notice::kProfilerStoodAside, "ncclwatch: NCCLWATCH_PROFILER: the shim's own path is unknown, "
@@ -363,7 +480,7 @@ void set_up_profiler_plugin() noexcept {
     // Before NCCL's first communicator, which reads it: at the first NCCL call, as NCCL's own
     // settings from nccl.conf are set at its first init. Inherited by children, which preload the
     // shim too (else the copy NCCL opens declines: g_armed).
-    if (!theirs) setenv("NCCL_PROFILER_PLUGIN", self.c_str(), 0);
+    if (!std::getenv("NCCL_PROFILER_PLUGIN")) setenv("NCCL_PROFILER_PLUGIN", self.c_str(), 0);
   } catch (...) {
     stop_plugin("set-up failed");
   }

@@ -3,7 +3,10 @@ library NCCL_PROFILER_PLUGIN names as NCCL >= 2.28 does (tests/hostnccl/hostnccl
 NCCL planned for each op becomes an OpPlan record tied to the op, `latency` names it, and the plugin
 stands aside, declines or stays off wherever it should."""
 import json
+import os
+import shutil
 import subprocess
+import tempfile
 
 from harness import REPORT, SHIM, Job, app, check, main
 
@@ -132,6 +135,49 @@ def an_application_plugin_is_left_in_place():
         check(all(not plans for _, plans in plans_and_ops(job)), f"{theirs}: no plans")
 
 
+def recorded_plugin_lines(path):
+    try:
+        return sorted((json.loads(line) for line in open(path)), key=lambda r: json.dumps(r, sort_keys=True))
+    except FileNotFoundError:
+        return []
+
+
+def an_application_plugin_is_chained():
+    # The application names a plugin of its own (apps/recording_profiler.cc, standing in for NCCL
+    # Inspector), by path and by bare name as NCCL resolves it (libnccl-profiler-<name>.so): the shim
+    # points NCCL at itself, says so once, and hands that plugin every event it asked for, each with
+    # the parent it made. It sees what it sees without the shim, and the shim records its own plans
+    # and kernel times beside it.
+    recorder = app("librecording_profiler.so")
+    alone = Job([app("collectives_app"), "mixed"], nranks=2, preload=False,
+                env={"NCCL_PROFILER_PLUGIN": recorder, "RECORDING_PROFILER_OUT": "/dev/null"})
+    alone.env["RECORDING_PROFILER_OUT"] = os.path.join(alone.tmp, "recorded.jsonl")
+    check(all(r.returncode == 0 for r in alone.run()), "the job runs with the plugin alone")
+    want = recorded_plugin_lines(alone.env["RECORDING_PROFILER_OUT"])
+    # One line per communicator: the mixed scenario splits each rank's into another.
+    check(len(want) == 4 and all(w["started"].get("KernelCh") and w["started"].get("Coll") for w in want),
+          f"alone, the plugin saw the job: {want}")
+    named = tempfile.mkdtemp(prefix="ncclwatch-plugin-")
+    shutil.copy(recorder, os.path.join(named, "libnccl-profiler-recording.so"))
+    for setting, extra in ((recorder, {}), ("recording", {"LD_LIBRARY_PATH": named})):
+        job = Job([app("collectives_app"), "mixed"], nranks=2,
+                  env={"NCCLWATCH_PROFILER": "kernels", "NCCL_PROFILER_PLUGIN": setting, **extra})
+        job.env["RECORDING_PROFILER_OUT"] = os.path.join(job.tmp, "recorded.jsonl")
+        results = job.run()
+        for r in results:
+            check(r.returncode == 0, r.stderr)
+            said = [line for line in r.stderr.splitlines() if "every event it asks for" in line]
+            check(len(said) == 1 and setting in said[0], f"{setting}: said once: {r.stderr}")
+        got = recorded_plugin_lines(job.env["RECORDING_PROFILER_OUT"])
+        check(got == want, f"{setting}: the plugin saw what it saw alone:\n{got}\n{want}")
+        check(all(g["bad_parents"] == 0 and g["bad_handles"] == 0 and g["started"] == g["stopped"]
+                  and g["kernel_stops"] == g["started"]["KernelCh"] for g in got), f"{setting}: {got}")
+        for ops, plans in plans_and_ops(job):
+            check(ops and len(plans) == len(ops), f"{setting}: a plan per op beside it: {len(ops)} ops, {len(plans)} plans")
+        check(all(any(r["type"] == "op_kernel" for r in records(t)) for t in job.traces()), f"{setting}: kernel times")
+    shutil.rmtree(named)
+
+
 def parents_the_plugin_never_made_are_not_trusted():
     # An NCCL handing back handles that are not the plugin's (one byte into its handle, a pointer
     # elsewhere): no plan is made up from them, and the job runs as ever.
@@ -160,5 +206,6 @@ def a_process_without_the_shim_declines_the_plugin():
 
 main({f.__name__: f for f in (each_op_gets_the_plan_nccl_made, each_op_gets_its_kernel_time_by_the_gpu_timer,
                               without_the_setting_nothing_changes,
-                              an_application_plugin_is_left_in_place, parents_the_plugin_never_made_are_not_trusted,
+                              an_application_plugin_is_left_in_place, an_application_plugin_is_chained,
+                              parents_the_plugin_never_made_are_not_trusted,
                               a_process_without_the_shim_declines_the_plugin)})
