@@ -99,8 +99,13 @@ sys.exit(0 if alone and beside and (len(beside) == len(alone) or not every_op) a
 PY
 
 [ "$has_prom" -eq 1 ] || { echo "(this Inspector writes no Prometheus files: no plan comparison)"; finish; exit; }
+# Inspector writes them every 30 s at the most often and deletes them at exit (they are live
+# data for a node exporter): the job stays alive past the first write, and a copy is taken then.
+(sleep 38; cp -r "$dir/prom/inspector-0" "$dir/prom/snapshot-0") &
 expect "the job runs with Inspector writing Prometheus files, chained behind the shim" \
-  run_job prom NCCLWATCH_PROFILER=1 "${inspector_env[@]}" NCCL_INSPECTOR_PROM_DUMP=1 NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS=-1
+  run_job prom NCCLWATCH_PROFILER=1 "${inspector_env[@]}" NCCL_INSPECTOR_PROM_DUMP=1 \
+  NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS=30000000 PLANS_HOLD_S=45
+wait
 report dump --json "$dir/prom/traces" >"$dir/prom/dump.jsonl"
 expect "each collective's algorithm and protocol by message size is Inspector's" python3 - "$dir" <<'PY'
 import glob, json, math, re, sys
@@ -111,7 +116,7 @@ def size_label(n):  # Inspector's message-size bucket (inspector_prom.cc)
     lower = max(1, math.floor(max(v, 1.0)))
     return f"{lower}-{lower + 1}{units[i]}"
 theirs = set()
-for path in glob.glob(f"{d}/prom/inspector-0/**/*.prom", recursive=True):
+for path in glob.glob(f"{d}/prom/snapshot-0/**/*.prom", recursive=True):
     for line in open(path):
         m = re.match(r'nccl_collective_exec_time_microseconds\{(.*)\} (\S+)', line)
         if m:

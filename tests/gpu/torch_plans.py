@@ -6,6 +6,7 @@ profiler_plans.sh holds the trace's OpPlan records against NCCL's own log of eac
     torch_plans.py RANK PORT"""
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -25,5 +26,6 @@ for _ in range(5):
     else:
         dist.recv(torch.empty(1 << 18, device="cuda"), src=0)
 torch.cuda.synchronize()
+time.sleep(float(os.environ.get("PLANS_HOLD_S", "0")))  # alive past a profiler's periodic dump
 dist.destroy_process_group()
 print("done")
