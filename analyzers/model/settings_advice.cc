@@ -84,9 +84,24 @@ bool runs_an_algorithm(trace::Api api) {
   }
 }
 
-// A row's mean time per call by the CUDA events (steady state, else its first calls').
+// A row's mean time per call by the CUDA events (steady state, else its first calls'): none for a
+// host-timed row, whose times are enqueue times.
 std::optional<double> events_mean(const LatencyRow& r) {
+  if (r.timing != TimingSource::kGpu && r.timing != TimingSource::kGpuRunHistogram) return std::nullopt;
   return r.mean_us ? r.mean_us : r.first_call_mean_us;
+}
+
+// The mean per call of a side's rows by one clock, weighted by their calls: none where no row has it.
+std::optional<double> side_mean(const std::vector<const LatencyRow*>& rows, bool kernel) {
+  double sum = 0, calls = 0;
+  for (const LatencyRow* r : rows) {
+    std::optional<double> us = kernel ? r->kernel_mean_us : events_mean(*r);
+    if (!us) continue;
+    double n = double(kernel ? r->kernel_ops : std::max<uint64_t>(r->calls, 1));
+    sum += *us * n;
+    calls += n;
+  }
+  return calls ? std::optional<double>(sum / calls) : std::nullopt;
 }
 
 // The forced setting's cost: rows of communicators whose processes set it against rows of the same
@@ -112,27 +127,23 @@ void add_costs(SettingAdvice& advice, const JobAnalysis& a, const LatencyTable& 
   for (const auto& [key, rows] : forced) {
     auto theirs = own.find(key);
     if (theirs == own.end()) continue;
-    auto side = [](const std::vector<const LatencyRow*>& rs, bool kernel) {
-      double sum = 0, calls = 0;
-      for (const LatencyRow* r : rs) {
-        std::optional<double> us = kernel ? r->kernel_mean_us : events_mean(*r);
-        if (!us) continue;
-        double n = double(kernel ? r->kernel_ops : std::max<uint64_t>(r->calls, 1));
-        sum += *us * n;
-        calls += n;
-      }
-      return calls ? std::optional<double>(sum / calls) : std::nullopt;
-    };
-    bool kernel = side(rows, true) && side(theirs->second, true);
-    auto mine = side(rows, kernel), other = side(theirs->second, kernel);
-    if (!mine || !other) continue;
+    // What the job paid per call: the CUDA events, which count the time the stream spent on the op
+    // outside its kernel too (its launch, a starved GPU between kernels), where both sides have
+    // them; the kernel clock beside them (on an H100, NCCL 2.28.9, two ranks sharing the GPU: a
+    // forced tree's kernels ran 1.9 ms longer per 8 B call, while the job's own events paid 5.4 ms
+    // more), or alone where the events are missing.
+    auto mine = side_mean(rows, false), other = side_mean(theirs->second, false);
+    auto mine_kernel = side_mean(rows, true), other_kernel = side_mean(theirs->second, true);
+    bool events = mine && other;
+    if (!events && !(mine_kernel && other_kernel)) continue;
     ForcedChoiceCost c;
     std::tie(c.api, c.bytes, c.nranks) = key;
     c.forced_plan = plans_text(rows.front()->plans);
     c.own_plan = plans_text(theirs->second.front()->plans);
-    c.forced_us = *mine;
-    c.own_us = *other;
-    c.clock = kernel ? "kernel" : "events";
+    c.forced_us = events ? *mine : *mine_kernel;
+    c.own_us = events ? *other : *other_kernel;
+    c.clock = events ? "events" : "kernel";
+    if (events && mine_kernel && other_kernel) c.kernel_added_us = *mine_kernel - *other_kernel;
     for (const LatencyRow* r : rows) c.forced_calls += r->calls;
     advice.costs.push_back(std::move(c));
   }

@@ -22,7 +22,11 @@ struct ForcedChoiceCost {
   int32_t nranks = 0;
   std::string forced_plan, own_plan;  // plans_text of each side ("" where NCCL did not say)
   double forced_us = 0, own_us = 0;   // mean per call
-  std::string clock;                  // "kernel" (NCCL's GPU timer) or "events" (CUDA events)
+  std::string clock;                  // "events" (CUDA events) or, where a side has none, "kernel" (NCCL's GPU timer)
+  std::optional<double> kernel_added_us;  // beside the events: the same by NCCL's kernel timer, where both sides have it
+  // NCCL ran the forced side as it chose for itself (both plans known and equal): the difference is
+  // the runs' (their load, their machines), not the setting's.
+  bool same_plan() const { return !forced_plan.empty() && forced_plan == own_plan; }
   uint64_t forced_calls = 0;          // per rank, on the forced side
   double added_us() const { return forced_us - own_us; }
 };

@@ -21,7 +21,9 @@ json to_json(const ForcedChoiceCost& c) {
           {"nranks", c.nranks},                         {"forced_plan", c.forced_plan},
           {"own_plan", c.own_plan},                     {"forced_us", c.forced_us},
           {"own_us", c.own_us},                         {"added_us_per_call", c.added_us()},
-          {"clock", c.clock},                           {"forced_calls", c.forced_calls}};
+          {"clock", c.clock},                           {"forced_calls", c.forced_calls},
+          {"kernel_added_us_per_call", c.kernel_added_us ? json(*c.kernel_added_us) : json(nullptr)},
+          {"same_plan", c.same_plan()}};
 }
 
 json to_json(const SettingAdvice& a) {
@@ -46,10 +48,12 @@ void print(const SettingAdvice& a) {
              fmt::format("{}", fmt::join(a.hosts, ", ")), a.why);
   for (const ForcedChoiceCost& c : a.costs)
     print_text("  {} {} B on {} rank{}: {} {:.1f} us per call against NCCL's own {} {:.1f} us ({}): {:+.1f} us per "
-               "call over {} call{}\n",
+               "call over {} call{}{}{}\n",
                trace::api_name(c.api), c.bytes, c.nranks, c.nranks == 1 ? "" : "s",
                c.forced_plan.empty() ? "forced" : c.forced_plan, c.forced_us, c.own_plan.empty() ? "choice" : c.own_plan,
-               c.own_us, clock_name(c.clock), c.added_us(), c.forced_calls, c.forced_calls == 1 ? "" : "s");
+               c.own_us, clock_name(c.clock), c.added_us(), c.forced_calls, c.forced_calls == 1 ? "" : "s",
+               c.kernel_added_us ? fmt::format("; its kernels {:+.1f} us by NCCL's GPU timer", *c.kernel_added_us) : "",
+               c.same_plan() ? " (the plan NCCL chose itself: the difference is between the runs, not the setting's)" : "");
   if (a.cost_unmeasured)
     print_text("  its cost is not measured: no op of its sizes ran with NCCL's own choice in these traces (give "
                "ncclwatch-report the traces of a run without it too)\n");

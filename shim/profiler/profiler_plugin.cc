@@ -419,13 +419,17 @@ void arm_kernel_channels() {
   detail::g_profiler_kernels_armed.store(true, std::memory_order_relaxed);
 }
 
+enum class Chain { kChained, kOurs, kStoodAside };
+
 // NCCL_PROFILER_PLUGIN=`theirs` is the application's: NCCL is pointed at us, which hands their
-// plugin its events; or, where that cannot be, we stand aside. False: stood aside.
-bool chain_to(const char* theirs, const std::string& self, int nccl_version) {
+// plugin its events; or, where that cannot be, we stand aside. kOurs: `theirs` is this library by
+// another name (a link, a copy already loaded), which must never be chained behind itself.
+Chain chain_to(const char* theirs, const std::string& self, int nccl_version) {
   ChainedPlugin chained;
   if (strcasecmp(theirs, "none") == 0) chained.why_not = "it turns NCCL's profiler plugins off";
   else if (self.empty()) chained.why_not = "the shim's own path is unknown";
   else chained = open_chained_plugin(theirs, nccl_profiler_interface(nccl_version));
+  if (chained.table && chained.table->init == &plugin_init) return Chain::kOurs;
   if (chained.table && !handle_pairs().create()) {
     chained.table = nullptr;
     chained.why_not = "no memory for the handles";
@@ -435,7 +439,7 @@ bool chain_to(const char* theirs, const std::string& self, int nccl_version) {
                        " is the application's, and cannot be chained behind ncclwatch's (" + chained.why_not +
                        "): ncclwatch's profiler entry stands aside (no OpPlan records)";
     notice_once(Notice::kProfilerStoodAside, text.c_str());
-    return false;
+    return Chain::kStoodAside;
   }
   g_chained.store(chained.table, std::memory_order_release);
   setenv(kChainedPluginVariable, theirs, 1);
@@ -444,7 +448,7 @@ bool chain_to(const char* theirs, const std::string& self, int nccl_version) {
                      " is the application's: NCCL gets ncclwatch's profiler entry, which hands " + chained.library +
                      " (its ncclProfiler_v" + std::to_string(chained.version) + ") every event it asks for";
   notice_once(Notice::kProfilerChained, text.c_str());
-  return true;
+  return Chain::kChained;
 }
 
 }  // namespace
@@ -465,8 +469,7 @@ void set_up_profiler_plugin() noexcept {
     const char* kept = std::getenv(kChainedPluginVariable);
     if (theirs && self == theirs && kept && *kept) theirs = kept;
     if (theirs && self != theirs) {
-      if (!chain_to(theirs, self, real ? real->version : 0)) return;
-      theirs = nullptr;
+      if (chain_to(theirs, self, real ? real->version : 0) == Chain::kStoodAside) return;
     }
     if (self.empty()) {
       notice_once(Notice::kProfilerStoodAside, "ncclwatch: NCCLWATCH_PROFILER: the shim's own path is unknown, "

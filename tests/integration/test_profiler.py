@@ -175,6 +175,14 @@ def an_application_plugin_is_chained():
         for ops, plans in plans_and_ops(job):
             check(ops and len(plans) == len(ops), f"{setting}: a plan per op beside it: {len(ops)} ops, {len(plans)} plans")
         check(all(any(r["type"] == "op_kernel" for r in records(t)) for t in job.traces()), f"{setting}: kernel times")
+    # The shim itself under another name is never chained behind itself: it is simply the plugin.
+    link = os.path.join(named, "libnccl-profiler-link.so")
+    os.symlink(SHIM, link)
+    job = Job([app("collectives_app"), "mixed"], nranks=2, env={"NCCLWATCH_PROFILER": "1", "NCCL_PROFILER_PLUGIN": link})
+    results = job.run()
+    check(all(r.returncode == 0 and "every event" not in r.stderr and "stands aside" not in r.stderr for r in results),
+          f"the shim by a link: {[r.stderr for r in results]}")
+    check(all(ops and len(plans) == len(ops) for ops, plans in plans_and_ops(job)), "the shim by a link: a plan per op")
     shutil.rmtree(named)
 
 
