@@ -30,6 +30,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <string>
 
@@ -213,6 +214,24 @@ void write_kernel_channel(const KernelChannelSlot& k) noexcept {
   slot.commit(trace::RecordType::kOpKernel);
 }
 
+ncclResult_t plugin_init(void** context, uint64_t comm_hash, int* activation_mask, const char* comm_name, int nnodes,
+                         int nranks, int rank, abi::DebugLogger logger);
+int loaded_nccl_version() noexcept;
+
+// A copy of the shim NCCL opened by an inherited NCCL_PROFILER_PLUGIN in a process that does not
+// preload it: nothing of ours runs there, but the plugin the application named (a parent process
+// chained it, NCCLWATCH_PROFILER_CHAINED) is served all the same. Silent, as the copy is.
+const abi::Plugin* chained_in_a_copy_alone() noexcept {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* kept = std::getenv(kChainedPluginVariable);
+    if (!kept || !*kept || !handle_pairs().create()) return;
+    ChainedPlugin chained = open_chained_plugin(kept, nccl_profiler_interface(loaded_nccl_version()));
+    if (chained.table && chained.table->init != &plugin_init) g_chained.store(chained.table, std::memory_order_release);
+  });
+  return g_chained.load(std::memory_order_acquire);
+}
+
 // The chained plugin's init for this communicator, with NCCL's arguments: false when it declines.
 bool init_chained(Context& c, const abi::Plugin* theirs, uint64_t comm_hash, const char* comm_name, int nnodes,
                   int nranks, int rank, abi::DebugLogger logger) noexcept {
@@ -226,10 +245,11 @@ bool init_chained(Context& c, const abi::Plugin* theirs, uint64_t comm_hash, con
 ncclResult_t plugin_init(void** context, uint64_t comm_hash, int* activation_mask, const char* comm_name, int nnodes,
                          int nranks, int rank, abi::DebugLogger logger) {
   *context = nullptr;
-  const abi::Plugin* theirs = g_chained.load(std::memory_order_acquire);
-  bool ours = !g_stopped.load(std::memory_order_relaxed);
+  bool armed = profiler_plugin_armed();
+  const abi::Plugin* theirs = armed ? g_chained.load(std::memory_order_acquire) : chained_in_a_copy_alone();
+  bool ours = armed && !g_stopped.load(std::memory_order_relaxed);
   // Declined: NCCL goes on without a plugin for this communicator.
-  if (!profiler_plugin_armed() || (!ours && !theirs)) return ncclInvalidUsage;
+  if (!ours && !theirs) return ncclInvalidUsage;
   Context* c = new (std::nothrow) Context;
   if (!c) {
     stop_plugin("no memory for a communicator's context");
@@ -321,7 +341,9 @@ void* start_chained_event(Context& c, abi::EventDescr& e) noexcept {
   void* parent = e.parentObj;
   HandlePair* parent_pair = handle_pairs().pair_of(parent);
   void* theirs = nullptr;
-  if (e.type & uint64_t(uint32_t(c.chained_mask))) {
+  // A parent that is not a pair was one the chained plugin never got (the pool was full): its
+  // children are not handed to it either.
+  if ((e.type & uint64_t(uint32_t(c.chained_mask))) && (parent_pair || !parent)) {
     e.parentObj = parent_pair ? parent_pair->theirs : nullptr;
     // As NCCL would: the handle it set, whatever the answer.
     (void)c.chained->startEvent(c.chained_context, &theirs, &e);
@@ -392,6 +414,16 @@ ncclResult_t plugin_finalize(void* context) {
   if (c && c->chained) c->chained->finalize(c->chained_context);
   delete c;
   return ncclSuccess;
+}
+
+// The NCCL that opened us, by its ncclGetVersion in the global scope; 0 when there is none (the
+// oldest interface, v5, is then asked of the chained plugin: every later NCCL's descriptors keep
+// its layout).
+int loaded_nccl_version() noexcept {
+  using GetVersion = ncclResult_t (*)(int*);
+  auto get = reinterpret_cast<GetVersion>(dlsym(RTLD_DEFAULT, "ncclGetVersion"));
+  int version = 0;
+  return get && get(&version) == ncclSuccess ? version : 0;
 }
 
 std::string own_path() {

@@ -212,8 +212,27 @@ def a_process_without_the_shim_declines_the_plugin():
     check(job.traces() == [], f"nothing traced: {job.traces()}")
 
 
+def a_process_without_the_shim_still_serves_the_chained_plugin():
+    # A child of a process that chained the application's plugin inherits NCCL_PROFILER_PLUGIN
+    # naming the shim and NCCLWATCH_PROFILER_CHAINED naming theirs, but not LD_PRELOAD: the copy of
+    # the shim NCCL opens records nothing, yet hands the application's plugin what it would get alone.
+    recorder = app("librecording_profiler.so")
+    alone = Job([app("collectives_app"), "mixed"], nranks=2, preload=False, env={"NCCL_PROFILER_PLUGIN": recorder})
+    alone.env["RECORDING_PROFILER_OUT"] = os.path.join(alone.tmp, "recorded.jsonl")
+    check(all(r.returncode == 0 for r in alone.run()), "the job runs with the plugin alone")
+    job = Job([app("collectives_app"), "mixed"], nranks=2, preload=False,
+              env={"NCCLWATCH_PROFILER": "1", "NCCL_PROFILER_PLUGIN": SHIM, "NCCLWATCH_PROFILER_CHAINED": recorder})
+    job.env["RECORDING_PROFILER_OUT"] = os.path.join(job.tmp, "recorded.jsonl")
+    results = job.run()
+    check(all(r.returncode == 0 for r in results), f"{[r.stderr for r in results]}")
+    want, got = (recorded_plugin_lines(j.env["RECORDING_PROFILER_OUT"]) for j in (alone, job))
+    check(len(want) == 4 and got == want, f"the plugin saw what it saw alone:\n{got}\n{want}")
+    check(job.traces() == [], f"nothing traced: {job.traces()}")
+
+
 main({f.__name__: f for f in (each_op_gets_the_plan_nccl_made, each_op_gets_its_kernel_time_by_the_gpu_timer,
                               without_the_setting_nothing_changes,
                               an_application_plugin_is_left_in_place, an_application_plugin_is_chained,
                               parents_the_plugin_never_made_are_not_trusted,
-                              a_process_without_the_shim_declines_the_plugin)})
+                              a_process_without_the_shim_declines_the_plugin,
+                              a_process_without_the_shim_still_serves_the_chained_plugin)})
