@@ -20,7 +20,7 @@ using namespace ncclwatch::report;
 
 namespace {
 
-const std::vector<std::string> kReports = {"summary", "leaks", "memory", "latency", "advice", "hang", "timeline", "html", "metrics", "dump", "columns", "watch", "export", "sql", "where", "rules"};
+const std::vector<std::string> kReports = {"summary", "leaks", "memory", "latency", "advice", "peers", "hang", "timeline", "html", "metrics", "dump", "columns", "watch", "export", "sql", "where", "rules"};
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -51,7 +51,7 @@ bool refuse_unknown_report(int argc, char** argv) {
     if (size_t d = edit_distance(word, r); d < best) best = d, closest = r;
   say("'{}' is neither a report nor an existing file or folder{}", word,
       closest.empty() ? "" : " (did you mean '" + closest + "'?)");
-  say_line("reports: summary, leaks, memory, latency, advice, hang, timeline, html, metrics, dump, watch, export, sql; see ncclwatch-report --help");
+  say_line("reports: summary, leaks, memory, latency, advice, peers, hang, timeline, html, metrics, dump, watch, export, sql; see ncclwatch-report --help");
   return true;
 }
 
@@ -228,6 +228,9 @@ int main(int argc, char** argv) {
   add_common(latency);
   latency->add_flag("--csv", options.csv, "comma-separated rows (the same as --format csv)");
   CLI::App* advice = add_advice_command(app, options);
+  CLI::App* peers = app.add_subcommand("peers", "what NCCL's proxy moved to and from each peer, and the peer the others waited on");
+  add_common(peers);
+  peers->add_flag("--csv", options.csv, "comma-separated rows (the same as --format csv)");
   CLI::App* hang = app.add_subcommand("hang", "who stopped where, mismatched arguments, stragglers, divergence");
   add_common(hang);
   CLI::App* timeline = add_timeline_command(app, options);
@@ -309,6 +312,7 @@ int main(int argc, char** argv) {
   if (memory->parsed()) return run_memory(options, idle);
   if (latency->parsed()) return run_latency(options);
   if (advice->parsed()) return run_advice(options);
+  if (peers->parsed()) return run_peers(options);
   if (hang->parsed()) return run_hang(options);
   if (timeline->parsed()) return run_timeline(options);
   if (html->parsed()) return run_html(options, idle);

@@ -23,6 +23,7 @@
 //      latency_analysis.h  time and bandwidth per communicator, op and size; latency_histogram.h
 //      lifecycle_findings.h communicators piling up, resources outliving their communicator
 //      lateness_map.h      the html heatmap's lateness per rank and seq
+//      peer_links.h        what NCCL's proxy moved to and from each peer, and the peer others waited on
 //      memory_findings.h   the GPU memory NCCL holds per process over the run, its peak
 //      wording.h           communicators' names, ranks as "0,1,4-63", JSON text
 // 5. Around them: symbolizer.h (call sites from return addresses), diagnostics.h (stderr).
@@ -38,6 +39,7 @@
 #include "model/lifecycle_findings.h"
 #include "model/memory_findings.h"
 #include "model/op_model.h"
+#include "model/peer_links.h"
 #include "model/settings_advice.h"
 #include "model/symbolizer.h"
 #include "model/timed_ops.h"

@@ -14,6 +14,7 @@
 #include "model/job_model.h"
 #include "model/latency_histogram.h"
 #include "model/nccl_facts.h"
+#include "model/peer_links.h"
 
 #include <algorithm>
 #include <array>
@@ -366,6 +367,7 @@ struct JobAnalysis {
   std::map<RunTotalsKey, RunTotals> run_totals;  // the whole run's op counts (format 4)
   std::map<RunTotalsKey, PlanCounts> plans;     // what NCCL planned for them (OpPlan records)
   std::map<RunTotalsKey, KernelTotals> kernels; // how long their kernels ran (OpKernel records)
+  PeerLinks peers;                      // what NCCL's proxy moved to and from each peer (OpProxy records)
   std::map<uint64_t, std::vector<MemberRef>> members;  // comm_id -> its ranks' entries, by rank
   uint64_t records = 0;                 // records read in the main pass
 

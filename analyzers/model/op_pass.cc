@@ -135,8 +135,10 @@ JobAnalysis analyze_job(const std::vector<std::string>& inputs, const AnalysisOp
   for (ThreadAggregate& agg : aggregates)
     for (auto& [key, counts] : agg.plans)
       for (auto& [choice, ops] : counts) a.plans[key][choice] += ops;
-  for (ThreadAggregate& agg : aggregates)
+  for (ThreadAggregate& agg : aggregates) {
     for (auto& [key, totals] : agg.kernels) a.kernels[key].merge(totals);
+    for (auto& [key, link] : agg.peers) a.peers[key].merge(link);
+  }
 
   for (size_t p = 0; p < a.ops.size(); ++p)
     for (size_t c = 0; c < a.ops[p].comms.size(); ++c) a.members[a.ops[p].comms[c].comm_id].push_back({p, c});

@@ -218,6 +218,9 @@ class OpScanner::Fold {
       case RecordType::kOpKernel:
         if (const auto* k = r.as<OpKernelRecord>()) kernel_spans_.add(*k, r);
         break;
+      case RecordType::kOpProxy:
+        if (const auto* p = r.as<OpProxyRecord>()) add_proxy_operation(agg_.peers, *p, r, implausible_);
+        break;
       default: break;
     }
   }

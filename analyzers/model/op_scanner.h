@@ -43,6 +43,7 @@ struct ThreadAggregate {
   std::map<RunTotalsKey, RunTotals> run_totals;
   std::map<RunTotalsKey, PlanCounts> plans;
   std::map<RunTotalsKey, KernelTotals> kernels;
+  PeerLinks peers;
 
   uint32_t comm(uint64_t id) {
     auto [it, inserted] = comm_index.try_emplace(id, static_cast<uint32_t>(comms.size()));

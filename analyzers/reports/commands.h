@@ -26,6 +26,8 @@ int run_where(const std::string& what);  // prints installed_path(what), or says
 int run_latency(const Options& options);
 // The NCCL settings worth a look, with what a forced algorithm or protocol cost (report_advice.cc).
 int run_advice(const Options& options);
+// What NCCL's proxy moved to and from each peer, and the peer the others waited on (report_peers.cc).
+int run_peers(const Options& options);
 int run_hang(const Options& options);
 int run_timeline(const Options& options);
 // One self-contained page to options.output; `idle` names the idle communicators in its memory section.

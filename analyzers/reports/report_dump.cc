@@ -143,7 +143,7 @@ void add_memory_fields(const RecordView& r, json& j) {
 
 // What NCCL planned for an op (its profiler interface). Its names come from NCCL, through the trace:
 // bounded to their fields.
-// The op an OpPlan or OpKernel record belongs to (the same fields in both).
+// The op an OpPlan, OpKernel or OpProxy record belongs to (the same fields in both).
 template <class Record> void add_profiled_op_fields(const Record& p, json& j) {
   j["launch_id"] = p.launch_id;
   j["op"] = api_name(static_cast<Api>(p.api));
@@ -177,6 +177,26 @@ void add_op_kernel_fields(const RecordView& r, json& j) {
   j["channels"] = k->nchannels;
   j["gpu_start_ns"] = k->gpu_start_ns;
   j["gpu_stop_ns"] = k->gpu_stop_ns;
+}
+
+// What NCCL's proxy moved for an op to or from one peer on a channel (NCCL's profiler interface).
+void add_op_proxy_fields(const RecordView& r, json& j) {
+  const auto* p = r.as<OpProxyRecord>();
+  if (!p) return;
+  add_profiled_op_fields(*p, j);
+  j["remote"] = p->remote;
+  j["send"] = (p->flags & kProxySend) != 0;
+  j["channel"] = p->channel;
+  j["bytes"] = p->bytes;
+  j["start_ns"] = p->start_ns;
+  j["stop_ns"] = p->stop_ns;
+  j["step_ns"] = p->step_ns;
+  j["gpu_wait_ns"] = p->gpu_wait_ns;
+  j["peer_wait_ns"] = p->peer_wait_ns;
+  j["steps_planned"] = p->steps_planned;
+  j["steps_done"] = p->steps_done;
+  j["chunk_bytes"] = p->chunk_bytes;
+  j["steps_lost"] = (p->flags & kProxyStepsLost) != 0;
 }
 
 // A collective or point-to-point op.
@@ -261,6 +281,7 @@ json record_json(const RecordView& r) {
     case RecordType::kMemory: add_memory_fields(r, j); break;
     case RecordType::kOpPlan: add_op_plan_fields(r, j); break;
     case RecordType::kOpKernel: add_op_kernel_fields(r, j); break;
+    case RecordType::kOpProxy: add_op_proxy_fields(r, j); break;
     case RecordType::kModule: add_module_fields(r, j); break;
     case RecordType::kCallBegin:
     case RecordType::kCallEnd: add_call_fields(r, j); break;

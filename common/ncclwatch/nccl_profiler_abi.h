@@ -40,6 +40,16 @@ enum EventType : uint64_t {
 
 // recordEventState states the shim reads.
 enum EventState : int {
+  // A network proxy step's progress (its transSize in the state args): a send step waits for the
+  // GPU's data, then for the peer's buffer, then for the network; a receive step for the peer's
+  // data, then for the flush, then for the GPU to take it. The step starts when NCCL posts it and
+  // stops when it is done.
+  kProxyStepSendGPUWait = 8,
+  kProxyStepSendWait = 9,
+  kProxyStepRecvWait = 10,
+  kProxyStepRecvFlushWait = 11,
+  kProxyStepRecvGPUWait = 12,
+  kProxyStepSendPeerWait = 20,  // "_v4" in NCCL's header, and still sent by 2.28-2.30
   kKernelChStop = 22,  // a kernel channel finished: its stop timestamp in the state args
 };
 

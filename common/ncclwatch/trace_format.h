@@ -26,7 +26,7 @@
 namespace ncclwatch::trace {
 
 inline constexpr char kMagic[8] = {'N', 'C', 'C', 'L', 'W', 'T', 'C', 'H'};
-inline constexpr uint32_t kVersion = 10;             // 2: ApiEvent carries the call-site summary
+inline constexpr uint32_t kVersion = 11;             // 2: ApiEvent carries the call-site summary
                                                      // 3: ApiEvent names its library; kLibrary per copy
                                                      // 4: ops and GPU timings in a ring, op totals
                                                      // 5: LiveAtExit (skippable: format 4 readers read it)
@@ -37,6 +37,7 @@ inline constexpr uint32_t kVersion = 10;             // 2: ApiEvent carries the 
                                                      // 8: Memory records (skippable)
                                                      // 9: OpPlan records (skippable)
                                                      // 10: OpKernel records (skippable)
+                                                     // 11: OpProxy records (skippable)
 inline constexpr uint32_t kMinReadableVersion = 4;  // oldest reader version that can read this file
                                                      // (an older one would skip the ring: no ops)
 inline constexpr uint32_t kOldestReadableFormat = 2; // files older than this are refused by readers
@@ -98,6 +99,8 @@ static_assert(sizeof(FileHeader) == kHeaderBytes);
 //                channels
 //   OpKernel     when one channel of an op's kernel ran, by the GPU's own timer, as NCCL's profiler
 //                interface told
+//   OpProxy      what NCCL's proxy thread moved for an op to or from one peer on one channel over the
+//                network, and how long its steps waited on the GPU and on the peer
 #define NCCLWATCH_RECORD_TYPES(X) \
   X(Padding, 1, "padding",          PaddingRecord,    untimed,     kMaxRecordBytes)      \
   X(Process, 2, "process",          StringsRecord,    time_ns,     kMaxRecordBytes)      \
@@ -124,7 +127,8 @@ static_assert(sizeof(FileHeader) == kHeaderBytes);
   X(Signal, 23, "signal",           SignalRecord,     untimed,     kMaxRecordBytes)      \
   X(Memory, 24, "memory",           MemoryRecord,     time_ns,     kMaxRecordBytes)      \
   X(OpPlan, 25, "op_plan",          OpPlanRecord,     untimed,     kMaxRecordBytes)      \
-  X(OpKernel, 26, "op_kernel",      OpKernelRecord,   untimed,     kMaxRecordBytes)
+  X(OpKernel, 26, "op_kernel",      OpKernelRecord,   untimed,     kMaxRecordBytes)      \
+  X(OpProxy, 27, "op_proxy",        OpProxyRecord,    untimed,     kMaxRecordBytes)
 
 enum class RecordType : uint16_t {
 #define NCCLWATCH_RECORD_ENUMERATOR(Id, value, name, Struct, time, largest) k##Id = value,
@@ -345,6 +349,44 @@ struct OpKernelRecord {
   uint8_t reserved0[7];
 };
 static_assert(sizeof(OpKernelRecord) == 80);
+
+// One proxy operation, from NCCL's ProxyOp and ProxyStep events (NCCLWATCH_PROFILER=peers): what
+// NCCL's proxy thread sent to or received from one peer on one channel for an op, over the network
+// transport (NCCL reports no proxy steps for P2P/NVLink or shared memory, which the kernel moves
+// itself). Each step's time is split where NCCL marks it: waiting on this GPU (send: for the data to
+// send; receive: for the kernel to take it), on the peer and the network (send: for the peer's
+// buffer and the transfer; receive: for the data to arrive), and the rest. Times are CLOCK_MONOTONIC
+// (the trace's clock), read on the proxy thread as NCCL reports each state. The op is the OpRecord
+// with the same launch_id, api, seq and peer, as for OpPlanRecord (launch_id 0: an op NCCL planned
+// for a call the shim did not see).
+struct OpProxyRecord {
+  RecordHeader h;
+  uint64_t launch_id;     // OpRecord.launch_id
+  uint64_t seq;           // OpRecord.seq
+  uint64_t comm_id;       // OpRecord.comm_id (0 unknown)
+  uint64_t count;         // OpRecord.count
+  int64_t start_ns;       // NCCL started the proxy operation
+  int64_t stop_ns;        // it stopped: every step done
+  uint64_t bytes;         // the steps' sizes as NCCL reported them
+  uint64_t gpu_wait_ns;   // summed over the steps
+  uint64_t peer_wait_ns;  // summed over the steps
+  uint64_t step_ns;       // the steps' whole time, summed
+  int32_t peer;           // OpRecord.peer
+  int32_t rank;           // OpRecord.rank
+  int32_t nranks;         // OpRecord.nranks
+  uint16_t api;           // OpRecord.api
+  uint8_t datatype;       // OpRecord.datatype
+  uint8_t channel;        // NCCL's channel id
+  uint32_t steps_planned; // NCCL's count for the operation
+  uint32_t steps_done;    // steps that stopped
+  uint32_t chunk_bytes;   // NCCL's chunk size per step
+  uint32_t flags;         // kProxy*
+  int32_t remote;         // the rank of the communicator the proxy moved data to or from
+  uint32_t reserved0;
+};
+static_assert(sizeof(OpProxyRecord) == 128);
+inline constexpr uint32_t kProxySend = 1u << 0;        // sent to the peer (else received from it)
+inline constexpr uint32_t kProxyStepsLost = 1u << 1;   // a step came for a slot still in use: its times are partial
 
 // Written just before ProcessEnd, from the exit reserve: every communicator still in the shim's
 // table (or as many as fit), so a reader need not guess the end of one whose records were lost.

@@ -150,9 +150,10 @@ Config parse_settings(const EnvLookup& lookup, std::vector<std::string>& problem
   p.seconds("NCCLWATCH_STALL_SEC", c.stall_sec, kMinStallSec, kMaxStallSec);
   p.flag("NCCLWATCH_GROUP_READABLE", c.group_readable);
   p.flag("NCCLWATCH_FULL_CMDLINE", c.full_cmdline);
-  int profiler = p.choice("NCCLWATCH_PROFILER", {"0", "1", "kernels"}, "0");
+  int profiler = p.choice("NCCLWATCH_PROFILER", {"0", "1", "kernels", "peers", "all"}, "0");
   if (profiler > 0) c.profiler = true;
-  if (profiler == 2) c.profiler_kernels = true;
+  if (profiler == 2 || profiler == 4) c.profiler_kernels = true;
+  if (profiler == 3 || profiler == 4) c.profiler_peers = true;
   if (const char* file = p.raw("NCCLWATCH_METRICS_FILE")) c.metrics_file = file;
   p.seconds("NCCLWATCH_METRICS_SEC", c.metrics_sec, kMinMetricsSec, kMaxMetricsSec);
   return c;

@@ -32,6 +32,7 @@ struct Config {
   // (NCCL then adds a proxy op to every launch). Off by default until its cost is measured at the floor.
   bool profiler = false;
   bool profiler_kernels = false;
+  bool profiler_peers = false;  // =peers: and what NCCL's proxy moved to and from each peer; =all: both
   // NCCLWATCH_METRICS_FILE: Prometheus text rewritten every NCCLWATCH_METRICS_SEC while the
   // process runs ("%p": the pid, "%h": the host name); "" writes none.
   std::string metrics_file;

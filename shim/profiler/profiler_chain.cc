@@ -1,6 +1,8 @@
 // Loading the application's profiler plugin and the pool of handle pairs (profiler_chain.h).
 #include "profiler/profiler_chain.h"
 
+#include "profiler/profiler_slots.h"
+
 #include <dlfcn.h>
 
 #include <cstring>
@@ -70,10 +72,7 @@ HandlePair* HandlePairs::take() noexcept {
 }
 
 HandlePair* HandlePairs::pair_of(void* handle) const noexcept {
-  auto at = reinterpret_cast<uintptr_t>(handle), first = reinterpret_cast<uintptr_t>(pairs_);
-  if (!pairs_ || at < first || at >= first + sizeof(HandlePair) * kCapacity || (at - first) % sizeof(HandlePair) != 0)
-    return nullptr;
-  return reinterpret_cast<HandlePair*>(at);
+  return profiler_slots::element_at(pairs_, kCapacity, handle);
 }
 
 HandlePairs& handle_pairs() noexcept {

@@ -15,6 +15,8 @@
 #include "profiler/profiler_plugin.h"
 
 #include "profiler/profiler_chain.h"
+#include "profiler/profiler_slots.h"
+#include "profiler/proxy_steps.h"
 
 #include "comms/comms.h"
 #include "process/process.h"
@@ -47,69 +49,7 @@ std::atomic<bool> g_stopped{false};
 // communicator; every handle NCCL then gets is a HandlePair.
 std::atomic<const abi::Plugin*> g_chained{nullptr};
 
-// What a handle we gave NCCL is: its first member, so stopEvent and recordEventState, which get
-// only the handle, know it. NCCL hands back only handles we returned there.
-enum class SlotKind : uint32_t { kApi = 1, kPlan, kKernelChannel };
-
-// The op behind one CollApi/P2pApi event. NCCL keeps the handle until the op's Coll/P2p event,
-// which a group may start long after the call returned: slots are reused round-robin, so an op
-// is tied to its plan while fewer than kApiSlots later calls on the communicator came between.
-struct ApiSlot {
-  SlotKind kind = SlotKind::kApi;
-  uint64_t launch_id = 0;  // 0: none (a call that did not come through a wrapper)
-  uint64_t seq = 0;
-  uint64_t comm_id = 0;
-  uint64_t count = 0;
-  int32_t peer = -1;
-  int32_t rank = -1;
-  int32_t nranks = -1;
-  uint16_t api = 0;
-  uint8_t datatype = 0;
-  bool graph_captured = false;
-  uint8_t nchannels = 0;  // set on the copy a plan slot keeps
-};
-
-// The op behind one Coll/P2p event: the parent NCCL's proxy thread names when the op's kernel
-// channels run, after the application's thread may have reused the slot for a later op. So it is
-// a seqlock: written by the launching thread, read by the proxy thread, which keeps a copy only
-// when no write came between (every member atomic: the two threads never race on plain memory).
-struct PlanSlot {
-  SlotKind kind = SlotKind::kPlan;
-  std::atomic<uint32_t> version{0};  // odd while being written
-  std::atomic<uint64_t> words[6]{};
-
-  void store(const ApiSlot& op) noexcept {
-    uint32_t v = version.load(std::memory_order_relaxed);
-    version.store(v + 1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
-    uint64_t w[6] = {op.launch_id, op.seq, op.comm_id, op.count,
-                     uint64_t(uint32_t(op.peer)) | uint64_t(uint32_t(op.rank)) << 32,
-                     uint64_t(uint32_t(op.nranks)) | uint64_t(op.api) << 32 | uint64_t(op.datatype) << 48 |
-                         uint64_t(op.nchannels) << 56};
-    for (int i = 0; i < 6; ++i) words[i].store(w[i], std::memory_order_relaxed);
-    version.store(v + 2, std::memory_order_release);
-  }
-
-  // The op, or false when a write was under way or came between (the slot was reused).
-  bool load(ApiSlot& op) const noexcept {
-    uint32_t before = version.load(std::memory_order_acquire);
-    uint64_t w[6];
-    for (int i = 0; i < 6; ++i) w[i] = words[i].load(std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (before % 2 || version.load(std::memory_order_relaxed) != before || !w[0]) return false;
-    op.launch_id = w[0];
-    op.seq = w[1];
-    op.comm_id = w[2];
-    op.count = w[3];
-    op.peer = int32_t(uint32_t(w[4]));
-    op.rank = int32_t(uint32_t(w[4] >> 32));
-    op.nranks = int32_t(uint32_t(w[5]));
-    op.api = uint16_t(w[5] >> 32);
-    op.datatype = uint8_t(w[5] >> 48);
-    op.nchannels = uint8_t(w[5] >> 56);
-    return true;
-  }
-};
+using namespace profiler_slots;
 
 // One channel of an op's kernel between its KernelCh start and stop: NCCL's proxy thread alone
 // touches it (the communicator's, one at a time).
@@ -140,22 +80,17 @@ struct Context {
   ApiSlot slots[kApiSlots];
   PlanSlot plans[kPlanSlots];
   KernelChannelSlot channels[kChannelSlots];
+  ProxyOps proxy;  // created only where NCCLWATCH_PROFILER asks for peers
 
   // The slot `handle` points at, or null when it is not one of ours (an event NCCL started for a
   // call we did not see, or garbage): never trusted unchecked.
   ApiSlot* slot_of(void* handle) noexcept {
-    auto at = reinterpret_cast<uintptr_t>(handle), first = reinterpret_cast<uintptr_t>(slots);
-    if (at < first || at >= first + sizeof slots || (at - first) % sizeof(ApiSlot) != 0) return nullptr;
-    ApiSlot* p = slots + (at - first) / sizeof(ApiSlot);
-    return p->launch_id ? p : nullptr;
+    ApiSlot* p = element_at(slots, kApiSlots, handle);
+    return p && p->launch_id ? p : nullptr;
   }
 
-  // The same for a KernelCh event's parent: one of our plan slots, or null.
-  PlanSlot* plan_of(void* handle) noexcept {
-    auto at = reinterpret_cast<uintptr_t>(handle), first = reinterpret_cast<uintptr_t>(plans);
-    if (at < first || at >= first + sizeof plans || (at - first) % sizeof(PlanSlot) != 0) return nullptr;
-    return plans + (at - first) / sizeof(PlanSlot);
-  }
+  // The same for a KernelCh or ProxyOp event's parent: one of our plan slots, or null.
+  PlanSlot* plan_of(void* handle) noexcept { return element_at(plans, kPlanSlots, handle); }
 };
 
 void stop_plugin(const char* what) noexcept {
@@ -260,6 +195,7 @@ ncclResult_t plugin_init(void** context, uint64_t comm_hash, int* activation_mas
   if (ours) {
     c->own_mask = abi::kCollApi | abi::kP2pApi | abi::kColl | abi::kP2p;
     if (detail::g_profiler_kernels_armed.load(std::memory_order_relaxed)) c->own_mask |= abi::kKernelCh;
+    if (config().profiler_peers && c->proxy.create()) c->own_mask |= abi::kProxyOp | abi::kProxyStep;
   }
   if (theirs && !init_chained(*c, theirs, comm_hash, comm_name, nnodes, nranks, rank, logger) && !ours) {
     delete c;
@@ -312,6 +248,14 @@ void* start_kernel_channel(Context& c, const abi::EventDescr& e) noexcept {
   return &k;
 }
 
+// NCCL's proxy thread began moving the op's data to or from a peer on a channel.
+void* start_proxy_op(Context& c, const abi::EventDescr& e) noexcept {
+  const PlanSlot* plan = c.plan_of(e.parentObj);
+  ApiSlot op;
+  if (!plan || !plan->load(op)) return nullptr;
+  return c.proxy.start_op(op, e.proxyOp);
+}
+
 // Our handle for the event, or null: its parent is one of our handles (or null).
 void* start_own_event(Context& c, const abi::EventDescr& e) noexcept {
   if (!(e.type & c.own_mask) || g_stopped.load(std::memory_order_relaxed)) return nullptr;
@@ -331,6 +275,8 @@ void* start_own_event(Context& c, const abi::EventDescr& e) noexcept {
       }
       return nullptr;
     case abi::kKernelCh: return start_kernel_channel(c, e);
+    case abi::kProxyOp: return start_proxy_op(c, e);
+    case abi::kProxyStep: return c.proxy.start_step(e.parentObj, e.proxyStep.step);
     default: return nullptr;
   }
 }
@@ -377,7 +323,10 @@ ncclResult_t plugin_start_event(void* context, void** handle, abi::EventDescr* e
 SlotKind kind_of(void* handle) noexcept { return handle ? *static_cast<const SlotKind*>(handle) : SlotKind{}; }
 
 void stop_own_event(void* handle) noexcept {
-  if (kind_of(handle) != SlotKind::kKernelChannel) return;
+  SlotKind kind = kind_of(handle);
+  if (kind == SlotKind::kProxyOp || kind == SlotKind::kProxyStep)
+    return stop_proxy_event(handle, !g_stopped.load(std::memory_order_relaxed));
+  if (kind != SlotKind::kKernelChannel) return;
   auto& k = *static_cast<KernelChannelSlot*>(handle);
   if (k.op.launch_id && !g_stopped.load(std::memory_order_relaxed)) write_kernel_channel(k);
   k.op.launch_id = 0;
@@ -395,7 +344,9 @@ ncclResult_t plugin_stop_event(void* handle) {
 }
 
 void record_own_event_state(void* handle, int state, const abi::EventStateArgs* args) noexcept {
-  if (state == abi::kKernelChStop && args && kind_of(handle) == SlotKind::kKernelChannel)
+  SlotKind kind = kind_of(handle);
+  if (kind == SlotKind::kProxyStep) record_proxy_step_state(handle, state, args);
+  if (state == abi::kKernelChStop && args && kind == SlotKind::kKernelChannel)
     static_cast<KernelChannelSlot*>(handle)->gpu_stop_ns = args->kernelCh.pTimer;
 }
 

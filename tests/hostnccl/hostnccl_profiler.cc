@@ -7,7 +7,9 @@
 #include <ncclwatch/nccl_profiler_abi.h>
 
 #include <dlfcn.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -168,6 +170,88 @@ uint64_t timer_ns() {
 // Each channel's KernelCh handle, between begin and end on the worker.
 thread_local std::vector<void*> t_channel_events;
 
+long env_ns(const char* name) {
+  const char* env = std::getenv(name);
+  return env ? std::atol(env) : 0L;
+}
+
+void sleep_ns(long ns) {
+  if (ns <= 0) return;
+  timespec d{ns / 1000000000L, ns % 1000000000L};
+  nanosleep(&d, nullptr);
+}
+
+// HOSTNCCL_SLOW_RANK=R with HOSTNCCL_PEER_WAIT_NS=N: every proxy operation to or from rank R waits
+// N ns on it (send steps for R's buffer, receive steps for its data), spread over its steps; R
+// itself waits on nobody, as a CPU-starved proxy's neighbours wait on it.
+long peer_wait_ns(int peer) {
+  static const int slow = [] {
+    const char* env = std::getenv("HOSTNCCL_SLOW_RANK");
+    return env ? std::atoi(env) : -1;
+  }();
+  static const long wait = env_ns("HOSTNCCL_PEER_WAIT_NS");
+  return peer == slow ? wait : 0;
+}
+
+// One proxy operation to or from `peer` on a channel, as NCCL's network proxy reports it: its steps
+// through their states (nccl_profiler_abi.h EventState), each carrying its share of the bytes.
+void proxy_operation(Op& op, void* parent, uint8_t channel, int peer, bool send, size_t bytes) {
+  Loaded& l = loaded();
+  constexpr size_t kChunk = 128u << 10;
+  int nsteps = int(std::min<size_t>(8, std::max<size_t>(1, bytes / kChunk)));
+  abi::EventDescr e{};
+  e.type = abi::kProxyOp;
+  e.parentObj = parent;
+  e.rank = op.comm->rank;
+  e.proxyOp = {getpid(), channel, peer, nsteps, int(kChunk), send ? 1 : 0};
+  void* handle = nullptr;
+  l.plugin->startEvent(op.comm->profiler_context, &handle, &e);
+  if (!handle) return;
+  long wait = peer_wait_ns(peer) / nsteps;
+  for (int step = 0; step < nsteps; ++step) {
+    abi::EventDescr se{};
+    se.type = abi::kProxyStep;
+    se.parentObj = handle;
+    se.rank = op.comm->rank;
+    se.proxyStep.step = step;
+    void* sh = nullptr;
+    l.plugin->startEvent(op.comm->profiler_context, &sh, &se);
+    if (!sh) continue;
+    abi::EventStateArgs a{};
+    a.proxyStep.transSize = bytes / size_t(nsteps) + (step == 0 ? bytes % size_t(nsteps) : 0);
+    auto state = [&](int s) { l.plugin->recordEventState(sh, s, &a); };
+    if (send) {
+      state(abi::kProxyStepSendGPUWait);
+      state(abi::kProxyStepSendPeerWait);
+      sleep_ns(wait);
+      state(abi::kProxyStepSendWait);
+    } else {
+      state(abi::kProxyStepRecvWait);
+      sleep_ns(wait);
+      state(abi::kProxyStepRecvFlushWait);
+      state(abi::kProxyStepRecvGPUWait);
+    }
+    l.plugin->stopEvent(sh);
+  }
+  l.plugin->stopEvent(handle);
+}
+
+// The op's proxy operations: a send to the ring's next rank and a receive from its previous one
+// per channel (a send or receive: to or from its peer), each channel a share of the op's bytes.
+void proxy_operations(Op& op, void* parent) {
+  CommState& s = *op.comm;
+  if (!(loaded().mask & abi::kProxyOp) || s.nranks < 2 || !op.channels) return;
+  size_t share = op.count * type_size(op.type) / op.channels;
+  for (uint8_t ch = 0; ch < op.channels; ++ch) {
+    if (op.kind == Kind::Send || op.kind == Kind::Recv) {
+      proxy_operation(op, parent, ch, op.root, op.kind == Kind::Send, share);
+      continue;
+    }
+    proxy_operation(op, parent, ch, (s.rank + 1) % s.nranks, true, share);
+    proxy_operation(op, parent, ch, (s.rank + s.nranks - 1) % s.nranks, false, share);
+  }
+}
+
 }  // namespace
 
 void profiler_kernel_begin(Op& op) {
@@ -176,7 +260,9 @@ void profiler_kernel_begin(Op& op) {
   // Hostile: the channels name the call's API event as their parent, a handle of the plugin's
   // that is not the op's plan.
   void* parent = hostile() ? op.profiler_api : op.profiler_plan;
-  if (!l.plugin || !(l.mask & abi::kKernelCh) || !parent) return;
+  if (!l.plugin || !parent) return;
+  proxy_operations(op, parent);
+  if (!(l.mask & abi::kKernelCh)) return;
   uint64_t start = timer_ns();
   for (uint8_t ch = 0; ch < op.channels; ++ch) {
     abi::EventDescr e{};
@@ -189,14 +275,8 @@ void profiler_kernel_begin(Op& op) {
     l.plugin->startEvent(op.comm->profiler_context, &handle, &e);
     t_channel_events.push_back(handle);
   }
-  static const long extra_ns = [] {
-    const char* env = std::getenv("HOSTNCCL_KERNEL_NS");
-    return env ? std::atol(env) : 0L;
-  }();
-  if (extra_ns > 0) {
-    timespec d{extra_ns / 1000000000L, extra_ns % 1000000000L};
-    nanosleep(&d, nullptr);
-  }
+  static const long extra_ns = env_ns("HOSTNCCL_KERNEL_NS");
+  sleep_ns(extra_ns);
 }
 
 void profiler_kernel_end() {

@@ -8,7 +8,10 @@
 // abort. HOSTNCCL_PROFILER_VERSION=5 or 6 takes that table; HOSTNCCL_KERNEL_NS=N makes each op's
 // "kernel" last N ns more (a known duration for the plugin to measure); HOSTNCCL_PROFILER_HOSTILE=1
 // hands the plugin parents it never made (inside its handle, off by a byte, and outside it), as a
-// broken NCCL might.
+// broken NCCL might. With ProxyOp events asked for, each op's proxy operations come before its
+// kernel channels: a send to the ring's next rank and a receive from its previous one per channel
+// (send/recv: its peer), through each step's states; HOSTNCCL_SLOW_RANK=R with
+// HOSTNCCL_PEER_WAIT_NS=N makes those to or from rank R wait N ns on it.
 #pragma once
 
 #include "hostnccl_ops.h"
