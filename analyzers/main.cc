@@ -225,12 +225,9 @@ int main(int argc, char** argv) {
   add_common(memory);
   memory->add_flag_callback("--no-symbols", [&] { options.symbolize = false; }, "skip symbolizing call sites");
   CLI::App* latency = app.add_subcommand("latency", "time and bandwidth per communicator, op and size");
-  add_common(latency);
-  latency->add_flag("--csv", options.csv, "comma-separated rows (the same as --format csv)");
   CLI::App* advice = add_advice_command(app, options);
   CLI::App* peers = app.add_subcommand("peers", "what NCCL's proxy moved to and from each peer, and the peer the others waited on");
-  add_common(peers);
-  peers->add_flag("--csv", options.csv, "comma-separated rows (the same as --format csv)");
+  for (CLI::App* table : {latency, peers}) add_common(table), table->add_flag("--csv", options.csv, "comma-separated rows (the same as --format csv)");
   CLI::App* hang = app.add_subcommand("hang", "who stopped where, mismatched arguments, stragglers, divergence");
   add_common(hang);
   CLI::App* timeline = add_timeline_command(app, options);

@@ -1,7 +1,6 @@
 #include "model/peer_links.h"
 
 #include <algorithm>
-#include <set>
 #include <string>
 
 namespace ncclwatch::model {
@@ -61,43 +60,47 @@ void add_proxy_operation(PeerLinks& out, const trace::OpProxyRecord& p, const Re
 }
 
 std::vector<SlowPeer> slow_peers(const PeerLinks& links) {
-  struct Waits {
-    uint64_t on_ns = 0, on_steps = 0;    // others' steps toward this rank
-    uint64_t own_ns = 0, own_steps = 0;  // its own steps toward the others
-    std::set<int32_t> waiting;
+  struct Rank {
+    uint64_t recv_wait_ns = 0, recv_steps = 0;  // its receive steps
+    uint64_t step_ns = 0, steps = 0;            // all its steps
     int32_t nranks = -1;
+    double recv_wait_us() const { return recv_steps ? recv_wait_ns / 1e3 / double(recv_steps) : 0; }
+    double step_us() const { return steps ? step_ns / 1e3 / double(steps) : 0; }
   };
-  std::map<uint64_t, std::map<int32_t, Waits>> comms;
+  std::map<uint64_t, std::map<int32_t, Rank>> comms;
   for (const auto& [key, link] : links) {
-    auto& ranks = comms[key.comm_id];
-    Waits& on = ranks[key.remote];
-    on.on_ns += link.peer_wait_ns;
-    on.on_steps += link.steps;
-    on.nranks = link.nranks;
-    if (link.peer_wait_ns) on.waiting.insert(key.rank);
-    Waits& own = ranks[key.rank];
-    own.own_ns += link.peer_wait_ns;
-    own.own_steps += link.steps;
-    own.nranks = link.nranks;
+    Rank& r = comms[key.comm_id][key.rank];
+    r.nranks = link.nranks;
+    r.step_ns += link.step_ns;
+    r.steps += link.steps;
+    if (key.send) continue;
+    r.recv_wait_ns += link.peer_wait_ns;
+    r.recv_steps += link.steps;
   }
   std::vector<SlowPeer> out;
   for (const auto& [comm_id, ranks] : comms) {
-    auto per_step = [](uint64_t ns, uint64_t steps) { return steps ? ns / 1e3 / double(steps) : 0.0; };
-    const std::pair<const int32_t, Waits>* worst = nullptr;
-    for (const auto& entry : ranks)
-      if (entry.second.on_steps >= kMinSteps &&
-          (!worst || per_step(entry.second.on_ns, entry.second.on_steps) >
-                         per_step(worst->second.on_ns, worst->second.on_steps)))
-        worst = &entry;
-    if (!worst) continue;
-    std::vector<double> others;
-    for (const auto& [rank, w] : ranks)
-      if (rank != worst->first && w.on_steps) others.push_back(per_step(w.on_ns, w.on_steps));
-    const Waits& w = worst->second;
-    SlowPeer s{comm_id, worst->first, w.nranks, per_step(w.on_ns, w.on_steps), median(others),
-               per_step(w.own_ns, w.own_steps), {w.waiting.begin(), w.waiting.end()}, w.on_steps};
-    double baseline = std::max(s.others_us, s.own_wait_us);
-    if (s.waited_on_us >= kSlowFactor * baseline && s.waited_on_us - baseline >= kMinExcessUs) out.push_back(s);
+    // Two ranks wait on each other alike whichever is slow: three or more tell it apart.
+    std::vector<std::pair<int32_t, const Rank*>> receiving;
+    for (const auto& [rank, r] : ranks)
+      if (r.recv_steps >= kMinSteps) receiving.emplace_back(rank, &r);
+    if (receiving.size() < 3) continue;
+    auto least = std::min_element(receiving.begin(), receiving.end(), [](const auto& x, const auto& y) {
+      return x.second->recv_wait_us() < y.second->recv_wait_us();
+    });
+    std::vector<double> waits, step_times;
+    std::vector<int32_t> waiting;
+    for (const auto& [rank, r] : receiving) {
+      if (rank == least->first) continue;
+      waits.push_back(r->recv_wait_us());
+      step_times.push_back(r->step_us());
+    }
+    const Rank& slow = *least->second;
+    SlowPeer s{comm_id, least->first, slow.nranks, slow.recv_wait_us(), median(waits), slow.step_us(),
+               median(step_times), {}, slow.recv_steps};
+    for (const auto& [rank, r] : receiving)
+      if (rank != s.rank && r->recv_wait_us() >= kSlowFactor * s.own_wait_us) s.waiting.push_back(rank);
+    bool others_waited = s.others_us >= kSlowFactor * s.own_wait_us && s.others_us - s.own_wait_us >= kMinExcessUs;
+    if (others_waited && s.step_us >= 0.5 * s.others_step_us) out.push_back(std::move(s));
   }
   return out;
 }

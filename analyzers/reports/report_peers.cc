@@ -45,18 +45,26 @@ const Column<Row> kPeerColumns[] = {
 };
 
 void print_slow(const SlowPeer& s, const std::map<uint64_t, std::string>& names) {
-  print_text("SLOW PEER: rank {} of {} ({} ranks): rank{} {} waited {:.1f} us per step on it (over {} steps), against "
-             "{:.1f} us for the other ranks (median) and {:.1f} us it waited on its peers\n",
-             s.rank, comm_label(s.comm_id, names), s.nranks, s.waiting.size() == 1 ? "" : "s", ranks_text(s.waiting),
-             s.waited_on_us, s.steps, s.others_us, s.own_wait_us);
+  print_text("SLOW PEER: rank {} of {} ({} ranks): the other ranks' receive steps waited {:.1f} us each on their peers "
+             "(median; rank{} {} waited at least {:.0f}x as long as it did), its own {:.1f} us over {} steps, with its "
+             "steps as long as theirs ({:.1f} against {:.1f} us): the others wait on what it forwards late (a starved "
+             "proxy, a slow link)\n",
+             s.rank, comm_label(s.comm_id, names), s.nranks, s.others_us, s.waiting.size() == 1 ? "" : "s",
+             ranks_text(s.waiting), kSlowFactor, s.own_wait_us, s.steps, s.step_us, s.others_step_us);
 }
 
 }  // namespace
 
 json to_json(const SlowPeer& s) {
-  return {{"comm", hex_id(s.comm_id)},     {"rank", s.rank},           {"nranks", s.nranks},
-          {"waited_on_us_per_step", s.waited_on_us}, {"others_us_per_step", s.others_us},
-          {"own_wait_us_per_step", s.own_wait_us},   {"waiting_ranks", s.waiting}, {"steps", s.steps}};
+  return {{"comm", hex_id(s.comm_id)},
+          {"rank", s.rank},
+          {"nranks", s.nranks},
+          {"own_recv_wait_us_per_step", s.own_wait_us},
+          {"others_recv_wait_us_per_step", s.others_us},
+          {"step_us", s.step_us},
+          {"others_step_us", s.others_step_us},
+          {"waiting_ranks", s.waiting},
+          {"steps", s.steps}};
 }
 
 std::vector<PeerRow> peer_rows(const JobAnalysis& a) {

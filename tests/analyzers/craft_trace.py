@@ -21,6 +21,7 @@ RING_CHUNK, COMM_REF, THREAD_REF = 14, 16, 18
 MEMORY = 24
 OP_PLAN = 25
 OP_KERNEL = 26
+OP_PROXY = 27
 MEMORY_FROM_NCCL, MEMORY_FROM_FREE_CHANGE = 1 << 4, 1 << 5  # ApiEvent and MemoryRecord flags
 MEMORY_SHARED_DEVICE = 1 << 8  # with MEMORY_FROM_FREE_CHANGE: other processes used the GPU
 # Api
@@ -194,6 +195,29 @@ def hostile_op_kernels():
     out += op_kernel(901, 901, 0x11, t + 50_000, t + 70_000, channel=1, channels=2)
     out += op_kernel(900, 900, 0x11, t + 1_000, t + 10_000, channel=1, channels=2)
     out += op_kernel(901, 901, 0x11, t + 40_000, t + 65_000, channel=0, channels=2)
+    return out + exit_records()
+
+
+def op_proxy(launch_id, seq, comm_id, rank, remote, send, start, stop, steps_ns, gpu_wait, peer_wait, bytes_=4096,
+             steps=4, nranks=4, count=1024):
+    """An OpProxyRecord (format 11): one proxy operation to or from a peer, its steps' waits."""
+    return record(OP_PROXY, struct.pack("<QQQQqqQQQQiiiHBBIIIIiI", launch_id, seq, comm_id, count, start, stop, bytes_,
+                                        gpu_wait, peer_wait, steps_ns, -1, rank, nranks, ALL_REDUCE, 7, 0, steps, steps,
+                                        1 << 17, 1 if send else 0, remote, 0))
+
+
+def hostile_op_proxies():
+    """Proxy operations no NCCL reports, each left out and named: a peer outside the communicator,
+    a stop before its start, waits longer than the steps; then two plausible ones of 4 steps and
+    4096 bytes each, a send to rank 1 and a receive from rank 3."""
+    out = file_header(version=11) + process() + comm_created(1, 0xA, 0x11)
+    out += op(0x11, 1, count=1024)
+    t = 5_000_000_000
+    out += op_proxy(1, 1, 0x11, 0, 9, True, t, t + 1000, 800, 100, 100)
+    out += op_proxy(1, 1, 0x11, 0, 1, True, t, t - 1, 800, 100, 100)
+    out += op_proxy(1, 1, 0x11, 0, 1, True, t, t + 1000, 800, 500, 500)
+    out += op_proxy(1, 1, 0x11, 0, 1, True, t, t + 4096, 4000, 1000, 2000)
+    out += op_proxy(1, 1, 0x11, 0, 3, False, t, t + 4096, 4000, 1000, 2000)
     return out + exit_records()
 
 
@@ -428,6 +452,7 @@ def corpus(folder):
         "hostile_memory_readings.nwt": hostile_memory_readings(),
         "hostile_op_plans.nwt": hostile_op_plans(),
         "hostile_op_kernels.nwt": hostile_op_kernels(),
+        "hostile_op_proxies.nwt": hostile_op_proxies(),
     }
     seeds["host_not_utf8.nwt"][HOST_OFFSET + 1:HOST_OFFSET + 3] = b"\xff\xfe"
     os.makedirs(folder, exist_ok=True)

@@ -181,16 +181,20 @@ void sleep_ns(long ns) {
   nanosleep(&d, nullptr);
 }
 
-// HOSTNCCL_SLOW_RANK=R with HOSTNCCL_PEER_WAIT_NS=N: every proxy operation to or from rank R waits
-// N ns on it (send steps for R's buffer, receive steps for its data), spread over its steps; R
-// itself waits on nobody, as a CPU-starved proxy's neighbours wait on it.
-long peer_wait_ns(int peer) {
+// HOSTNCCL_SLOW_RANK=R with HOSTNCCL_PEER_WAIT_NS=N: a ring held up by rank R, as NCCL shows one
+// whose proxy is starved: every other rank's receive operations wait N ns on their peer, spread
+// over their steps (each rank receives late because its upstream forwards late), R's own do not:
+// its proxy takes as long to post them.
+long receive_wait_ns(int rank) {
   static const int slow = [] {
     const char* env = std::getenv("HOSTNCCL_SLOW_RANK");
     return env ? std::atoi(env) : -1;
   }();
   static const long wait = env_ns("HOSTNCCL_PEER_WAIT_NS");
-  return peer == slow ? wait : 0;
+  return slow >= 0 && rank != slow ? wait : 0;
+}
+long posting_ns(int rank) {
+  return receive_wait_ns(rank) ? 0 : receive_wait_ns(rank == 0 ? 1 : 0);
 }
 
 // One proxy operation to or from `peer` on a channel, as NCCL's network proxy reports it: its steps
@@ -207,7 +211,8 @@ void proxy_operation(Op& op, void* parent, uint8_t channel, int peer, bool send,
   void* handle = nullptr;
   l.plugin->startEvent(op.comm->profiler_context, &handle, &e);
   if (!handle) return;
-  long wait = peer_wait_ns(peer) / nsteps;
+  long wait = send ? 0 : receive_wait_ns(op.comm->rank) / nsteps;
+  long posting = send ? 0 : posting_ns(op.comm->rank) / nsteps;
   for (int step = 0; step < nsteps; ++step) {
     abi::EventDescr se{};
     se.type = abi::kProxyStep;
@@ -226,6 +231,7 @@ void proxy_operation(Op& op, void* parent, uint8_t channel, int peer, bool send,
       sleep_ns(wait);
       state(abi::kProxyStepSendWait);
     } else {
+      sleep_ns(posting);
       state(abi::kProxyStepRecvWait);
       sleep_ns(wait);
       state(abi::kProxyStepRecvFlushWait);

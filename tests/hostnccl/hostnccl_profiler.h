@@ -11,7 +11,7 @@
 // broken NCCL might. With ProxyOp events asked for, each op's proxy operations come before its
 // kernel channels: a send to the ring's next rank and a receive from its previous one per channel
 // (send/recv: its peer), through each step's states; HOSTNCCL_SLOW_RANK=R with
-// HOSTNCCL_PEER_WAIT_NS=N makes those to or from rank R wait N ns on it.
+// HOSTNCCL_PEER_WAIT_NS=N holds the ring up at rank R: every other rank's receives wait N ns.
 #pragma once
 
 #include "hostnccl_ops.h"

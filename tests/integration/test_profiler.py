@@ -230,7 +230,45 @@ def a_process_without_the_shim_still_serves_the_chained_plugin():
     check(job.traces() == [], f"nothing traced: {job.traces()}")
 
 
+def the_peer_others_wait_on_is_named():
+    # NCCLWATCH_PROFILER=peers: every op's proxy operations (a send to the ring's next rank and a
+    # receive from its previous one per channel) become op_proxy records carrying the op's bytes;
+    # with rank 2 holding the ring up (the stand-in makes every other rank's receives wait 2 ms on
+    # their peer, and rank 2's proxy as long to post its own), `peers` names rank 2 and no other; a
+    # fair run names nobody.
+    for slow in (None, 2):
+        env = {"NCCLWATCH_PROFILER": "peers"}
+        if slow is not None:
+            env.update({"HOSTNCCL_SLOW_RANK": str(slow), "HOSTNCCL_PEER_WAIT_NS": "2000000"})
+        job = Job([app("collectives_app"), "mixed"], nranks=4, env=env)
+        results = job.run()
+        check(all(r.returncode == 0 for r in results), f"{slow}: {[r.stderr for r in results]}")
+        for trace in job.traces():
+            recs = records(trace)
+            ops = {(r["launch_id"], r["seq"]): r for r in recs if r["type"] == "op" and r["op"] == "ncclAllReduce"}
+            proxies = [r for r in recs if r["type"] == "op_proxy"]
+            check(proxies and not any(r["type"] == "op_kernel" for r in recs), f"{slow}: proxy records, no kernels")
+            for (launch, seq), o in ops.items():
+                sent = [p for p in proxies if (p["launch_id"], p["seq"]) == (launch, seq) and p["send"]]
+                if o["nranks"] < 2:
+                    continue
+                check(sent and all(p["remote"] == (o["rank"] + 1) % o["nranks"] for p in sent), f"{slow}: {sent}")
+                check(sum(p["bytes"] for p in sent) == o["count"] * 4 // len(sent) * len(sent),
+                      f"{slow}: the op's bytes, {o['count'] * 4}: {sent}")
+        code, peers, _ = job.report("peers", "--json")
+        named = [s["rank"] for s in peers["slow_peers"]]
+        check(named == ([] if slow is None else [slow]) and code == (0 if slow is None else 1),
+              f"{slow}: named {named} (exit {code})")
+        if slow is not None:
+            s = peers["slow_peers"][0]
+            check(s["others_recv_wait_us_per_step"] >= 1000 and s["own_recv_wait_us_per_step"] < 100, f"{s}")
+            check(len(peers["links"]) >= 8, f"links: {peers['links']}")
+            code, text, _ = job.report("peers")
+            check("SLOW PEER: rank 2 of" in text, text)
+
+
 main({f.__name__: f for f in (each_op_gets_the_plan_nccl_made, each_op_gets_its_kernel_time_by_the_gpu_timer,
+                              the_peer_others_wait_on_is_named,
                               without_the_setting_nothing_changes,
                               an_application_plugin_is_left_in_place, an_application_plugin_is_chained,
                               parents_the_plugin_never_made_are_not_trusted,
