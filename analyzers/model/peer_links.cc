@@ -24,7 +24,6 @@ void PeerLink::merge(const PeerLink& o) {
   operations += o.operations;
   steps += o.steps;
   bytes += o.bytes;
-  busy_ns += o.busy_ns;
   step_ns += o.step_ns;
   gpu_wait_ns += o.gpu_wait_ns;
   peer_wait_ns += o.peer_wait_ns;
@@ -52,7 +51,6 @@ void add_proxy_operation(PeerLinks& out, const trace::OpProxyRecord& p, const Re
   ++link.operations;
   link.steps += p.steps_done;
   link.bytes += p.bytes;
-  link.busy_ns += uint64_t(span);
   link.step_ns += p.step_ns;
   link.gpu_wait_ns += p.gpu_wait_ns;
   link.peer_wait_ns += p.peer_wait_ns;

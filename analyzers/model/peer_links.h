@@ -33,14 +33,12 @@ struct PeerLinkKey {
 struct PeerLink {
   int32_t nranks = -1;
   uint64_t operations = 0, steps = 0, bytes = 0;
-  uint64_t busy_ns = 0;       // the operations' start to stop, summed
   uint64_t step_ns = 0;       // their steps' whole time, summed
   uint64_t gpu_wait_ns = 0;   // steps waiting on this rank's GPU
   uint64_t peer_wait_ns = 0;  // steps waiting on the peer and the network
   uint64_t partial = 0;       // operations with steps missing (lost, or never done)
   void merge(const PeerLink& o);
   double peer_wait_us_per_step() const { return steps ? peer_wait_ns / 1e3 / double(steps) : 0; }
-  double gb_per_s() const { return busy_ns ? double(bytes) / double(busy_ns) : 0; }  // bytes/ns = GB/s
 };
 
 using PeerLinks = std::map<PeerLinkKey, PeerLink>;

@@ -72,6 +72,19 @@ struct PlanSlot {
   }
 };
 
+// The op's identity on one of its OpPlan, OpKernel or OpProxy records (the same members in each).
+template <class Record> void stamp_op(Record& r, const ApiSlot& op) noexcept {
+  r.launch_id = op.launch_id;
+  r.seq = op.seq;
+  r.comm_id = op.comm_id;
+  r.count = op.count;
+  r.peer = op.peer;
+  r.rank = op.rank;
+  r.nranks = op.nranks;
+  r.api = op.api;
+  r.datatype = op.datatype;
+}
+
 // The element of first[0, count) that `handle` points at exactly, or null: a parent NCCL names (one
 // of ours, another plugin's, or garbage from a broken NCCL) is never dereferenced unchecked.
 template <class T> T* element_at(T* first, size_t count, const void* handle) noexcept {
