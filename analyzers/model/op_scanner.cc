@@ -228,6 +228,7 @@ class OpScanner::Fold {
   void finish() {
     timed_ops_.finish();
     kernel_spans_.finish();
+    close_moving_stretches(agg_.peers);
     out_.timing_records = timed_ops_.timing_records();
     out_.orphan_timings = timed_ops_.orphan_timings();
   }

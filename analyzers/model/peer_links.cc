@@ -28,6 +28,32 @@ void PeerLink::merge(const PeerLink& o) {
   gpu_wait_ns += o.gpu_wait_ns;
   peer_wait_ns += o.peer_wait_ns;
   partial += o.partial;
+  moving_bytes += o.moving_bytes;
+  moving_ns += o.moving_ns + uint64_t(o.stretch_end - o.stretch_begin);
+}
+
+namespace {
+// A send's moving span [begin, end] into its link's union of them: records come as operations stop,
+// so a span mostly overlaps the latest stretch or follows it.
+void add_moving(PeerLink& link, int64_t begin, int64_t end, uint64_t bytes) {
+  link.moving_bytes += bytes;
+  bool overlaps = link.stretch_end > 0 && begin <= link.stretch_end && end >= link.stretch_begin;
+  if (overlaps) {
+    link.stretch_begin = std::min(link.stretch_begin, begin);
+    link.stretch_end = std::max(link.stretch_end, end);
+    return;
+  }
+  link.moving_ns += uint64_t(link.stretch_end - link.stretch_begin);
+  link.stretch_begin = begin;
+  link.stretch_end = end;
+}
+}  // namespace
+
+void close_moving_stretches(PeerLinks& links) {
+  for (auto& [key, link] : links) {
+    link.moving_ns += uint64_t(link.stretch_end - link.stretch_begin);
+    link.stretch_begin = link.stretch_end = 0;
+  }
 }
 
 void add_proxy_operation(PeerLinks& out, const trace::OpProxyRecord& p, const RecordView& r,
@@ -55,6 +81,9 @@ void add_proxy_operation(PeerLinks& out, const trace::OpProxyRecord& p, const Re
   link.gpu_wait_ns += p.gpu_wait_ns;
   link.peer_wait_ns += p.peer_wait_ns;
   if ((p.flags & trace::kProxyStepsLost) || p.steps_done < p.steps_planned) ++link.partial;
+  int64_t moving = p.start_ns + int64_t{p.moving_after_us} * 1000;
+  if ((p.flags & trace::kProxySend) && (p.flags & trace::kProxyMoving) && moving <= p.stop_ns)
+    add_moving(link, moving, p.stop_ns, p.bytes);
 }
 
 std::vector<SlowPeer> slow_peers(const PeerLinks& links) {

@@ -37,8 +37,16 @@ struct PeerLink {
   uint64_t gpu_wait_ns = 0;   // steps waiting on this rank's GPU
   uint64_t peer_wait_ns = 0;  // steps waiting on the peer and the network
   uint64_t partial = 0;       // operations with steps missing (lost, or never done)
-  void merge(const PeerLink& o);
+  // Sends whose data's moving time is known (kProxyMoving): their bytes, and the time data moved to
+  // the peer, from each operation's first step handed to the network to its stop, overlapping
+  // channels and operations counted once.
+  uint64_t moving_bytes = 0, moving_ns = 0;
+  // The latest stretch of that time, not yet in moving_ns (close_moving_stretches ends it).
+  int64_t stretch_begin = 0, stretch_end = 0;
+  void merge(const PeerLink& o);  // `o`'s stretch closed
   double peer_wait_us_per_step() const { return steps ? peer_wait_ns / 1e3 / double(steps) : 0; }
+  // What the sends moved per second while moving (bytes per ns are GB/s); 0 where not known.
+  double send_gbps() const { return moving_ns ? double(moving_bytes) / double(moving_ns) : 0; }
 };
 
 using PeerLinks = std::map<PeerLinkKey, PeerLink>;
@@ -47,6 +55,8 @@ using PeerLinks = std::map<PeerLinkKey, PeerLink>;
 // its communicator, a stop before its start, waits longer than its steps) is named and left out.
 void add_proxy_operation(PeerLinks& out, const trace::OpProxyRecord& p, const RecordView& r,
                          ImplausibleValues& implausible);
+// At the end of a file: each link's moving time whole.
+void close_moving_stretches(PeerLinks& links);
 
 // A rank whose receive steps waited least on their peers, in one communicator, while the others'
 // waited on theirs.

@@ -23,6 +23,9 @@
 //    launch was on another stream, the begin is only a lower bound (the time an upper bound).
 //  - A launch that began as its rank's previous launch ended (on its communicator or its stream)
 //    was held by that launch, not late by itself: the readers of lateness leave it out.
+//  - A timing may come just before its op: earlier shims wrote a lone op's record after
+//    handing its launch to the GPU collector. The last few timings of launches not seen are kept;
+//    a lone op of that launch and stream, begun before the timing ended, takes its timing.
 //
 // A Sink has:
 //   std::optional<Tag> on_op(trace::OpRecord&, const RecordView&, bool awaits_timing);
@@ -39,6 +42,7 @@
 #include <ncclwatch/trace_format.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -51,6 +55,8 @@
 namespace ncclwatch::model {
 
 inline constexpr size_t kMaxWaitingLaunches = size_t{1} << 16;
+// Timings of launches not seen kept for an op that comes after them (see the rules above).
+inline constexpr size_t kEarlyTimingsKept = 8;
 // A launch that began within this long of its rank's previous launch's end began at that end (the
 // GPU moves from one kernel to the next in a few microseconds).
 inline constexpr int64_t kBackToBackNs = 20'000;
@@ -297,7 +303,21 @@ template <class Tag, class Sink> class TimedOps {
     ++l.ops_added;
     l.tags.push_back(std::move(tag));
     l.streams.push_back(o.stream);
+    if (early_kept_ > 0 && o.group_depth == 0) take_early_timing(o);
     if (live_ > capacity_) give_up(head_, NoTiming::kGivenUp);
+  }
+
+  // A lone op whose launch's timing came before it (see the rules above).
+  void take_early_timing(const trace::OpRecord& o) {
+    for (size_t i = 0; i < early_kept_; ++i) {
+      const trace::GpuTimingRecord& g = early_[i];
+      if (g.launch_id != o.launch_id || g.stream != o.stream || g.gpu_end_ns < o.host_begin_ns) continue;
+      trace::GpuTimingRecord taken = g;
+      early_[i] = early_[--early_kept_];
+      --orphan_timings_;
+      --timing_records_;  // counted again as it is taken
+      return on_timing(taken);
+    }
   }
 
   // A group's end: a timing of its launch follows (kOpTimed), or its ops get none.
@@ -313,6 +333,8 @@ template <class Tag, class Sink> class TimedOps {
     uint64_t arrival = find(g.launch_id);
     if (arrival == kNone) {
       ++orphan_timings_;
+      if (early_kept_ < kEarlyTimingsKept) early_[early_kept_++] = g;
+      else early_[early_next_++ % kEarlyTimingsKept] = g;
       return;
     }
     Launch& l = slot(arrival);
@@ -419,6 +441,8 @@ template <class Tag, class Sink> class TimedOps {
   size_t live_ = 0;
   LaunchIndex index_;
   std::vector<Tag> tags_;  // the ops of one stream of a launch over several, reused
+  std::array<trace::GpuTimingRecord, kEarlyTimingsKept> early_{};  // the latest timings of launches not seen
+  size_t early_kept_ = 0, early_next_ = 0;
   uint64_t timing_records_ = 0, orphan_timings_ = 0;
 };
 

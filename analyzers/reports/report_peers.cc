@@ -33,6 +33,11 @@ const Column<Row> kPeerColumns[] = {
     {.json = "steps", .csv = "steps", .text = "steps", .width = 8, .value = [](const Row& r) { return count(r.link.steps); }},
     {.json = "bytes", .csv = "bytes", .value = [](const Row& r) { return count(r.link.bytes); }},
     {.text = "MiB", .width = 10, .value = [](const Row& r) -> Cell { return double(r.link.bytes) / 1048576.0; }},
+    {.json = "send_gbps", .csv = "send_gbps", .text = "GB/s", .width = 7,
+     .value = [](const Row& r) -> Cell {
+       if (!r.key.send || r.link.moving_ns == 0) return std::monostate{};
+       return r.link.send_gbps();
+     }},
     {.json = "peer_wait_us_per_step", .csv = "peer_wait_us_per_step", .text = "peer wait us/step", .width = 18,
      .value = [](const Row& r) -> Cell { return r.link.peer_wait_us_per_step(); }},
     {.json = "gpu_wait_us_per_step", .csv = "gpu_wait_us_per_step", .text = "gpu wait us/step", .width = 17,
@@ -94,8 +99,9 @@ int run_peers(const Options& options) {
                "transport only (P2P/NVLink and shared memory have none)\n");
   } else {
     fmt::print("{}", text_table<PeerRow>(kPeerColumns, rows));
-    print_text("network transport (NCCL reports proxy steps for it alone); no bandwidth: NCCL starts an op's proxy "
-               "operations when it is enqueued, long before its data moves; "
+    print_text("network transport (NCCL reports proxy steps for it alone); GB/s: what a rank's sends to the peer moved "
+               "while moving, from each operation's first step handed to the network to its end, channels together "
+               "(NCCL starts proxy operations as ops are enqueued, long before their data moves); "
                "peer wait: send steps waiting for the peer's buffer and the network, receive steps for the peer's data\n");
     std::map<uint64_t, std::string> names = comm_names(analysis->job);
     for (const SlowPeer& s : slow) print_slow(s, names);

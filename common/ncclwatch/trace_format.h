@@ -382,11 +382,15 @@ struct OpProxyRecord {
   uint32_t chunk_bytes;   // NCCL's chunk size per step
   uint32_t flags;         // kProxy*
   int32_t remote;         // the rank of the communicator the proxy moved data to or from
-  uint32_t reserved0;
+  // A send's data began moving this long after start_ns, in microseconds: its first step handed to
+  // the network (kProxyMoving says it did; zero in files before it was written). NCCL starts an op's
+  // proxy operations as it is enqueued: before this the steps waited for the kernel.
+  uint32_t moving_after_us;
 };
 static_assert(sizeof(OpProxyRecord) == 128);
 inline constexpr uint32_t kProxySend = 1u << 0;        // sent to the peer (else received from it)
 inline constexpr uint32_t kProxyStepsLost = 1u << 1;   // a step came for a slot still in use: its times are partial
+inline constexpr uint32_t kProxyMoving = 1u << 2;      // moving_after_us holds
 
 // Written just before ProcessEnd, from the exit reserve: every communicator still in the shim's
 // table (or as many as fit), so a reader need not guess the end of one whose records were lost.

@@ -4,6 +4,7 @@
 #include "process/process.h"
 #include "trace/trace.h"
 
+#include <cstdint>
 #include <new>
 
 namespace ncclwatch {
@@ -54,6 +55,10 @@ void write_proxy_op(const ProxyOpSlot& p, int64_t stop_ns) noexcept {
   r->steps_done = p.steps_done;
   r->chunk_bytes = p.chunk_bytes;
   r->flags = p.flags | (p.send ? trace::kProxySend : 0);
+  if (p.moving_ns >= p.start_ns && p.moving_ns - p.start_ns < int64_t{UINT32_MAX} * 1000) {
+    r->moving_after_us = uint32_t((p.moving_ns - p.start_ns) / 1000);
+    r->flags |= trace::kProxyMoving;
+  }
   slot.commit(trace::RecordType::kOpProxy);
 }
 
@@ -123,6 +128,7 @@ void record_proxy_step_state(void* handle, int state, const abi::EventStateArgs*
   s.mark_ns = now;
   // The step's size as it went out or came in (NCCL's transSize is the latest transfer's otherwise).
   constexpr uint64_t kMaxStepBytes = uint64_t{1} << 32;
+  if (state == abi::kProxyStepSendWait && s.op->moving_ns == 0) s.op->moving_ns = now;
   bool sized = state == abi::kProxyStepSendWait || state == abi::kProxyStepRecvFlushWait;
   if (sized && args && args->proxyStep.transSize < kMaxStepBytes) s.op->bytes += args->proxyStep.transSize;
 }

@@ -97,12 +97,13 @@ template <class Call> ncclResult_t run_op(const OpArgs& a, Call&& call) noexcept
   uint32_t comm_index = comm_ref_index(track, as_u64(a.comm));
   trace::OpTotalsEntry* totals = op_totals_entry(comm_index, a.api, a.count, static_cast<uint8_t>(a.datatype), begin_ns);
   count_op_call(totals, begin_ns, end_ns - begin_ns);
-  if (timed) {
+  if (timed && timed.timed) flags |= trace::kOpTimed;
+  // The op's record before its launch goes to the collector: a reader pairs a timing with the op
+  // records before it, and the collector may write the timing at once.
+  write_op_record(a, comm_index, seq, launch_id, begin_ns, end_ns, result, flags, t_thread.group.depth);
+  if (timed)
     end_timed_launch(timed, stream, launch_id, track, trace::is_point_to_point(a.api) ? 0 : seq, a.api, 1, begin_ns,
                      end_ns, totals);
-    if (timed.timed) flags |= trace::kOpTimed;
-  }
-  write_op_record(a, comm_index, seq, launch_id, begin_ns, end_ns, result, flags, t_thread.group.depth);
   return result;
 }
 

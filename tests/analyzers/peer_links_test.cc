@@ -58,3 +58,40 @@ TEST_CASE("an idle rank that waits on nobody is not named, nor are two ranks") {
   link(two, 1, 0, false, 16000, 100);
   CHECK(slow_peers(two).empty());
 }
+
+TEST_CASE("a link's sends move at their bytes over the time they moved, channels and operations counted once") {
+  using ncclwatch::trace::OpProxyRecord;
+  PeerLinks links;
+  ncclwatch::model::ImplausibleValues implausible;
+  // start and stop in us; the data moved from `moving_us` on.
+  auto send = [&](int64_t start_us, int64_t moving_us, int64_t stop_us, uint64_t bytes, bool moving = true) {
+    OpProxyRecord p{};
+    p.h.type = static_cast<uint16_t>(ncclwatch::trace::RecordType::kOpProxy);
+    p.comm_id = 0xabc;
+    p.rank = 0;
+    p.nranks = 4;
+    p.remote = 1;
+    p.start_ns = start_us * 1000;
+    p.stop_ns = stop_us * 1000;
+    p.moving_after_us = uint32_t(moving_us - start_us);
+    p.bytes = bytes;
+    p.flags = ncclwatch::trace::kProxySend | (moving ? ncclwatch::trace::kProxyMoving : 0);
+    ncclwatch::model::RecordView r{ncclwatch::trace::RecordType::kOpProxy, reinterpret_cast<const std::byte*>(&p),
+                                   sizeof(p), 0};
+    add_proxy_operation(links, p, r, implausible);
+  };
+  send(0, 1000, 1400, 400'000);     // channel 0 of op 1: 400 us moving
+  send(0, 1100, 1500, 400'000);     // channel 1, overlapping: the link moved 1000-1500
+  send(100, 3000, 3500, 500'000);   // op 2, later: 500 us more
+  send(200, 4000, 4500, 9'000'000, false);  // no moving time known: left out of the rate
+  close_moving_stretches(links);
+  const PeerLink& l = links.at({0xabc, 0, 1, true});
+  CHECK(l.moving_ns == 1'000'000);
+  CHECK(l.moving_bytes == 1'300'000);
+  CHECK(l.send_gbps() == Approx(1.3));
+  CHECK(l.bytes == 10'300'000);
+  // Merged into the job's links, a thread's closed stretches keep their time.
+  PeerLinks job;
+  job[{0xabc, 0, 1, true}].merge(l);
+  CHECK(job.at({0xabc, 0, 1, true}).moving_ns == 1'000'000);
+}

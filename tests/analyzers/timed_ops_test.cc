@@ -47,7 +47,7 @@ struct Feeder {
   explicit Feeder(size_t capacity = kMaxWaitingLaunches) : ops(sink, capacity) {}
 
   void op(uint64_t seq, uint64_t launch, uint16_t flags, uint8_t depth = 0, uint64_t stream = 1,
-          Api api = Api::kAllReduce) {
+          Api api = Api::kAllReduce, int64_t host_begin_ns = -1) {
     trace::OpRecord o{};
     o.h.type = static_cast<uint16_t>(trace::RecordType::kCollective);
     o.seq = seq;
@@ -56,7 +56,7 @@ struct Feeder {
     o.group_depth = depth;
     o.stream = stream;
     o.api = static_cast<uint16_t>(api);
-    o.host_begin_ns = 1000 * static_cast<int64_t>(launch);
+    o.host_begin_ns = host_begin_ns >= 0 ? host_begin_ns : 1000 * static_cast<int64_t>(launch);
     o.host_end_ns = o.host_begin_ns + 10;
     ops.add(RecordView{trace::RecordType::kCollective, reinterpret_cast<const std::byte*>(&o), sizeof(o), 0});
   }
@@ -86,6 +86,27 @@ TEST_CASE("a timed op gets its launch's timing; an untimed or captured one is ha
   CHECK(f.events() == std::vector<std::string>{"op 1 waits", "op 2 now", "op 3 now", "timed 1 gpu 50ns of 1"});
   CHECK(f.ops.timing_records() == 3);
   CHECK(f.ops.orphan_timings() == 2);
+}
+
+TEST_CASE("a timing just before its lone op's record (older shims) is the op's; a stale one is not") {
+  Feeder f;
+  f.timing(4, 1);  // launch 4's timing ends at 4150 ns, its op began at 4000
+  f.timing(5, 2);  // another stream's
+  f.op(4, 4, trace::kOpTimed);
+  f.op(5, 5, trace::kOpTimed, 0, 1);  // launch 5 on stream 1: stream 2's timing is not its
+  f.op(6, 6, trace::kOpTimed, 1);     // grouped: its timing comes after the group's end
+  f.timing(6, 1);
+  CHECK(f.events() == std::vector<std::string>{"op 4 waits", "timed 4 gpu 50ns of 1", "op 5 waits", "op 6 waits",
+                                               "timed 6 gpu 50ns of 1"});
+  CHECK(f.ops.timing_records() == 3);
+  CHECK(f.ops.orphan_timings() == 1);
+  // A timing that ended before the op began is of an earlier launch of the same id (another thread's).
+  Feeder stale;
+  stale.timing(1, 1);  // ended at 1150 ns
+  stale.op(7, 1, trace::kOpTimed, 0, 1, Api::kAllReduce, 5000);
+  stale.ops.finish();
+  CHECK(stale.events() == std::vector<std::string>{"op 7 waits", "file ended 7 promised"});
+  CHECK(stale.ops.orphan_timings() == 1);
 }
 
 TEST_CASE("a group waits for its end: timed, the timing takes every op; untimed, they are released there") {

@@ -197,6 +197,17 @@ long posting_ns(int rank) {
   return receive_wait_ns(rank) ? 0 : receive_wait_ns(rank == 0 ? 1 : 0);
 }
 
+// HOSTNCCL_LINK_GBPS=G: sends move G GB/s (a step's bytes take bytes/G ns in SendWait), and an op's
+// first send step waits three times as long for the GPU first (its kernel queued behind others), as
+// NCCL's do.
+long transfer_ns(size_t bytes) {
+  static const double gbps = [] {
+    const char* env = std::getenv("HOSTNCCL_LINK_GBPS");
+    return env ? std::atof(env) : 0.0;
+  }();
+  return gbps > 0 ? long(double(bytes) / gbps) : 0;
+}
+
 // One proxy operation to or from `peer` on a channel, as NCCL's network proxy reports it: its steps
 // through their states (nccl_profiler_abi.h EventState), each carrying its share of the bytes.
 void proxy_operation(Op& op, void* parent, uint8_t channel, int peer, bool send, size_t bytes) {
@@ -227,9 +238,11 @@ void proxy_operation(Op& op, void* parent, uint8_t channel, int peer, bool send,
     auto state = [&](int s) { l.plugin->recordEventState(sh, s, &a); };
     if (send) {
       state(abi::kProxyStepSendGPUWait);
+      if (step == 0) sleep_ns(3 * transfer_ns(bytes));
       state(abi::kProxyStepSendPeerWait);
       sleep_ns(wait);
       state(abi::kProxyStepSendWait);
+      sleep_ns(transfer_ns(a.proxyStep.transSize));
     } else {
       sleep_ns(posting);
       state(abi::kProxyStepRecvWait);

@@ -267,8 +267,29 @@ def the_peer_others_wait_on_is_named():
             check("SLOW PEER: rank 2 of" in text, text)
 
 
+def each_link_moves_at_the_rate_its_sends_took():
+    # The stand-in's sends move 0.5 MB/s once their first step has waited three times as long for the
+    # GPU (a queued kernel): `peers` gives each rank's send link that rate, from the steps handed to
+    # the network on (a reading from the operations' start would give at most a quarter of it).
+    gbps = 0.0005
+    job = Job([app("collectives_app"), "mixed"], nranks=4,
+              env={"NCCLWATCH_PROFILER": "peers", "HOSTNCCL_LINK_GBPS": str(gbps)})
+    results = job.run()
+    check(all(r.returncode == 0 for r in results), [r.stderr for r in results])
+    for trace in job.traces():
+        sends = [r for r in records(trace) if r["type"] == "op_proxy" and r["send"]]
+        check(sends and all(r["start_ns"] < r["moving_ns"] <= r["stop_ns"] for r in sends), sends[:3])
+    code, peers, _ = job.report("peers", "--json")
+    sends = [link for link in peers["links"] if link["direction"] == "send"]
+    check(len(sends) >= 4 and all(0.5 * gbps <= link["send_gbps"] <= 1.05 * gbps for link in sends),
+          f"want {gbps} GB/s: {[(link['rank'], link['peer'], link['send_gbps']) for link in sends]}")
+    check(all(link["send_gbps"] is None for link in peers["links"] if link["direction"] == "recv"), peers["links"])
+    code, csv_text, _ = job.report("peers", "--csv")
+    check("send_gbps" in csv_text.splitlines()[0], csv_text)
+
+
 main({f.__name__: f for f in (each_op_gets_the_plan_nccl_made, each_op_gets_its_kernel_time_by_the_gpu_timer,
-                              the_peer_others_wait_on_is_named,
+                              the_peer_others_wait_on_is_named, each_link_moves_at_the_rate_its_sends_took,
                               without_the_setting_nothing_changes,
                               an_application_plugin_is_left_in_place, an_application_plugin_is_chained,
                               parents_the_plugin_never_made_are_not_trusted,
