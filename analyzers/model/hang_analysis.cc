@@ -58,7 +58,8 @@ void compare_fields(uint64_t seq, const OpSignature& expected, const std::vector
 
 // Severity of what a communicator shows, to pick what to look at first across communicators.
 enum Severity {
-  kNone = 0, kStraggler = 1, kIncomplete = 2, kMismatch = 3, kMissing = 4, kDivergence = 5, kInitHung = 6, kAbsent = 7
+  kNone = 0, kStraggler = 1, kSlowPeer = 2, kIncomplete = 3, kMismatch = 4, kMissing = 5, kDivergence = 6, kInitHung = 7,
+  kAbsent = 8
 };
 
 struct CommVerdict {
@@ -198,6 +199,7 @@ CommVerdict comm_verdict(const JobAnalysis& a, const ProcessIndex& index, const 
   }
   for (const StragglerRank& r : c.stragglers.ranks)
     if (r.finding) set(kStraggler, r.text);
+  if (c.slow_peer) set(kSlowPeer, c.slow_peer_text);
   return v;
 }
 
@@ -373,7 +375,8 @@ void note_graph_replays(const CommOps* ops, CommHang& c) {
 
 // Communicator `id` analysed, its most telling finding in `verdict`; nullopt when it ran no op and
 // no rank is absent from it or stuck creating it: nothing to say.
-std::optional<CommHang> analyze_comm(const JobFacts& job, uint64_t id, StragglerStats&& stragglers, CommVerdict& verdict) {
+std::optional<CommHang> analyze_comm(const JobFacts& job, uint64_t id, StragglerStats&& stragglers,
+                                     std::optional<SlowPeer>&& slow_peer, CommVerdict& verdict) {
   const JobAnalysis& a = job.a;
   const CommOps* ops = a.comm(id);
   CommHang c;
@@ -388,6 +391,10 @@ std::optional<CommHang> analyze_comm(const JobFacts& job, uint64_t id, Straggler
   note_graph_replays(ops, c);
   note_unmatched_p2p(job, m, c);
   c.stragglers = std::move(stragglers);
+  if (slow_peer) {
+    c.slow_peer = std::move(slow_peer);
+    c.slow_peer_text = slow_peer_text(*c.slow_peer, comm_label(id, job.names));
+  }
   if (auto it = job.divergences.find(id); it != job.divergences.end()) c.divergence = it->second;
   verdict = comm_verdict(a, job.index, c, m.present, m.hung_api, lowest_issued, job.names);
   c.verdict = verdict.text.empty() ? "consistent: every rank issued and completed the same ops" : verdict.text;
@@ -400,6 +407,7 @@ void count_findings(const CommHang& c, HangReport& report) {
                      !c.mismatches.empty() || !c.incomplete.empty() || !c.p2p_unmatched.empty() || c.mismatched_seqs;
   for (const StragglerRank& r : c.stragglers.ranks)
     if (r.finding) report.stragglers.push_back(r.text);
+  if (c.slow_peer) report.slow_peers.push_back(c.slow_peer_text);
   report.mismatched_seqs += c.mismatched_seqs;
   report.missing_ranks += c.missing.size();
   report.absent_ranks += rank_count(c.absent);
@@ -462,9 +470,13 @@ HangReport hang_report(const JobAnalysis& a) {
   std::vector<CommVerdict> verdicts;
   // Stragglers first, over every communicator: one is judged against the others (above).
   std::map<uint64_t, StragglerStats> stragglers = judge_stragglers(a, job.comm_ids(), job.names);
+  std::map<uint64_t, SlowPeer> slow;
+  for (SlowPeer& s : slow_peers(a.peers)) slow.emplace(s.comm_id, std::move(s));
   for (uint64_t id : job.comm_ids()) {
     CommVerdict verdict;
-    std::optional<CommHang> c = analyze_comm(job, id, std::move(stragglers[id]), verdict);
+    std::optional<SlowPeer> slow_peer;
+    if (auto it = slow.find(id); it != slow.end()) slow_peer = std::move(it->second);
+    std::optional<CommHang> c = analyze_comm(job, id, std::move(stragglers[id]), std::move(slow_peer), verdict);
     if (!c) continue;
     verdicts.push_back(std::move(verdict));
     count_findings(*c, report);

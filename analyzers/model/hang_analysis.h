@@ -8,6 +8,7 @@
 #include "model/job_model.h"
 #include "model/op_model.h"
 #include "model/op_window.h"
+#include "model/peer_links.h"
 #include "model/rank_where.h"
 #include "model/wording.h"
 
@@ -117,6 +118,8 @@ struct CommHang {
   size_t stall_records = 0;
   std::vector<UnmatchedP2P> p2p_unmatched;
   StragglerStats stragglers;
+  std::optional<SlowPeer> slow_peer;  // the rank its peers waited on, by NCCL's proxy steps (peer_links.h)
+  std::string slow_peer_text;
   std::vector<Divergence> divergence;
   // The seqs named above (a missing rank's next, the first never completed, mismatches) that a CUDA
   // graph launch ran: which graph (its index in the trace of the rank that issued it) and replay.
@@ -137,6 +140,7 @@ struct HangReport {
   bool findings = false;
   std::string verdict;                  // the most telling finding, in words
   std::vector<std::string> stragglers;  // one sentence per straggler finding
+  std::vector<std::string> slow_peers;  // one sentence per slow peer
   size_t mismatched_seqs = 0, missing_ranks = 0, absent_ranks = 0, init_hung_ranks = 0, incomplete_ranks = 0,
          stall_records = 0, divergences = 0;
   bool hung() const { return missing_ranks || absent_ranks || init_hung_ranks || incomplete_ranks || divergences; }

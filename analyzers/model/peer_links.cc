@@ -1,5 +1,9 @@
 #include "model/peer_links.h"
 
+#include "model/wording.h"
+
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <string>
 
@@ -130,6 +134,15 @@ std::vector<SlowPeer> slow_peers(const PeerLinks& links) {
     if (others_waited && s.step_us >= 0.5 * s.others_step_us) out.push_back(std::move(s));
   }
   return out;
+}
+
+std::string slow_peer_text(const SlowPeer& s, const std::string& comm) {
+  return fmt::format("comm {}: rank {}'s peers waited on it: the other ranks' receive steps waited {:.1f} us each on "
+                     "their peers (median; rank{} {} waited at least {:.0f}x as long as it did), its own {:.1f} us over {} "
+                     "steps, with its steps as long as theirs ({:.1f} against {:.1f} us): they wait on what it forwards "
+                     "late (a starved proxy, a slow link) — run `ncclwatch-report peers`",
+                     comm, s.rank, s.others_us, s.waiting.size() == 1 ? "" : "s", ranks_text(s.waiting), kSlowFactor,
+                     s.own_wait_us, s.steps, s.step_us, s.others_step_us);
 }
 
 }  // namespace ncclwatch::model

@@ -18,6 +18,7 @@
 #include <compare>
 #include <cstdint>
 #include <map>
+#include <string>
 #include <vector>
 
 namespace ncclwatch::model {
@@ -79,5 +80,7 @@ struct SlowPeer {
 inline constexpr double kSlowFactor = 2.0;
 inline constexpr double kMinExcessUs = 20.0;
 std::vector<SlowPeer> slow_peers(const PeerLinks& links);
+// The finding in one sentence; `comm`: the communicator as the reports label it.
+std::string slow_peer_text(const SlowPeer& s, const std::string& comm);
 
 }  // namespace ncclwatch::model

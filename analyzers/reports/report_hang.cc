@@ -3,6 +3,7 @@
 #include "reports/commands.h"
 #include "reports/input.h"
 #include "reports/output.h"
+#include "reports/peer_table.h"
 
 #include <fmt/format.h>
 
@@ -110,6 +111,7 @@ json to_json(const CommHang& c) {
             {"divergence", json::array()},
             {"verdict", c.verdict}};
   if (!c.name.empty()) j["name"] = c.name;
+  if (c.slow_peer) j["slow_peer"] = report::to_json(*c.slow_peer);
   // A seq a CUDA graph launch ran: "graph" (its index in the issuing rank's trace) and "replay".
   auto with_replay = [&](json e, uint64_t seq) {
     if (auto it = c.graph_replays.find(seq); it != c.graph_replays.end()) {
@@ -211,6 +213,7 @@ void write_hang_csv(const HangReport& report) {
           fmt::format("rank {} sent {} time(s) to rank {}, which received {}", p.src, p.sends, p.dst, p.recvs));
     for (const StragglerRank& r : c.stragglers.ranks)
       if (r.finding) row("straggler", {}, {}, std::to_string(r.rank), r.text);
+    if (c.slow_peer) row("slow_peer", {}, {}, std::to_string(c.slow_peer->rank), c.slow_peer_text);
   }
   // Not a communicator's: a setting or NCCL version that differs across the job's processes.
   for (const EnvironmentDifference& e : report.environment) {
@@ -260,6 +263,7 @@ void print_hang_text(const HangReport& report) {
         print_text("  straggler: rank {} started last on the GPU {} time(s) (chance: {:.0f}), typically {:.3f} ms late "
                    "(mean {:.3f} ms)\n",
                    r.rank, r.times_last, r.expected_by_chance, r.typical_late_ms, r.mean_late_ms);
+    if (c.slow_peer) print_text("  slow peer: {}\n", c.slow_peer_text);
     print_text("  verdict: {}\n", c.verdict);
   }
   for (const EnvironmentDifference& e : report.environment) {

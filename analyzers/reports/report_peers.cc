@@ -47,15 +47,6 @@ const Column<Row> kPeerColumns[] = {
     {.json = "partial_operations", .csv = "partial_operations", .value = [](const Row& r) { return count(r.link.partial); }},
 };
 
-void print_slow(const SlowPeer& s, const std::map<uint64_t, std::string>& names) {
-  print_text("SLOW PEER: rank {} of {} ({} ranks): the other ranks' receive steps waited {:.1f} us each on their peers "
-             "(median; rank{} {} waited at least {:.0f}x as long as it did), its own {:.1f} us over {} steps, with its "
-             "steps as long as theirs ({:.1f} against {:.1f} us): the others wait on what it forwards late (a starved "
-             "proxy, a slow link)\n",
-             s.rank, comm_label(s.comm_id, names), s.nranks, s.others_us, s.waiting.size() == 1 ? "" : "s",
-             ranks_text(s.waiting), kSlowFactor, s.own_wait_us, s.steps, s.step_us, s.others_step_us);
-}
-
 }  // namespace
 
 json to_json(const SlowPeer& s) {
@@ -104,7 +95,7 @@ int run_peers(const Options& options) {
                "(NCCL starts proxy operations as ops are enqueued, long before their data moves); "
                "peer wait: send steps waiting for the peer's buffer and the network, receive steps for the peer's data\n");
     std::map<uint64_t, std::string> names = comm_names(analysis->job);
-    for (const SlowPeer& s : slow) print_slow(s, names);
+    for (const SlowPeer& s : slow) print_text("SLOW PEER: {}\n", slow_peer_text(s, comm_label(s.comm_id, names)));
   }
   return slow.empty() ? 0 : 1;
 }

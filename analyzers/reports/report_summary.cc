@@ -186,6 +186,7 @@ void print_hang_lines(const HangReport& hang) {
   if (hang.divergences) print_text("  {} rank(s) departed from their peers' program\n", hang.divergences);
   if (hang.stall_records) print_text("  {} stall record(s) from the watchdog\n", hang.stall_records);
   for (const std::string& s : hang.stragglers) print_text("  STRAGGLER: {}\n", s);
+  for (const std::string& s : hang.slow_peers) print_text("  SLOW PEER: {}\n", s);
   for (const std::string& key : hang.environment_keys) print_text("  environment differs across ranks: {}\n", key);
 }
 
@@ -284,7 +285,7 @@ std::string first_look_at(const LeakReport& leaks, const HangReport& hang) {
   if (!leaks.untraced.empty())
     return "not traced: " + leaks.untraced.front().path + " (" + leaks.untraced.front().reason +
            "): its NCCL calls are in no trace";
-  if (!hang.stragglers.empty() || !hang.environment_keys.empty()) return hang.verdict;
+  if (!hang.stragglers.empty() || !hang.slow_peers.empty() || !hang.environment_keys.empty()) return hang.verdict;
   return "nothing: no leak, hang or mismatch found";
 }
 
@@ -352,6 +353,7 @@ json to_json(const SummaryReport& s) {
           {"stall_records", hang.stall_records},
           {"divergences", hang.divergences},
           {"stragglers", hang.stragglers},
+          {"slow_peers", hang.slow_peers},
           {"slowest_ops", slowest},
           {"environment", to_json(hang.environment)},
           {"advised_settings", s.advised_settings},

@@ -264,7 +264,13 @@ def the_peer_others_wait_on_is_named():
             check(s["others_recv_wait_us_per_step"] >= 1000 and s["own_recv_wait_us_per_step"] < 100, f"{s}")
             check(len(peers["links"]) >= 8, f"links: {peers['links']}")
             code, text, _ = job.report("peers")
-            check("SLOW PEER: rank 2 of" in text, text)
+            check("SLOW PEER: comm " in text and "rank 2's peers waited on it" in text, text)
+            # hang and summary name it too, as a finding that is no hang (exit 0)
+            code, hang, _ = job.report("hang", "--json")
+            slow_in = [c["slow_peer"]["rank"] for c in hang["comms"] if "slow_peer" in c]
+            check(code == 0 and slow_in == [2] and "rank 2's peers waited on it" in hang["verdict"], (code, hang["verdict"]))
+            code, summary, _ = job.report("summary", "--json")
+            check(len(summary["slow_peers"]) == 1 and "rank 2's" in summary["slow_peers"][0], summary["slow_peers"])
 
 
 def each_link_moves_at_the_rate_its_sends_took():
