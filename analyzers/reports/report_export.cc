@@ -15,6 +15,8 @@
 // written under a temporary name and renamed into place: a re-export replaces them whole, and the
 // same traces give the same bytes.
 #include "reports/commands.h"
+#include "reports/export_columns.h"
+#include "reports/export_peers.h"
 #include "reports/input.h"
 #include "reports/job_identity.h"
 #include "reports/leak_report.h"
@@ -45,13 +47,6 @@ using trace::Api;
 // The schema's version, in every file's footer (ncclwatch.schema_version): a column renamed,
 // removed or retyped makes the next version; a column added at the end does not.
 constexpr const char* kSchemaVersion = "1";
-
-// Columns every table starts with: which trace (file name) and process a row comes from.
-std::vector<ColumnSpec> with_process(std::vector<ColumnSpec> rest) {
-  std::vector<ColumnSpec> all = {{"trace", Kind::kString}, {"pid", Kind::kInt32}};
-  all.insert(all.end(), rest.begin(), rest.end());
-  return all;
-}
 
 enum OpColumn {
   kOpTrace, kOpPid, kOpComm, kOpRank, kOpNranks, kOpSeq, kOpName, kOpCount, kOpBytes, kOpDatatype, kOpRedop,
@@ -139,12 +134,6 @@ std::string file_name_of(std::string_view stem) {
     out = fmt::format("{}%%{:016x}", out.substr(0, cut), hash);
   }
   return out.empty() ? "unknown" : out;
-}
-
-// A count or size (unsigned in the trace) into a BIGINT column: one past its range (2^63 - 1: no
-// buffer is that large, a damaged or hostile trace's is) is null, never a negative number; so is one not `present`.
-void add_unsigned(parquet::ColumnData& column, uint64_t value, bool present = true) {
-  column.add_optional(present && value <= static_cast<uint64_t>(INT64_MAX), static_cast<int64_t>(value));
 }
 
 // An op as its row will be written: kept while its launch waits for a GPU timing.
@@ -249,10 +238,11 @@ class OpsFile {
   int64_t* last_op_ = nullptr;             // ... and its entry
 };
 
-// What one trace gave: its process (lifecycle), stalls, last ops and how many ops rows.
+// What one trace gave: its process (lifecycle), stalls, proxy operations, last ops and how many ops rows.
 struct TraceExport {
   ProcessTrace process;
   std::vector<trace::StallRecord> stalls;
+  TracePeers peers;
   LastOps last_ops;
   std::string staged;  // its ops file, before it is moved into its partition
   uint64_t op_rows = 0;
@@ -287,10 +277,13 @@ class ExportSink : public JobSink {
         // As many as the op model keeps: a watchdog writes one per stall and resolution.
         if (const auto* s = r.as<trace::StallRecord>(); s && out_.stalls.size() < kMaxStallsPerProcess)
           out_.stalls.push_back(*s);
+      } else if (r.type == trace::RecordType::kOpProxy) {
+        out_.peers.add(r);
       }
     }
     void end_of_records() override {
       if (timed_) timed_->finish();
+      out_.peers.end_of_records();
     }
     void finish(ProcessTrace& p, bool usable, std::vector<TraceProblem>& problems) override {
       out_.usable = usable;
@@ -341,7 +334,8 @@ class TraceTables {
         resources_(table_writer(partition_file(out, "resources", job, host, name), kResourcesSchema)),
         stalls_(table_writer(partition_file(out, "stalls", job, host, name), kStallsSchema)),
         environment_(table_writer(partition_file(out, "environment", job, host, name), kEnvironmentSchema)),
-        notices_(table_writer(partition_file(out, "notices", job, host, name), kNoticesSchema)) {}
+        notices_(table_writer(partition_file(out, "notices", job, host, name), kNoticesSchema)),
+        peers_(table_writer(partition_file(out, "peers", job, host, name), kPeersSchema)) {}
 
   // `p`: the trace's process as the job holds it (`memory` knows its communicators by address).
   void add(const ProcessTrace& p, const TraceExport& t, const CommMemories& memory, const std::string& trace,
@@ -365,11 +359,12 @@ class TraceTables {
       w[2].add(std::string_view(valid_utf8(notice)));
       w.end_row();
     }
+    t.peers.write(*peers_, trace_, pid_);
   }
 
   bool close(std::vector<std::string>& errors) {
     bool ok = true;
-    for (auto* w : {&processes_, &comms_, &resources_, &stalls_, &environment_, &notices_}) {
+    for (auto* w : {&processes_, &comms_, &resources_, &stalls_, &environment_, &notices_, &peers_}) {
       std::string error;
       if (!(*w)->close(error)) errors.push_back(error), ok = false;
     }
@@ -494,7 +489,7 @@ class TraceTables {
     w.end_row();
   }
 
-  std::unique_ptr<TableWriter> processes_, comms_, resources_, stalls_, environment_, notices_;
+  std::unique_ptr<TableWriter> processes_, comms_, resources_, stalls_, environment_, notices_, peers_;
   std::string trace_;
   int32_t pid_ = 0;
   int64_t offset_ = 0;

@@ -20,7 +20,7 @@ import os
 import re
 import sys
 
-TABLES = ("ops", "comms", "processes", "resources", "stalls", "environment", "notices")
+TABLES = ("ops", "comms", "processes", "resources", "stalls", "environment", "notices", "peers")
 QUERIES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "queries")
 # Views over the tables that the named questions share (queries/views/<name>.sql, each a SELECT),
 # made on both engines by the same statement.

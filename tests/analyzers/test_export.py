@@ -18,7 +18,7 @@ from report_harness import GEN, REAL, REPORT, check, report, run_case, tempdir  
 import ncclwatch  # noqa: E402
 
 LAUNCHER = os.path.join(ROOT, "scripts", "ncclwatch")
-TABLES = ("ops", "comms", "processes", "resources", "stalls", "environment", "notices")
+TABLES = ("ops", "comms", "processes", "resources", "stalls", "environment", "notices", "peers")
 
 
 def export(*inputs, out=None, extra=()):

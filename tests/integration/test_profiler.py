@@ -292,6 +292,23 @@ def each_link_moves_at_the_rate_its_sends_took():
     check(all(link["send_gbps"] is None for link in peers["links"] if link["direction"] == "recv"), peers["links"])
     code, csv_text, _ = job.report("peers", "--csv")
     check("send_gbps" in csv_text.splitlines()[0], csv_text)
+    # The export's peers table holds the same links, rate and all.
+    try:
+        import duckdb
+    except ImportError:
+        print("the export's peers table not checked: no duckdb for this python3 (scripts/bootstrap installs it)")
+        return
+    out = tempfile.mkdtemp(prefix="nw-export-")
+    p = subprocess.run([REPORT, "export", job.trace_dir, "-o", out], capture_output=True, text=True)
+    check(p.returncode == 0, p.stderr)
+    table = duckdb.sql(f"SELECT comm_id, rank, peer, direction, bytes, send_gbps FROM "
+                       f"read_parquet('{out}/peers/*/*/*.parquet') ORDER BY ALL").fetchall()
+    want = sorted((link["comm"], link["rank"], link["peer"], link["direction"], link["bytes"], link["send_gbps"])
+                  for link in peers["links"])
+    check(len(table) == len(want) and all(t[:5] == w[:5] and (t[5] is None) == (w[5] is None) and
+                                          (t[5] is None or abs(t[5] - w[5]) <= 1e-12) for t, w in zip(table, want)),
+          (table, want))
+    shutil.rmtree(out)
 
 
 main({f.__name__: f for f in (each_op_gets_the_plan_nccl_made, each_op_gets_its_kernel_time_by_the_gpu_timer,
