@@ -393,7 +393,7 @@ std::optional<CommHang> analyze_comm(const JobFacts& job, uint64_t id, Straggler
   c.stragglers = std::move(stragglers);
   if (slow_peer) {
     c.slow_peer = std::move(slow_peer);
-    c.slow_peer_text = slow_peer_text(*c.slow_peer, comm_label(id, job.names));
+    c.slow_peer_text = slow_peer_text(*c.slow_peer, comm_label(id, job.names)) + " — run `ncclwatch-report peers`";
   }
   if (auto it = job.divergences.find(id); it != job.divergences.end()) c.divergence = it->second;
   verdict = comm_verdict(a, job.index, c, m.present, m.hung_api, lowest_issued, job.names);

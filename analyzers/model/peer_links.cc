@@ -140,7 +140,7 @@ std::string slow_peer_text(const SlowPeer& s, const std::string& comm) {
   return fmt::format("comm {}: rank {}'s peers waited on it: the other ranks' receive steps waited {:.1f} us each on "
                      "their peers (median; rank{} {} waited at least {:.0f}x as long as it did), its own {:.1f} us over {} "
                      "steps, with its steps as long as theirs ({:.1f} against {:.1f} us): they wait on what it forwards "
-                     "late (a starved proxy, a slow link) — run `ncclwatch-report peers`",
+                     "late (a starved proxy, a slow link)",
                      comm, s.rank, s.others_us, s.waiting.size() == 1 ? "" : "s", ranks_text(s.waiting), kSlowFactor,
                      s.own_wait_us, s.steps, s.step_us, s.others_step_us);
 }

@@ -43,6 +43,11 @@ Axis linear_axis(double max_value, const std::string& title, int precision_hint 
 Axis log2_bytes_axis(double lo, double hi);
 // Values in log10 (of microseconds): ticks at 1, 10, 100 us, 1 ms, ...
 Axis log10_us_axis(double lo, double hi, const std::string& title);
+// The heatmaps' scale, low to high, and the colour of a cell with nothing recorded.
+inline constexpr const char* kHeatColours[] = {"#ffffcc", "#ffeda0", "#fed976", "#feb24c",
+                                               "#fd8d3c", "#fc4e2a", "#e31a1c", "#b10026"};
+inline constexpr const char* kNoDataColour = "#d4d4dc";
+
 // One chart of `series`, with a legend; `aria` names it for screen readers.
 std::string line_chart(const std::vector<Series>& series, const Axis& x, const Axis& y, const std::string& aria);
 

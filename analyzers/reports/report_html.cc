@@ -9,6 +9,7 @@
 // environment_differences); only the heatmap needs a pass of its own over the op records (see
 // lateness_map.h).
 #include "reports/html_memory.h"
+#include "reports/html_peers.h"
 #include "reports/html_svg.h"
 #include "reports/commands.h"
 #include "reports/input.h"
@@ -45,9 +46,6 @@ constexpr size_t kMaxTableRows = 200;     // per table: a page, not a dump
 // that a reader (and the browser test) can tell them apart.
 constexpr const char* kSeriesColours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd",
                                           "#8c564b", "#e377c2", "#17becf", "#bcbd22"};
-constexpr const char* kHeatColours[] = {"#ffffcc", "#ffeda0", "#fed976", "#feb24c",
-                                        "#fd8d3c", "#fc4e2a", "#e31a1c", "#b10026"};
-constexpr const char* kNoDataColour = "#d4d4dc";
 constexpr const char* kLiveColour = "#0b6e4f";
 
 // A JSON value as plain text: strings without their quotes.
@@ -228,9 +226,12 @@ void verdict_section(Page& page, const LeakReport& leaks, const HangReport& repo
   page.add(fmt::format(R"(<div class="card {}" id="mismatches"><h3>Mismatches</h3><p>{}</p></div>)", mismatched ? "bad" : "ok",
                        mismatched ? fmt::format("Ranks passed different arguments to {} collective(s).", mismatched)
                                   : std::string("None: every rank passed the same arguments.")));
-  page.add(fmt::format(R"(<div class="card {}" id="stragglers"><h3>Stragglers</h3>)", stragglers.empty() ? "ok" : "warn"));
-  if (stragglers.empty()) page.add("<p>None found.</p>");
+  const std::vector<std::string>& slow_peers = report.slow_peers;
+  page.add(fmt::format(R"(<div class="card {}" id="stragglers"><h3>Stragglers</h3>)",
+                       stragglers.empty() && slow_peers.empty() ? "ok" : "warn"));
+  if (stragglers.empty() && slow_peers.empty()) page.add("<p>None found.</p>");
   for (const std::string& t : stragglers) page.add("<p>" + esc(t) + "</p>");
+  for (const std::string& t : slow_peers) page.add("<p>" + esc(t) + "</p>");
   page.add("</div></div>");
 
   if (!groups.empty()) {
@@ -278,7 +279,8 @@ void verdict_section(Page& page, const LeakReport& leaks, const HangReport& repo
   size_t mismatch_rows = 0, mismatch_total = 0;
   for (const CommHang& c : report.comms) {
     const std::string& verdict = c.verdict;
-    bool straggler_only = std::find(stragglers.begin(), stragglers.end(), verdict) != stragglers.end();  // in its card
+    bool straggler_only = std::find(stragglers.begin(), stragglers.end(), verdict) != stragglers.end() ||
+                          std::find(slow_peers.begin(), slow_peers.end(), verdict) != slow_peers.end();  // in its card
     if (verdict.rfind("consistent", 0) != 0 && !straggler_only)
       findings += fmt::format("<li>{}</li>", esc(verdict));
     for (const ArgumentMismatch& m : c.mismatches) {
@@ -485,6 +487,7 @@ int run_html(const Options& options, const IdleSettings& idle) {
   std::map<std::string, std::string> op_colours;
   communicators_section(page, latency, names, op_colours);
   lateness_section(page, maps, names);
+  page.add(peers_section_html(a, names));
 
   page.add("<h2 id=\"live\">Live communicators over time</h2>");
   size_t still_alive = 0;

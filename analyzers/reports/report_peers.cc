@@ -33,7 +33,7 @@ const Column<Row> kPeerColumns[] = {
     {.json = "steps", .csv = "steps", .text = "steps", .width = 8, .value = [](const Row& r) { return count(r.link.steps); }},
     {.json = "bytes", .csv = "bytes", .value = [](const Row& r) { return count(r.link.bytes); }},
     {.text = "MiB", .width = 10, .value = [](const Row& r) -> Cell { return double(r.link.bytes) / 1048576.0; }},
-    {.json = "send_gbps", .csv = "send_gbps", .text = "GB/s", .width = 7,
+    {.json = "send_gbps", .csv = "send_gbps", .text = "GB/s", .width = 7, .text_decimals = 2,
      .value = [](const Row& r) -> Cell {
        if (!r.key.send || r.link.moving_ns == 0) return std::monostate{};
        return r.link.send_gbps();

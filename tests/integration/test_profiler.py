@@ -4,6 +4,7 @@ NCCL planned for each op becomes an OpPlan record tied to the op, `latency` name
 stands aside, declines or stays off wherever it should."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -271,6 +272,20 @@ def the_peer_others_wait_on_is_named():
             check(code == 0 and slow_in == [2] and "rank 2's peers waited on it" in hang["verdict"], (code, hang["verdict"]))
             code, summary, _ = job.report("summary", "--json")
             check(len(summary["slow_peers"]) == 1 and "rank 2's" in summary["slow_peers"][0], summary["slow_peers"])
+        # The html's per-peer heatmap: a cell per rank and peer that exchanged data, the slow rank's
+        # row marked (and no other), the world's receives from the ring's previous rank coloured.
+        page_path = os.path.join(job.trace_dir, "report.html")
+        job.report("html", "-o", page_path)
+        page = open(page_path, encoding="utf-8").read()
+        maps = re.findall(r'<svg class="peermap" data-comm="(\w+)".*?</svg>', page, re.S)
+        world = re.search(r'<svg class="peermap"[^>]*data-ranks="4".*?</svg>', page, re.S)
+        check(len(maps) == 3 and world, f"{slow}: peer maps {maps}")  # the world and its two halves
+        cells = re.findall(r'<rect class="cell" data-rank="(\d+)" data-peer="(\d+)"[^>]*fill="([^"]+)"', world.group(0))
+        pairs = {(int(r), int(p)) for r, p, _ in cells}
+        check(all(((r + 1) % 4 in (p_ for r_, p_ in pairs if r_ == r)) for r in range(4)) and len(cells) == len(pairs),
+              f"{slow}: cells {cells}")
+        marked = re.findall(r'class="rowlabel straggler">rank (\d+) ◀', world.group(0))
+        check(marked == ([] if slow is None else [str(slow)]), f"{slow}: marked {marked}")
 
 
 def each_link_moves_at_the_rate_its_sends_took():
