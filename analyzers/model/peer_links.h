@@ -39,7 +39,7 @@ struct PeerLink {
   uint64_t peer_wait_ns = 0;  // steps waiting on the peer and the network
   uint64_t partial = 0;       // operations with steps missing (lost, or never done)
   // Sends whose data's moving time is known (kProxyMoving): their bytes, and the time data moved to
-  // the peer, from each operation's first step handed to the network to its stop, overlapping
+  // the peer, from each operation's first step's data ready for the network to its stop, overlapping
   // channels and operations counted once.
   uint64_t moving_bytes = 0, moving_ns = 0;
   // The latest stretch of that time, not yet in moving_ns (close_moving_stretches ends it).

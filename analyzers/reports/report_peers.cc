@@ -91,7 +91,7 @@ int run_peers(const Options& options) {
   } else {
     fmt::print("{}", text_table<PeerRow>(kPeerColumns, rows));
     print_text("network transport (NCCL reports proxy steps for it alone); GB/s: what a rank's sends to the peer moved "
-               "while moving, from each operation's first step handed to the network to its end, channels together "
+               "while moving, from each operation's first step's data ready for the network to its end, channels together "
                "(NCCL starts proxy operations as ops are enqueued, long before their data moves); "
                "peer wait: send steps waiting for the peer's buffer and the network, receive steps for the peer's data\n");
     std::map<uint64_t, std::string> names = comm_names(analysis->job);

@@ -382,9 +382,9 @@ struct OpProxyRecord {
   uint32_t chunk_bytes;   // NCCL's chunk size per step
   uint32_t flags;         // kProxy*
   int32_t remote;         // the rank of the communicator the proxy moved data to or from
-  // A send's data began moving this long after start_ns, in microseconds: its first step handed to
-  // the network (kProxyMoving says it did; zero in files before it was written). NCCL starts an op's
-  // proxy operations as it is enqueued: before this the steps waited for the kernel.
+  // A send's data began moving this long after start_ns, in microseconds: its first step's data was
+  // ready for the network (kProxyMoving says it did; zero in files before it was written). NCCL
+  // starts an op's proxy operations as it is enqueued: before this the steps waited for the kernel.
   uint32_t moving_after_us;
 };
 static_assert(sizeof(OpProxyRecord) == 128);

@@ -128,7 +128,10 @@ void record_proxy_step_state(void* handle, int state, const abi::EventStateArgs*
   s.mark_ns = now;
   // The step's size as it went out or came in (NCCL's transSize is the latest transfer's otherwise).
   constexpr uint64_t kMaxStepBytes = uint64_t{1} << 32;
-  if (state == abi::kProxyStepSendWait && s.op->moving_ns == 0) s.op->moving_ns = now;
+  // A send's data begins to move when its first step's is ready for the network (NCCL then waits
+  // for the peer's buffer, SendPeerWait, and posts it, SendWait).
+  bool to_network = state == abi::kProxyStepSendPeerWait || state == abi::kProxyStepSendWait;
+  if (to_network && s.op->moving_ns == 0) s.op->moving_ns = now;
   bool sized = state == abi::kProxyStepSendWait || state == abi::kProxyStepRecvFlushWait;
   if (sized && args && args->proxyStep.transSize < kMaxStepBytes) s.op->bytes += args->proxyStep.transSize;
 }

@@ -34,7 +34,7 @@ struct ProxyOpSlot {
   int32_t remote = -1;  // the peer
   uint32_t steps_planned = 0, steps_done = 0, chunk_bytes = 0, flags = 0;
   int64_t start_ns = 0;
-  int64_t moving_ns = 0;  // a send's first step handed to the network; 0: none yet
+  int64_t moving_ns = 0;  // a send's first step's data ready for the network; 0: none yet
   uint64_t bytes = 0, gpu_wait_ns = 0, peer_wait_ns = 0, step_ns = 0;
   profiler_slots::ApiSlot op;
   ProxyStepSlot steps[kSteps];

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What the profiler plugin costs per call, at each level (NCCLWATCH_PROFILER=1: plans; =kernels:
-# and kernel channels): ab_overhead's two ranks sharing GPU 0 (a one-rank communicator has no plan
+# and kernel channels; =peers: plans and proxy steps, which the two ranks' sockets give): ab_overhead's two ranks sharing GPU 0 (a one-rank communicator has no plan
 # and no kernel events) in gpu mode without it and at each level,
 # alternating, ROUNDS times (default 4) on one warm machine. Inside each run NCCL's own entry point and the shim's wrapper
 # alternate; the plugin, once NCCL loaded it, serves both, so its cost is the difference between
@@ -13,7 +13,7 @@ dir="$RESULTS/profiler-cost"; rm -rf "$dir"; mkdir -p "$dir"
 build_gpu_program "$ROOT/tests/gpu/ab_overhead.cc" "$dir/ab_overhead"
 case $? in 0) ;; 2) echo "SKIP: needs nvcc and NCCL's headers"; exit 0 ;; *) fail "ab_overhead builds"; finish; exit ;; esac
 for round in $(seq "$rounds"); do
-  for plugin in 0 1 kernels; do
+  for plugin in 0 1 kernels peers; do
     out="$dir/round$round-plugin$plugin.txt"
     LD_PRELOAD="$SHIM" NCCLWATCH_TIMING=gpu NCCLWATCH_PROFILER="$plugin" NCCLWATCH_DIR="$dir/traces-$round-$plugin" \
       timeout 300 "$dir/ab_overhead" shared >"$out" 2>&1
@@ -26,6 +26,12 @@ d, report = sys.argv[1], sys.argv[2]
 out = subprocess.run([report, "dump", *glob.glob(f"{d}/traces-1-kernels/**/*.nwt", recursive=True)], capture_output=True, text=True).stdout
 sys.exit(0 if '"op_kernel"' in out else 1)
 PY
+expect "the peers level recorded proxy steps" python3 - "$dir" "$REPORT" <<'PY'
+import glob, subprocess, sys
+d, report = sys.argv[1], sys.argv[2]
+out = subprocess.run([report, "dump", *glob.glob(f"{d}/traces-1-peers/**/*.nwt", recursive=True)], capture_output=True, text=True).stdout
+sys.exit(0 if '"op_proxy"' in out else 1)
+PY
 python3 - "$dir" "$rounds" <<'PY'
 import re, statistics, sys
 d, rounds = sys.argv[1], int(sys.argv[2])
@@ -33,7 +39,7 @@ pat = re.compile(r"size (\d+) B: complete ([0-9.]+) us/call direct, ([0-9.]+) th
 def figures(path):
     return {int(m.group(1)): [float(x) for x in m.groups()[1:]] for m in pat.finditer(open(path).read())}
 names = ("complete, NCCL direct", "complete, wrapper", "issue, NCCL direct", "issue, wrapper")
-for level in ("1", "kernels"):
+for level in ("1", "kernels", "peers"):
     for size in (8, 1 << 20):
         rows = []
         for r in range(1, rounds + 1):

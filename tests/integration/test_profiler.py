@@ -290,8 +290,8 @@ def the_peer_others_wait_on_is_named():
 
 def each_link_moves_at_the_rate_its_sends_took():
     # The stand-in's sends move 0.5 MB/s once their first step has waited three times as long for the
-    # GPU (a queued kernel): `peers` gives each rank's send link that rate, from the steps handed to
-    # the network on (a reading from the operations' start would give at most a quarter of it).
+    # GPU (a queued kernel): `peers` gives each rank's send link that rate, from the first step's data ready
+    # for the network on (a reading from the operations' start would give at most a quarter of it).
     gbps = 0.0005
     job = Job([app("collectives_app"), "mixed"], nranks=4,
               env={"NCCLWATCH_PROFILER": "peers", "HOSTNCCL_LINK_GBPS": str(gbps)})
