@@ -85,9 +85,10 @@ void add_proxy_operation(PeerLinks& out, const trace::OpProxyRecord& p, const Re
   link.gpu_wait_ns += p.gpu_wait_ns;
   link.peer_wait_ns += p.peer_wait_ns;
   if ((p.flags & trace::kProxyStepsLost) || p.steps_done < p.steps_planned) ++link.partial;
-  int64_t moving = p.start_ns + int64_t{p.moving_after_us} * 1000;
-  if ((p.flags & trace::kProxySend) && (p.flags & trace::kProxyMoving) && moving <= p.stop_ns)
-    add_moving(link, moving, p.stop_ns, p.bytes);
+  // Within the operation's span (checked above), so start + offset cannot overflow.
+  int64_t moving_after = int64_t{p.moving_after_us} * 1000;
+  if ((p.flags & trace::kProxySend) && (p.flags & trace::kProxyMoving) && moving_after <= span)
+    add_moving(link, p.start_ns + moving_after, p.stop_ns, p.bytes);
 }
 
 std::vector<SlowPeer> slow_peers(const PeerLinks& links) {

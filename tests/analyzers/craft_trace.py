@@ -198,18 +198,25 @@ def hostile_op_kernels():
     return out + exit_records()
 
 
+PROXY_MOVING = 1 << 2
+
+
 def op_proxy(launch_id, seq, comm_id, rank, remote, send, start, stop, steps_ns, gpu_wait, peer_wait, bytes_=4096,
-             steps=4, nranks=4, count=1024):
-    """An OpProxyRecord (format 11): one proxy operation to or from a peer, its steps' waits."""
+             steps=4, nranks=4, count=1024, moving_after_us=None):
+    """An OpProxyRecord (format 11): one proxy operation to or from a peer, its steps' waits; a
+    send's data moving from `moving_after_us` after its start where given (kProxyMoving)."""
+    flags = (1 if send else 0) | (PROXY_MOVING if moving_after_us is not None else 0)
     return record(OP_PROXY, struct.pack("<QQQQqqQQQQiiiHBBIIIIiI", launch_id, seq, comm_id, count, start, stop, bytes_,
                                         gpu_wait, peer_wait, steps_ns, -1, rank, nranks, ALL_REDUCE, 7, 0, steps, steps,
-                                        1 << 17, 1 if send else 0, remote, 0))
+                                        1 << 17, flags, remote, moving_after_us or 0))
 
 
 def hostile_op_proxies():
     """Proxy operations no NCCL reports, each left out and named: a peer outside the communicator,
     a stop before its start, waits longer than the steps; then two plausible ones of 4 steps and
-    4096 bytes each, a send to rank 1 and a receive from rank 3."""
+    4096 bytes each, a send to rank 1 and a receive from rank 3; then sends to rank 2 whose data
+    moved from past their end (no rate) or from just before a clock's end (no overflow), and one
+    of 1 MB moving for 1 ms (1 GB/s)."""
     out = file_header(version=11) + process() + comm_created(1, 0xA, 0x11)
     out += op(0x11, 1, count=1024)
     t = 5_000_000_000
@@ -218,6 +225,9 @@ def hostile_op_proxies():
     out += op_proxy(1, 1, 0x11, 0, 1, True, t, t + 1000, 800, 500, 500)
     out += op_proxy(1, 1, 0x11, 0, 1, True, t, t + 4096, 4000, 1000, 2000)
     out += op_proxy(1, 1, 0x11, 0, 3, False, t, t + 4096, 4000, 1000, 2000)
+    out += op_proxy(1, 1, 0x11, 0, 2, True, t, t + 4096, 4000, 1000, 2000, moving_after_us=5)
+    out += op_proxy(1, 1, 0x11, 0, 2, True, (1 << 63) - 2000, (1 << 63) - 1, 1000, 0, 0, moving_after_us=0xFFFFFFFF)
+    out += op_proxy(1, 1, 0x11, 0, 2, True, t, t + 3_000_000, 1_000_000, 0, 0, bytes_=1_000_000, moving_after_us=2000)
     return out + exit_records()
 
 

@@ -45,6 +45,21 @@ def test_hostile_kernel_times_are_left_out():
     check(p.returncode == 0 and len(kernels) == 308 and kernels[0]["gpu_stop_ns"] == 0, (p.returncode, len(kernels)))
 
 
+def test_hostile_proxy_operations_are_left_out():
+    # The fuzz corpus' hostile_op_proxies.nwt (craft_trace.py): the three proxy operations no NCCL
+    # reports are named and left out; the send to rank 1 and the receive from rank 3 are links of
+    # 4096 bytes; of the sends to rank 2, only the one whose data moved within its span gives the
+    # rate: 1 MB over 1 ms, 1 GB/s.
+    path = os.path.join(CORPUS, "hostile_op_proxies.nwt")
+    rc, out, err = report_json("peers", path)
+    check(rc == 0 and "cannot be a proxy operation's" in err and path in err, (rc, err))
+    links = {(link["peer"], link["direction"]): link for link in out["links"]}
+    check(set(links) == {(1, "send"), (3, "recv"), (2, "send")}, links)
+    check(links[(1, "send")]["bytes"] == 4096 and links[(1, "send")]["send_gbps"] is None, links[(1, "send")])
+    to_2 = links[(2, "send")]
+    check(to_2["operations"] == 3 and abs(to_2["send_gbps"] - 1.0) < 1e-9, to_2)
+
+
 def test_costly_settings_are_advised():
     # costly_settings (gen_job.cc): 4 ranks on two hosts. Each costly setting is named once with
     # the processes and hosts that had it; rank 3 alone logs every call.
