@@ -289,10 +289,10 @@ def the_peer_others_wait_on_is_named():
 
 
 def each_link_moves_at_the_rate_its_sends_took():
-    # The stand-in's sends move 0.5 MB/s once their first step has waited three times as long for the
+    # The stand-in's sends move 100 kB/s once their first step has waited three times as long for the
     # GPU (a queued kernel): `peers` gives each rank's send link that rate, from the first step's data ready
     # for the network on (a reading from the operations' start would give at most a quarter of it).
-    gbps = 0.0005
+    gbps = 0.0001  # slow enough that a step's sleep dwarfs its overhead, under the sanitizers too
     job = Job([app("collectives_app"), "mixed"], nranks=4,
               env={"NCCLWATCH_PROFILER": "peers", "HOSTNCCL_LINK_GBPS": str(gbps)})
     results = job.run()
@@ -302,7 +302,7 @@ def each_link_moves_at_the_rate_its_sends_took():
         check(sends and all(r["start_ns"] < r["moving_ns"] <= r["stop_ns"] for r in sends), sends[:3])
     code, peers, _ = job.report("peers", "--json")
     sends = [link for link in peers["links"] if link["direction"] == "send"]
-    check(len(sends) >= 4 and all(0.5 * gbps <= link["send_gbps"] <= 1.05 * gbps for link in sends),
+    check(len(sends) >= 4 and all(0.7 * gbps <= link["send_gbps"] <= 1.05 * gbps for link in sends),
           f"want {gbps} GB/s: {[(link['rank'], link['peer'], link['send_gbps']) for link in sends]}")
     check(all(link["send_gbps"] is None for link in peers["links"] if link["direction"] == "recv"), peers["links"])
     code, csv_text, _ = job.report("peers", "--csv")
