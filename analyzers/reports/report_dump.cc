@@ -197,7 +197,7 @@ void add_op_proxy_fields(const RecordView& r, json& j) {
   j["steps_done"] = p->steps_done;
   j["chunk_bytes"] = p->chunk_bytes;
   j["steps_lost"] = (p->flags & kProxyStepsLost) != 0;
-  if (p->flags & kProxyMoving) j["moving_ns"] = p->start_ns + int64_t{p->moving_after_us} * 1000;
+  if (p->flags & kProxyMoving) j["moving_ns"] = wrap_add(p->start_ns, int64_t{p->moving_after_us} * 1000);
 }
 
 // A collective or point-to-point op.

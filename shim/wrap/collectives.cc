@@ -97,13 +97,16 @@ template <class Call> ncclResult_t run_op(const OpArgs& a, Call&& call) noexcept
   uint32_t comm_index = comm_ref_index(track, as_u64(a.comm));
   trace::OpTotalsEntry* totals = op_totals_entry(comm_index, a.api, a.count, static_cast<uint8_t>(a.datatype), begin_ns);
   count_op_call(totals, begin_ns, end_ns - begin_ns);
-  if (timed && timed.timed) flags |= trace::kOpTimed;
+  if (!timed) {  // host timing, grouped, captured: nothing to hand over (this path keeps nothing live past the write)
+    write_op_record(a, comm_index, seq, launch_id, begin_ns, end_ns, result, flags, t_thread.group.depth);
+    return result;
+  }
+  if (timed.timed) flags |= trace::kOpTimed;
   // The op's record before its launch goes to the collector: a reader pairs a timing with the op
   // records before it, and the collector may write the timing at once.
   write_op_record(a, comm_index, seq, launch_id, begin_ns, end_ns, result, flags, t_thread.group.depth);
-  if (timed)
-    end_timed_launch(timed, stream, launch_id, track, trace::is_point_to_point(a.api) ? 0 : seq, a.api, 1, begin_ns,
-                     end_ns, totals);
+  end_timed_launch(timed, stream, launch_id, track, trace::is_point_to_point(a.api) ? 0 : seq, a.api, 1, begin_ns, end_ns,
+                   totals);
   return result;
 }
 
