@@ -33,7 +33,7 @@ void PeerLink::merge(const PeerLink& o) {
   peer_wait_ns += o.peer_wait_ns;
   partial += o.partial;
   moving_bytes += o.moving_bytes;
-  moving_ns += o.moving_ns + uint64_t(o.stretch_end - o.stretch_begin);
+  moving_ns += o.moving_ns + o.stretch_ns();
 }
 
 namespace {
@@ -47,7 +47,7 @@ void add_moving(PeerLink& link, int64_t begin, int64_t end, uint64_t bytes) {
     link.stretch_end = std::max(link.stretch_end, end);
     return;
   }
-  link.moving_ns += uint64_t(link.stretch_end - link.stretch_begin);
+  link.moving_ns += link.stretch_ns();
   link.stretch_begin = begin;
   link.stretch_end = end;
 }
@@ -55,7 +55,7 @@ void add_moving(PeerLink& link, int64_t begin, int64_t end, uint64_t bytes) {
 
 void close_moving_stretches(PeerLinks& links) {
   for (auto& [key, link] : links) {
-    link.moving_ns += uint64_t(link.stretch_end - link.stretch_begin);
+    link.moving_ns += link.stretch_ns();
     link.stretch_begin = link.stretch_end = 0;
   }
 }
@@ -65,13 +65,18 @@ void add_proxy_operation(PeerLinks& out, const trace::OpProxyRecord& p, const Re
   int32_t nranks = implausible.nranks(p.nranks, r);
   bool ranks_fit = nranks > 1 && p.rank >= 0 && p.rank < nranks && p.remote >= 0 && p.remote < nranks &&
                    p.remote != p.rank;
-  int64_t span = p.stop_ns - p.start_ns;
-  bool times_fit = span >= 0 && span <= kMaxSpanNs && p.step_ns <= uint64_t(kMaxSpanNs) &&
-                   p.gpu_wait_ns + p.peer_wait_ns <= p.step_ns;
+  // As unsigned: a hostile pair of times cannot overflow the difference.
+  bool ordered = p.stop_ns >= p.start_ns;
+  int64_t span = ordered && uint64_t(p.stop_ns) - uint64_t(p.start_ns) <= uint64_t(kMaxSpanNs)
+                     ? int64_t(uint64_t(p.stop_ns) - uint64_t(p.start_ns))
+                     : -1;
+  bool times_fit = span >= 0 && p.step_ns <= uint64_t(kMaxSpanNs) && p.gpu_wait_ns <= p.step_ns &&
+                   p.peer_wait_ns <= p.step_ns - p.gpu_wait_ns;
   if (!ranks_fit || !times_fit) {
     implausible.note("an op_proxy record (rank " + std::to_string(p.rank) + " of " + std::to_string(p.nranks) +
-                         ", peer " + std::to_string(p.remote) + ", " + std::to_string(span) + " ns, steps " +
-                         std::to_string(p.step_ns) + " ns waiting " + std::to_string(p.gpu_wait_ns + p.peer_wait_ns) +
+                         ", peer " + std::to_string(p.remote) + ", from " + std::to_string(p.start_ns) + " to " +
+                         std::to_string(p.stop_ns) + " ns, steps " + std::to_string(p.step_ns) + " ns waiting " +
+                         std::to_string(p.gpu_wait_ns) + " + " + std::to_string(p.peer_wait_ns) +
                          " ns) cannot be a proxy operation's: left out",
                      r);
     return;

@@ -44,6 +44,8 @@ struct PeerLink {
   uint64_t moving_bytes = 0, moving_ns = 0;
   // The latest stretch of that time, not yet in moving_ns (close_moving_stretches ends it).
   int64_t stretch_begin = 0, stretch_end = 0;
+  // Its length: end >= begin, as unsigned so that no pair of a file's times overflows.
+  uint64_t stretch_ns() const { return uint64_t(stretch_end) - uint64_t(stretch_begin); }
   void merge(const PeerLink& o);  // `o`'s stretch closed
   double peer_wait_us_per_step() const { return steps ? peer_wait_ns / 1e3 / double(steps) : 0; }
   // What the sends moved per second while moving (bytes per ns are GB/s); 0 where not known.

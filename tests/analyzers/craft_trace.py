@@ -213,7 +213,7 @@ def op_proxy(launch_id, seq, comm_id, rank, remote, send, start, stop, steps_ns,
 
 def hostile_op_proxies():
     """Proxy operations no NCCL reports, each left out and named: a peer outside the communicator,
-    a stop before its start, waits longer than the steps; then two plausible ones of 4 steps and
+    a stop before its start, waits longer than the steps, a span past any clock's; then two plausible ones of 4 steps and
     4096 bytes each, a send to rank 1 and a receive from rank 3; then sends to rank 2 whose data
     moved from past their end (no rate) or from just before a clock's end (no overflow), and one
     of 1 MB moving for 1 ms (1 GB/s)."""
@@ -223,6 +223,7 @@ def hostile_op_proxies():
     out += op_proxy(1, 1, 0x11, 0, 9, True, t, t + 1000, 800, 100, 100)
     out += op_proxy(1, 1, 0x11, 0, 1, True, t, t - 1, 800, 100, 100)
     out += op_proxy(1, 1, 0x11, 0, 1, True, t, t + 1000, 800, 500, 500)
+    out += op_proxy(1, 1, 0x11, 0, 1, True, -(1 << 63), (1 << 63) - 1, 800, 100, 100)  # a span no clock holds
     out += op_proxy(1, 1, 0x11, 0, 1, True, t, t + 4096, 4000, 1000, 2000)
     out += op_proxy(1, 1, 0x11, 0, 3, False, t, t + 4096, 4000, 1000, 2000)
     out += op_proxy(1, 1, 0x11, 0, 2, True, t, t + 4096, 4000, 1000, 2000, moving_after_us=5)
